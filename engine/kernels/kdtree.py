@@ -1,0 +1,395 @@
+"""A kd-tree with deletions, for exact MDAV-family queries.
+
+The MDAV family repeatedly asks three questions of the records that are not yet
+grouped: which one is farthest from a point, which m are nearest to a point, and
+"remove these". Brute force answers each in O(n d); over the n / k groups of a run
+that is O(n^2 d / k), too slow beyond ~100k rows. This tree answers them by branch
+and bound over bounding boxes that shrink as records are removed, so the outer
+records MDAV consumes first leave tight boxes behind.
+
+Exactness. The answers are *identical* to brute force, not approximate:
+
+* distances are computed by the same expression, ``sum_j (x_j - q_j)**2`` summed
+  in column order, as the plain reference (``tests/reference.py``);
+* box bounds are computed with the same rounding, so they bound every computed
+  distance in the box (rounding is monotone), and nodes are pruned only on a
+  *strict* inequality, so equal distances are always inspected;
+* ties are broken by the lowest original row index.
+
+Layout. ``build_kdtree`` returns a tuple ``T`` of arrays (Numba handles tuples of
+arrays well and, unlike jitclasses, they can be cached):
+
+``T = (Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf)``
+
+* ``Xp`` (n, d): rows in tree order; ``ids`` (n,): their original row index;
+* ``alive`` (n,): row not yet removed; ``leaf_of`` (n,): leaf node of a position;
+* nodes are stored as an implicit complete binary tree (children 2i+1, 2i+2),
+  every leaf at the same depth; ``nstart/nend``: half-open position range;
+* ``lo/hi`` (n_nodes, d): bounding box of the node's *alive* rows;
+  ``cnt``: its number of alive rows; ``first_leaf``: index of the first leaf.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+_INF = np.inf
+
+
+@njit(cache=True, nogil=True)
+def sq_dist(X, i, q):
+    """Squared Euclidean distance of row ``X[i]`` to point ``q``, summed in column order."""
+    s = 0.0
+    for j in range(q.shape[0]):
+        t = X[i, j] - q[j]
+        s += t * t
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _box_max_dist(lo, hi, node, q):
+    # Upper bound of sq_dist from q to any point in the box.
+    s = 0.0
+    for j in range(q.shape[0]):
+        a = lo[node, j] - q[j]
+        b = hi[node, j] - q[j]
+        a = a * a
+        b = b * b
+        s += a if a > b else b
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _box_min_dist(lo, hi, node, q):
+    # Lower bound of sq_dist from q to any point in the box.
+    s = 0.0
+    for j in range(q.shape[0]):
+        if q[j] < lo[node, j]:
+            t = lo[node, j] - q[j]
+            s += t * t
+        elif q[j] > hi[node, j]:
+            t = q[j] - hi[node, j]
+            s += t * t
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _leaf_box(Xp, alive, nstart, nend, lo, hi, cnt, node):
+    d = Xp.shape[1]
+    c = 0
+    for j in range(d):
+        lo[node, j] = _INF
+        hi[node, j] = -_INF
+    for p in range(nstart[node], nend[node]):
+        if alive[p]:
+            c += 1
+            for j in range(d):
+                v = Xp[p, j]
+                if v < lo[node, j]:
+                    lo[node, j] = v
+                if v > hi[node, j]:
+                    hi[node, j] = v
+    cnt[node] = c
+
+
+@njit(cache=True, nogil=True)
+def _merge_box(lo, hi, cnt, node):
+    a = 2 * node + 1
+    b = a + 1
+    d = lo.shape[1]
+    cnt[node] = cnt[a] + cnt[b]
+    for j in range(d):
+        la = lo[a, j] if cnt[a] > 0 else _INF
+        lb = lo[b, j] if cnt[b] > 0 else _INF
+        ha = hi[a, j] if cnt[a] > 0 else -_INF
+        hb = hi[b, j] if cnt[b] > 0 else -_INF
+        lo[node, j] = la if la < lb else lb
+        hi[node, j] = ha if ha > hb else hb
+
+
+@njit(cache=True, nogil=True)
+def build_kdtree(X, leaf_size):
+    """Build the tree over the rows of ``X`` (n, d), float64, any memory layout.
+
+    Median splits on the dimension of largest spread (lowest dimension on ties),
+    stable sorts, so the tree depends only on the data.
+    """
+    n, d = X.shape
+    depth = 0
+    while (n + (1 << depth) - 1) >> depth > leaf_size:
+        depth += 1
+    n_nodes = (1 << (depth + 1)) - 1
+    first_leaf = (1 << depth) - 1
+    perm = np.arange(n)
+    nstart = np.zeros(n_nodes, np.int64)
+    nend = np.zeros(n_nodes, np.int64)
+    nend[0] = n
+    for node in range(first_leaf):
+        s = nstart[node]
+        e = nend[node]
+        m = (s + e) // 2
+        if e - s >= 2:
+            best_dim = 0
+            best_spread = -1.0
+            for j in range(d):
+                mn = _INF
+                mx = -_INF
+                for p in range(s, e):
+                    v = X[perm[p], j]
+                    if v < mn:
+                        mn = v
+                    if v > mx:
+                        mx = v
+                if mx - mn > best_spread:
+                    best_spread = mx - mn
+                    best_dim = j
+            vals = np.empty(e - s)
+            for p in range(s, e):
+                vals[p - s] = X[perm[p], best_dim]
+            order = np.argsort(vals, kind="mergesort")
+            seg = perm[s:e].copy()
+            for p in range(e - s):
+                perm[s + p] = seg[order[p]]
+        a = 2 * node + 1
+        nstart[a] = s
+        nend[a] = m
+        nstart[a + 1] = m
+        nend[a + 1] = e
+    Xp = np.empty((n, d))
+    for p in range(n):
+        for j in range(d):
+            Xp[p, j] = X[perm[p], j]
+    alive = np.ones(n, np.bool_)
+    leaf_of = np.empty(n, np.int64)
+    lo = np.empty((n_nodes, d))
+    hi = np.empty((n_nodes, d))
+    cnt = np.zeros(n_nodes, np.int64)
+    for node in range(first_leaf, n_nodes):
+        for p in range(nstart[node], nend[node]):
+            leaf_of[p] = node
+        _leaf_box(Xp, alive, nstart, nend, lo, hi, cnt, node)
+    for node in range(first_leaf - 1, -1, -1):
+        _merge_box(lo, hi, cnt, node)
+    return (Xp, perm, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf)
+
+
+@njit(cache=True, nogil=True)
+def remove(T, pos):
+    """Mark position ``pos`` as grouped and shrink the boxes on its path to the root."""
+    Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf = T
+    alive[pos] = False
+    node = leaf_of[pos]
+    _leaf_box(Xp, alive, nstart, nend, lo, hi, cnt, node)
+    while node > 0:
+        node = (node - 1) // 2
+        _merge_box(lo, hi, cnt, node)
+
+
+@njit(cache=True, nogil=True)
+def farthest(T, q):
+    """Alive position farthest from ``q`` (ties: lowest row id); -1 when none is alive."""
+    Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf = T
+    best_d = -1.0
+    best_pos = -1
+    best_id = np.iinfo(np.int64).max
+    stack = np.empty(128, np.int64)
+    bound = np.empty(128)
+    sp = 0
+    if cnt[0] == 0:
+        return -1
+    stack[0] = 0
+    bound[0] = _box_max_dist(lo, hi, 0, q)
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        node = stack[sp]
+        if bound[sp] < best_d:
+            continue
+        if node >= first_leaf:
+            for p in range(nstart[node], nend[node]):
+                if alive[p]:
+                    dd = sq_dist(Xp, p, q)
+                    if dd > best_d or (dd == best_d and ids[p] < best_id):
+                        best_d = dd
+                        best_pos = p
+                        best_id = ids[p]
+        else:
+            a = 2 * node + 1
+            b = a + 1
+            ba = _box_max_dist(lo, hi, a, q) if cnt[a] > 0 else -1.0
+            bb = _box_max_dist(lo, hi, b, q) if cnt[b] > 0 else -1.0
+            # push the more promising child last so it is explored first
+            if ba >= bb:
+                if cnt[b] > 0:
+                    stack[sp] = b
+                    bound[sp] = bb
+                    sp += 1
+                if cnt[a] > 0:
+                    stack[sp] = a
+                    bound[sp] = ba
+                    sp += 1
+            else:
+                if cnt[a] > 0:
+                    stack[sp] = a
+                    bound[sp] = ba
+                    sp += 1
+                if cnt[b] > 0:
+                    stack[sp] = b
+                    bound[sp] = bb
+                    sp += 1
+    return best_pos
+
+
+@njit(cache=True, nogil=True)
+def knn(T, q, m, exclude, out_pos, out_d):
+    """The ``m`` alive positions nearest to ``q``, other than position ``exclude``.
+
+    Fills ``out_pos[:found]`` / ``out_d[:found]`` in increasing (distance, row id)
+    order and returns ``found`` (< m only when fewer rows are alive).
+    """
+    Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf = T
+    found = 0
+    if m <= 0 or cnt[0] == 0:
+        return 0
+    stack = np.empty(128, np.int64)
+    bound = np.empty(128)
+    stack[0] = 0
+    bound[0] = _box_min_dist(lo, hi, 0, q)
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        node = stack[sp]
+        if found == m and bound[sp] > out_d[m - 1]:
+            continue
+        if node >= first_leaf:
+            for p in range(nstart[node], nend[node]):
+                if not alive[p] or p == exclude:
+                    continue
+                dd = sq_dist(Xp, p, q)
+                pid = ids[p]
+                if found == m:
+                    wd = out_d[m - 1]
+                    if dd > wd or (dd == wd and pid > ids[out_pos[m - 1]]):
+                        continue
+                    i = m - 1
+                else:
+                    i = found
+                    found += 1
+                # insertion into the sorted list
+                while i > 0 and (out_d[i - 1] > dd or (out_d[i - 1] == dd and ids[out_pos[i - 1]] > pid)):
+                    out_d[i] = out_d[i - 1]
+                    out_pos[i] = out_pos[i - 1]
+                    i -= 1
+                out_d[i] = dd
+                out_pos[i] = p
+        else:
+            a = 2 * node + 1
+            b = a + 1
+            ba = _box_min_dist(lo, hi, a, q) if cnt[a] > 0 else _INF
+            bb = _box_min_dist(lo, hi, b, q) if cnt[b] > 0 else _INF
+            if ba <= bb:
+                if cnt[b] > 0:
+                    stack[sp] = b
+                    bound[sp] = bb
+                    sp += 1
+                if cnt[a] > 0:
+                    stack[sp] = a
+                    bound[sp] = ba
+                    sp += 1
+            else:
+                if cnt[a] > 0:
+                    stack[sp] = a
+                    bound[sp] = ba
+                    sp += 1
+                if cnt[b] > 0:
+                    stack[sp] = b
+                    bound[sp] = bb
+                    sp += 1
+    return found
+
+
+# --- farthest from a slowly moving point (the centroid) -----------------------------
+#
+# MDAV asks "farthest from the centroid of the remaining rows" once per group, and
+# that centroid barely moves between groups. We keep the alive rows sorted by their
+# distance D0 to an anchor point a. By the triangle inequality
+# |p - c| <= D0(p) + |a - c|, so a scan in decreasing D0 can stop as soon as
+# D0(p) + |a - c| falls below the best distance found: usually after a handful of
+# rows. When scans grow long (the centroid has drifted), we re-anchor at c.
+# A = (order, D0, head, anchor, work): head[0] is the first possibly alive entry,
+# work[0] the rows scanned since the last re-anchor.
+
+_SAFE = 1.0 + 1e-9  # covers the rounding of computed distances in the stop test
+
+
+@njit(cache=True, nogil=True)
+def _anchor_at(T, c):
+    Xp, alive = T[0], T[2]
+    n = Xp.shape[0]
+    m = 0
+    for p in range(n):
+        if alive[p]:
+            m += 1
+    pos = np.empty(m, np.int64)
+    key = np.empty(m)
+    D0 = np.zeros(n)
+    i = 0
+    for p in range(n):
+        if alive[p]:
+            D0[p] = math.sqrt(sq_dist(Xp, p, c))
+            pos[i] = p
+            key[i] = -D0[p]
+            i += 1
+    order = pos[np.argsort(key, kind="mergesort")]
+    head = np.zeros(1, np.int64)
+    work = np.zeros(1, np.int64)
+    return (order, D0, head, c.copy(), work)
+
+
+@njit(cache=True, nogil=True)
+def anchor_init(T, c):
+    """Anchor structure for ``farthest_from_moving`` (see above)."""
+    return _anchor_at(T, c)
+
+
+@njit(cache=True, nogil=True)
+def farthest_from_moving(T, A, c):
+    """Same answer as ``farthest(T, c)``, fast when ``c`` moves little between calls.
+
+    Returns ``(pos, A)``; ``A`` is replaced when the scan decides to re-anchor.
+    """
+    Xp, ids, alive, cnt = T[0], T[1], T[2], T[8]
+    order, D0, head, a, work = A
+    delta = 0.0
+    for j in range(c.shape[0]):
+        t = c[j] - a[j]
+        delta += t * t
+    delta = math.sqrt(delta)
+    best_d = -1.0
+    best_r = -1.0
+    best_pos = -1
+    best_id = np.iinfo(np.int64).max
+    m = order.shape[0]
+    while head[0] < m and not alive[order[head[0]]]:
+        head[0] += 1
+    scanned = 0
+    for i in range(head[0], m):
+        p = order[i]
+        if not alive[p]:
+            continue
+        if (D0[p] + delta) * _SAFE < best_r:
+            break
+        scanned += 1
+        dd = sq_dist(Xp, p, c)
+        if dd > best_d or (dd == best_d and ids[p] < best_id):
+            best_d = dd
+            best_r = math.sqrt(dd)
+            best_pos = p
+            best_id = ids[p]
+    work[0] += scanned
+    # re-anchor when the work spent scanning since the last anchor exceeds what a
+    # rebuild costs (amortized O(1) rebuilds per "alive rows" scanned)
+    if scanned > 32 and work[0] > cnt[0]:
+        A = _anchor_at(T, c)
+    return best_pos, A

@@ -1,0 +1,186 @@
+"""Slow, plainly written reference implementations that the fast kernels must match.
+
+Brute force over a boolean "remaining" mask, no trees, no pruning. The conventions
+(which the kernels document) are spelled out here in the most obvious way:
+
+* squared distances are summed column by column (the order the kernels use);
+* the centroid is ``total / remaining``; ``total`` starts as the row-by-row column
+  sums and every grouped row is subtracted in the order it joins its group;
+* ties go to the lowest row index; "the k-1 nearest of r" excludes r.
+"""
+
+import math
+
+import numpy as np
+
+
+def sq_dists(X, q):
+    out = np.zeros(X.shape[0])
+    for j in range(X.shape[1]):
+        out += (X[:, j] - q[j]) ** 2
+    return out
+
+
+def column_sums(X):
+    total = np.zeros(X.shape[1])
+    for i in range(X.shape[0]):
+        total += X[i]
+    return total
+
+
+class _Run:
+    def __init__(self, X):
+        self.X = np.asarray(X, dtype=np.float64)
+        self.n = self.X.shape[0]
+        self.remaining = np.ones(self.n, dtype=bool)
+        self.total = column_sums(self.X)
+        self.labels = np.full(self.n, -1, dtype=np.int64)
+        self.group = 0
+
+    def count(self):
+        return int(self.remaining.sum())
+
+    def centroid(self):
+        return self.total / self.count()
+
+    def farthest(self, q):
+        d = sq_dists(self.X, q)
+        d[~self.remaining] = -1.0
+        return int(np.flatnonzero(d == d.max())[0])
+
+    def nearest(self, q, m, exclude=-1):
+        """Indices of the m remaining rows nearest to q (not `exclude`), with distances."""
+        d = sq_dists(self.X, q)
+        cand = np.flatnonzero(self.remaining)
+        cand = cand[cand != exclude]
+        order = np.lexsort((cand, d[cand]))  # by distance, then row index
+        chosen = cand[order[:m]]
+        return chosen, d[chosen]
+
+    def take(self, i):
+        self.labels[i] = self.group
+        self.total -= self.X[i]
+        self.remaining[i] = False
+
+    def close_group(self):
+        self.group += 1
+
+    def group_around(self, r, k):
+        nb, _ = self.nearest(self.X[r], k - 1, exclude=r)
+        self.take(r)
+        for i in nb:
+            self.take(i)
+        self.close_group()
+
+    def rest_as_group(self):
+        if self.count() > 0:
+            self.labels[self.remaining] = self.group
+            self.remaining[:] = False
+            self.close_group()
+
+
+def mdav(X, k):
+    """Centroid-based MDAV (Domingo-Ferrer & Torra 2005)."""
+    R = _Run(X)
+    while R.count() >= 3 * k:
+        r = R.farthest(R.centroid())
+        R.group_around(r, k)
+        s = R.farthest(R.X[r])
+        R.group_around(s, k)
+    if R.count() >= 2 * k:
+        R.group_around(R.farthest(R.centroid()), k)
+    R.rest_as_group()
+    return R.labels
+
+
+def mdav_single(X, k):
+    """MDAV-single-group: one group per iteration; seed 003 steps 3-4 at the end."""
+    R = _Run(X)
+    while R.count() >= 3 * k:
+        R.group_around(R.farthest(R.centroid()), k)
+    if R.count() >= 2 * k:
+        R.group_around(R.farthest(R.centroid()), k)
+    R.rest_as_group()
+    return R.labels
+
+
+def ivmdav(X, k, gamma=1.16):
+    """IV-MDAV, seed 003 section IV."""
+    R = _Run(X)
+    while R.count() >= 3 * k:
+        xr = R.farthest(R.centroid())
+        ys, yd = R.nearest(R.X[xr], 2 * k - 1, exclude=xr)
+        R.take(xr)
+        for y in ys[: k - 1]:
+            R.take(y)
+        size = k
+        for j in range(k - 1, len(ys)):
+            if size >= 2 * k - 1:
+                break
+            y = ys[j]
+            zs, zd = R.nearest(R.X[y], k)  # z_1 is y itself
+            if len(zs) < k:
+                break
+            d1 = math.sqrt(yd[j])
+            d2 = math.sqrt(zd[k - 1])
+            if d2 > gamma * d1:
+                R.take(y)
+                size += 1
+        R.close_group()
+    if R.count() >= 2 * k:
+        R.group_around(R.farthest(R.centroid()), k)
+    R.rest_as_group()
+    return R.labels
+
+
+def vmdav(X, k, gamma=0.2):
+    """V-MDAV (Solanas & Martinez-Balleste 2006)."""
+    R = _Run(X)
+    while R.count() >= k:
+        e = R.farthest(R.centroid())
+        nb, _ = R.nearest(R.X[e], k - 1, exclude=e)
+        members = [e] + list(nb)
+        for i in members:
+            R.take(i)
+        while len(members) < 2 * k - 1 and R.count() > 0:
+            best_u, best_d = -1, math.inf
+            for m in members:
+                u, du = R.nearest(R.X[m], 1)
+                u, du = int(u[0]), float(du[0])
+                if du < best_d or (du == best_d and u < best_u):
+                    best_u, best_d = u, du
+            v, dv = R.nearest(R.X[best_u], 1, exclude=best_u)
+            d_out = math.sqrt(dv[0]) if len(v) else math.inf
+            if math.sqrt(best_d) < gamma * d_out:
+                R.take(best_u)
+                members.append(best_u)
+            else:
+                break
+        R.close_group()
+    left = np.flatnonzero(R.remaining)
+    grouped = np.flatnonzero(~R.remaining)
+    for u in left:
+        d = sq_dists(R.X[grouped], R.X[u])
+        best = grouped[np.lexsort((grouped, d))[0]]
+        R.labels[u] = R.labels[best]
+    return R.labels
+
+
+def standardize(X):
+    X = np.asarray(X, dtype=np.float64)
+    mean = X.mean(axis=0)
+    sd = X.std(axis=0)
+    Z = np.zeros_like(X)
+    nz = sd > 0
+    Z[:, nz] = (X[:, nz] - mean[nz]) / sd[nz]
+    return Z
+
+
+def information_loss(Z, labels):
+    """100 * SSE / SST on standardized data, by the definition."""
+    sse = 0.0
+    for g in np.unique(labels):
+        G = Z[labels == g]
+        sse += float(((G - G.mean(axis=0)) ** 2).sum())
+    sst = float(((Z - Z.mean(axis=0)) ** 2).sum())
+    return 100.0 * sse / sst, sse, sst
