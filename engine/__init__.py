@@ -1,0 +1,10 @@
+"""microagg-engine: k-anonymity for large tables by microaggregation."""
+
+from .api import anonymize, microaggregate
+from .config import METHODS, RunConfig
+from .coordinator import RunResult
+from .errors import EngineError
+from .report import Report
+
+__version__ = "0.1.0"
+__all__ = ["microaggregate", "anonymize", "RunConfig", "RunResult", "Report", "EngineError", "METHODS"]

@@ -19,14 +19,19 @@ Exactness. The answers are *identical* to brute force, not approximate:
 Layout. ``build_kdtree`` returns a tuple ``T`` of arrays (Numba handles tuples of
 arrays well and, unlike jitclasses, they can be cached):
 
-``T = (Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf)``
+``T = (Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf, center, rnorm, rmax)``
 
 * ``Xp`` (n, d): rows in tree order; ``ids`` (n,): their original row index;
 * ``alive`` (n,): row not yet removed; ``leaf_of`` (n,): leaf node of a position;
 * nodes are stored as an implicit complete binary tree (children 2i+1, 2i+2),
   every leaf at the same depth; ``nstart/nend``: half-open position range;
 * ``lo/hi`` (n_nodes, d): bounding box of the node's *alive* rows;
-  ``cnt``: its number of alive rows; ``first_leaf``: index of the first leaf.
+  ``cnt``: its number of alive rows; ``first_leaf``: index of the first leaf;
+* ``center`` (d,): the column means; ``rnorm`` (n,): each position's distance to
+  it; ``rmax`` (n_nodes,): the largest ``rnorm`` among a node's alive rows. The
+  ball bound ``|q - center| + rmax`` caps the distance from q to a node's rows;
+  it is much tighter than the box for far-away q (the farthest-from-x_r query
+  from an outlier, where every box corner looks equally far).
 """
 
 import math
@@ -35,6 +40,7 @@ import numpy as np
 from numba import njit
 
 _INF = np.inf
+_SAFE = 1.0 + 1e-9  # widens triangle-inequality bounds past any rounding of computed norms
 
 
 @njit(cache=True, nogil=True)
@@ -58,6 +64,16 @@ def _box_max_dist(lo, hi, node, q):
         b = b * b
         s += a if a > b else b
     return s
+
+
+@njit(cache=True, nogil=True)
+def _far_bound(lo, hi, rmax, node, q, qn):
+    # min of the box bound and the ball bound (|q - center| + rmax)^2, the latter
+    # widened by _SAFE to cover rounding in the computed norms
+    box = _box_max_dist(lo, hi, node, q)
+    t = (qn + rmax[node]) * _SAFE
+    ball = t * t
+    return box if box < ball else ball
 
 
 @njit(cache=True, nogil=True)
@@ -94,6 +110,15 @@ def _leaf_box(Xp, alive, nstart, nend, lo, hi, cnt, node):
 
 
 @njit(cache=True, nogil=True)
+def _leaf_rmax(alive, nstart, nend, rnorm, rmax, node):
+    m = 0.0
+    for p in range(nstart[node], nend[node]):
+        if alive[p] and rnorm[p] > m:
+            m = rnorm[p]
+    rmax[node] = m
+
+
+@njit(cache=True, nogil=True)
 def _merge_box(lo, hi, cnt, node):
     a = 2 * node + 1
     b = a + 1
@@ -112,7 +137,7 @@ def _merge_box(lo, hi, cnt, node):
 def build_kdtree(X, leaf_size):
     """Build the tree over the rows of ``X`` (n, d), float64, any memory layout.
 
-    Median splits on the dimension of largest spread (lowest dimension on ties),
+    Median splits on the dimension of largest variance (lowest dimension on ties),
     stable sorts, so the tree depends only on the data.
     """
     n, d = X.shape
@@ -130,19 +155,21 @@ def build_kdtree(X, leaf_size):
         e = nend[node]
         m = (s + e) // 2
         if e - s >= 2:
+            # split the dimension of largest variance: the largest range would
+            # follow the outliers of heavy-tailed columns and leave loose boxes
             best_dim = 0
             best_spread = -1.0
             for j in range(d):
-                mn = _INF
-                mx = -_INF
+                mu = 0.0
                 for p in range(s, e):
-                    v = X[perm[p], j]
-                    if v < mn:
-                        mn = v
-                    if v > mx:
-                        mx = v
-                if mx - mn > best_spread:
-                    best_spread = mx - mn
+                    mu += X[perm[p], j]
+                mu /= e - s
+                var = 0.0
+                for p in range(s, e):
+                    t = X[perm[p], j] - mu
+                    var += t * t
+                if var > best_spread:
+                    best_spread = var
                     best_dim = j
             vals = np.empty(e - s)
             for p in range(s, e):
@@ -165,31 +192,45 @@ def build_kdtree(X, leaf_size):
     lo = np.empty((n_nodes, d))
     hi = np.empty((n_nodes, d))
     cnt = np.zeros(n_nodes, np.int64)
+    center = np.zeros(d)
+    for p in range(n):
+        for j in range(d):
+            center[j] += Xp[p, j]
+    if n > 0:
+        center /= n
+    rnorm = np.empty(n)
+    for p in range(n):
+        rnorm[p] = math.sqrt(sq_dist(Xp, p, center))
+    rmax = np.zeros(n_nodes)
     for node in range(first_leaf, n_nodes):
         for p in range(nstart[node], nend[node]):
             leaf_of[p] = node
         _leaf_box(Xp, alive, nstart, nend, lo, hi, cnt, node)
+        _leaf_rmax(alive, nstart, nend, rnorm, rmax, node)
     for node in range(first_leaf - 1, -1, -1):
         _merge_box(lo, hi, cnt, node)
-    return (Xp, perm, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf)
+        rmax[node] = max(rmax[2 * node + 1], rmax[2 * node + 2])
+    return (Xp, perm, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf, center, rnorm, rmax)
 
 
 @njit(cache=True, nogil=True)
 def remove(T, pos):
     """Mark position ``pos`` as grouped and shrink the boxes on its path to the root."""
-    Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf = T
+    Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf, center, rnorm, rmax = T
     alive[pos] = False
     node = leaf_of[pos]
     _leaf_box(Xp, alive, nstart, nend, lo, hi, cnt, node)
+    _leaf_rmax(alive, nstart, nend, rnorm, rmax, node)
     while node > 0:
         node = (node - 1) // 2
         _merge_box(lo, hi, cnt, node)
+        rmax[node] = max(rmax[2 * node + 1], rmax[2 * node + 2])
 
 
 @njit(cache=True, nogil=True)
 def farthest(T, q):
     """Alive position farthest from ``q`` (ties: lowest row id); -1 when none is alive."""
-    Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf = T
+    Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf, center, rnorm, rmax = T
     best_d = -1.0
     best_pos = -1
     best_id = np.iinfo(np.int64).max
@@ -198,8 +239,13 @@ def farthest(T, q):
     sp = 0
     if cnt[0] == 0:
         return -1
+    qn = 0.0
+    for j in range(q.shape[0]):
+        t = q[j] - center[j]
+        qn += t * t
+    qn = math.sqrt(qn)
     stack[0] = 0
-    bound[0] = _box_max_dist(lo, hi, 0, q)
+    bound[0] = _far_bound(lo, hi, rmax, 0, q, qn)
     sp = 1
     while sp > 0:
         sp -= 1
@@ -217,8 +263,8 @@ def farthest(T, q):
         else:
             a = 2 * node + 1
             b = a + 1
-            ba = _box_max_dist(lo, hi, a, q) if cnt[a] > 0 else -1.0
-            bb = _box_max_dist(lo, hi, b, q) if cnt[b] > 0 else -1.0
+            ba = _far_bound(lo, hi, rmax, a, q, qn) if cnt[a] > 0 else -1.0
+            bb = _far_bound(lo, hi, rmax, b, q, qn) if cnt[b] > 0 else -1.0
             # push the more promising child last so it is explored first
             if ba >= bb:
                 if cnt[b] > 0:
@@ -248,7 +294,7 @@ def knn(T, q, m, exclude, out_pos, out_d):
     Fills ``out_pos[:found]`` / ``out_d[:found]`` in increasing (distance, row id)
     order and returns ``found`` (< m only when fewer rows are alive).
     """
-    Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf = T
+    Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf, center, rnorm, rmax = T
     found = 0
     if m <= 0 or cnt[0] == 0:
         return 0
@@ -319,8 +365,6 @@ def knn(T, q, m, exclude, out_pos, out_d):
 # rows. When scans grow long (the centroid has drifted), we re-anchor at c.
 # A = (order, D0, head, anchor, work): head[0] is the first possibly alive entry,
 # work[0] the rows scanned since the last re-anchor.
-
-_SAFE = 1.0 + 1e-9  # covers the rounding of computed distances in the stop test
 
 
 @njit(cache=True, nogil=True)

@@ -1,0 +1,65 @@
+"""The Python API: thin functions that validate settings and call the coordinator."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .config import RunConfig
+from .coordinator import RunResult, run
+from .errors import EngineError
+
+
+def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: str = "mdav",
+                   gamma: float | None = None, *, group_column: str | None = None,
+                   threads: int | None = None, chunk_rows: int = 100_000, progress: bool = False) -> RunResult:
+    """Microaggregate ``data`` in memory and return ``RunResult(report, labels, table)``.
+
+    Parameters
+    ----------
+    data : polars.DataFrame | polars.LazyFrame | numpy.ndarray | str | Path
+        The table; a path may name a CSV or Parquet file, a folder of Parquet
+        files or a glob.
+    qi : list of str
+        Quasi-identifier columns (numeric). For a NumPy array, ``qi`` names its
+        columns (default ``x0, x1, ...``, all used).
+    k : int
+        Minimum group size (>= 2).
+    method : {"mdav", "mdav-single", "vmdav", "ivmdav"}
+    gamma : float, optional
+        V-MDAV / IV-MDAV parameter (defaults 0.2 / 1.16).
+    group_column : str, optional
+        Add each row's group id under this name.
+
+    Returns
+    -------
+    RunResult
+        ``table``: the anonymized table, rows in input order, each QI replaced by
+        its group's mean (Float64), other columns unchanged; ``labels``: group id
+        per row; ``report``: sizes, SSE, SST, information loss, timings, memory.
+    """
+    names = None
+    if isinstance(data, np.ndarray):
+        if data.ndim != 2:
+            raise EngineError(f"a NumPy input must be 2-D, got {data.ndim}-D")
+        if qi is None:
+            qi = [f"x{j}" for j in range(data.shape[1])]
+        names = list(qi)
+    if qi is None:
+        raise EngineError("qi is required: name the quasi-identifier columns")
+    cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
+                         threads=threads, chunk_rows=chunk_rows, progress=progress)
+    return run(data, cfg, None, names=names)
+
+
+def anonymize(source, sink, qi: Sequence[str], k: int, method: str = "mdav", gamma: float | None = None, *,
+              group_column: str | None = None, threads: int | None = None, chunk_rows: int = 100_000,
+              progress: bool = False, tmp_dir=None):
+    """Anonymize ``source`` into the file ``sink`` (.csv or .parquet) and return the report.
+
+    The output appears at ``sink`` only when complete (temporary file, then rename).
+    """
+    cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
+                         threads=threads, chunk_rows=chunk_rows, progress=progress)
+    return run(source, cfg, str(sink), tmp_dir=tmp_dir).report

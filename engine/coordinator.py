@@ -1,0 +1,143 @@
+"""The coordinator: the one module that knows the whole flow of a run.
+
+    profile -> (partition) -> aggregate -> stitch -> write -> verify -> report
+
+Every entry point (API, CLI) builds a RunConfig and calls ``run``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import polars as pl
+
+from .aggregate import aggregate_block
+from .config import RunConfig
+from .errors import EngineError
+from .io.sink import atomic_output, check_destination, output_format
+from .io.source import open_source
+from .kernels.groups import count_labels
+from .profile import check_columns, profile_columns
+from .progress import Progress
+from .report import PeakRSS, Report
+from .stitch import Stitcher, standardize
+from .write import write_pass
+
+log = logging.getLogger("engine")
+
+
+@dataclass
+class RunResult:
+    report: Report
+    labels: np.ndarray
+    table: pl.DataFrame | None = None
+
+
+@contextlib.contextmanager
+def numba_threads(threads: int | None):
+    """Use ``threads`` Numba threads inside the block; restore the caller's setting."""
+    if threads is None:
+        yield
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=None) -> RunResult:
+    """Anonymize ``data`` with ``cfg``; write to ``dest`` (CSV/Parquet) or return the table."""
+    t0 = time.perf_counter()
+    passes: dict[str, float] = {}
+    with PeakRSS() as rss, numba_threads(cfg.threads):
+        source = open_source(data, names=names)
+        check_columns(source, cfg.qi, numeric=False)
+        if cfg.group_column is not None and cfg.group_column in source.columns:
+            raise EngineError(f"group column {cfg.group_column!r} already exists in {source.label}")
+        fmt = None
+        if dest is not None:
+            check_destination(dest, source.paths)
+            fmt = output_format(dest)
+        rows = source.count_rows()
+        if rows == 0:
+            raise EngineError(f"{source.label} has no rows")
+        check_columns(source, cfg.qi)  # dtypes: after the row count, as a header-only CSV has no types
+        if cfg.k > rows:
+            raise EngineError(f"k={cfg.k} is larger than the number of rows ({rows})")
+
+        t = time.perf_counter()
+        profile = profile_columns(source, cfg.qi, cfg.chunk_rows, cfg.progress, rows=rows)
+        passes["profile"] = time.perf_counter() - t
+        log.info("profiled %d rows x %d quasi-identifiers", rows, len(cfg.qi))
+
+        # one block holding every row: the in-memory plan
+        t = time.perf_counter()
+        X = np.empty((rows, len(cfg.qi)))
+        for offset, chunk in source.iter_arrays(cfg.qi, cfg.chunk_rows):
+            X[offset: offset + chunk.shape[0]] = chunk
+        Z = standardize(X, profile)
+        passes["load"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        with Progress("aggregate", rows, cfg.progress) as bar:
+            local = aggregate_block(Z, cfg.method_code, cfg.k, cfg.effective_gamma, bar)
+        passes["aggregate"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        stitcher = Stitcher(rows, profile)
+        stitcher.add_block(None, X, Z, local)
+        del X, Z
+        groups = stitcher.finish()
+        passes["stitch"] = time.perf_counter() - t
+        _verify_groups(groups.labels, groups.sizes, cfg.k, rows)
+
+        t = time.perf_counter()
+        table = None
+        if dest is None:
+            sse, sst, table = write_pass(source, None, "parquet", profile, groups, cfg.group_column,
+                                         cfg.chunk_rows, cfg.progress)
+        else:
+            with atomic_output(dest, tmp_dir) as tmp:
+                sse, sst, _ = write_pass(source, tmp, fmt, profile, groups, cfg.group_column,
+                                         cfg.chunk_rows, cfg.progress)
+        passes["write"] = time.perf_counter() - t
+        rss.sample()
+
+    sizes, counts = np.unique(groups.sizes, return_counts=True)
+    report = Report(
+        rows=rows,
+        groups=groups.count,
+        min_group_size=int(groups.sizes.min()),
+        max_group_size=int(groups.sizes.max()),
+        sse=float(sse),
+        sst=float(sst),
+        information_loss_percent=float(100.0 * sse / sst) if sst > 0 else 0.0,
+        wall_seconds=time.perf_counter() - t0,
+        peak_rss_bytes=int(rss.peak),
+        k=cfg.k,
+        method=cfg.method,
+        gamma=cfg.effective_gamma if cfg.method in ("vmdav", "ivmdav") else None,
+        qi=list(cfg.qi),
+        passes={p: round(s, 4) for p, s in passes.items()},
+        group_size_counts={str(int(s)): int(c) for s, c in zip(sizes, counts)},
+    )
+    log.info("done: %d groups, IL %.4f %%", report.groups, report.information_loss_percent)
+    return RunResult(report, groups.labels, table)
+
+
+def _verify_groups(labels: np.ndarray, sizes: np.ndarray, k: int, rows: int) -> None:
+    """Independent recount of the row -> group map before anything is written."""
+    if labels.shape[0] != rows or (labels < 0).any():
+        raise EngineError("internal check failed: a row was not assigned to a group")
+    recount = count_labels(labels, sizes.shape[0])
+    if not np.array_equal(recount, sizes) or int(recount.sum()) != rows:
+        raise EngineError("internal check failed: group sizes do not add up to the row count")
+    if recount.min() < k:
+        raise EngineError(f"internal check failed: a group has {int(recount.min())} rows, fewer than k={k}")

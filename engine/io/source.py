@@ -1,0 +1,161 @@
+"""Open any supported input lazily and hand out chunks of columns as NumPy arrays.
+
+Supported: a CSV file, a Parquet file, a directory of Parquet files, a glob of
+Parquet (or CSV) files, a Polars LazyFrame or DataFrame, a 2-D NumPy array.
+Nothing is read until a pass asks for columns; a pass reads only its columns.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+import polars as pl
+
+from ..errors import EngineError
+
+_PARQUET = (".parquet", ".pq", ".parq")
+_CSV = (".csv", ".tsv", ".txt")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+@dataclass
+class Source:
+    """A lazily scanned table.
+
+    ``paths`` lists the files behind it (empty for in-memory frames); ``label``
+    names it in messages.
+    """
+
+    lazy: pl.LazyFrame
+    label: str
+    paths: tuple[str, ...] = ()
+    _schema: pl.Schema | None = None
+
+    @property
+    def schema(self) -> pl.Schema:
+        if self._schema is None:
+            try:
+                self._schema = self.lazy.collect_schema()
+            except Exception as exc:  # corrupt files surface here
+                raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+        return self._schema
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema.names())
+
+    def count_rows(self) -> int:
+        try:
+            return int(self.lazy.select(pl.len()).collect().item())
+        except Exception as exc:
+            raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+
+    def collect(self, columns: Sequence[str] | None = None) -> pl.DataFrame:
+        lf = self.lazy if columns is None else self.lazy.select(list(columns))
+        try:
+            return lf.collect()
+        except Exception as exc:
+            raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+
+    def iter_frames(self, columns: Sequence[str] | None, chunk_rows: int) -> Iterator[tuple[int, pl.DataFrame]]:
+        """Yield ``(row_offset, frame)`` in input order, each at most ``chunk_rows`` rows."""
+        lf = self.lazy if columns is None else self.lazy.select(list(columns))
+        offset = 0
+        try:
+            for batch in lf.collect_batches(chunk_size=chunk_rows, maintain_order=True):
+                # the engine may hand out batches larger than asked: cut them
+                for start in range(0, batch.height, chunk_rows):
+                    part = batch.slice(start, chunk_rows)
+                    if part.height:
+                        yield offset, part
+                        offset += part.height
+        except EngineError:
+            raise
+        except Exception as exc:
+            raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+
+    def iter_arrays(self, columns: Sequence[str], chunk_rows: int) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(row_offset, array)``: contiguous float64 (rows, len(columns)); nulls as NaN."""
+        cols = list(columns)
+        for offset, frame in self.iter_frames(cols, chunk_rows):
+            yield offset, frame_to_array(frame, cols)
+
+
+def frame_to_array(frame: pl.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    """Columns of ``frame`` as a C-contiguous float64 array, nulls as NaN."""
+    out = np.empty((frame.height, len(columns)), dtype=np.float64)
+    for j, c in enumerate(columns):
+        s = frame.get_column(c)
+        if s.dtype != pl.Float64:
+            s = s.cast(pl.Float64)
+        out[:, j] = s.to_numpy(allow_copy=True)
+    return out
+
+
+def _expand_path(text: str) -> list[str]:
+    p = Path(text)
+    if p.is_dir():
+        files = sorted(str(f) for f in p.rglob("*") if f.is_file() and f.suffix.lower() in _PARQUET)
+        if not files:
+            raise EngineError(f"input folder has no Parquet files: {text}")
+        return files
+    if p.exists():
+        return [str(p)]
+    if any(ch in text for ch in "*?["):
+        files = sorted(f for f in _glob.glob(text, recursive=True) if os.path.isfile(f))
+        if not files:
+            raise EngineError(f"input glob matches no files: {text}")
+        return files
+    raise EngineError(f"input not found: {text}")
+
+
+def _kind(path: str) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix in _PARQUET:
+        return "parquet"
+    if suffix in _CSV:
+        return "csv"
+    raise EngineError(f"unsupported input format {suffix or '(none)'!r}: {path} (use .csv or .parquet)")
+
+
+def open_source(data, *, names: Sequence[str] | None = None) -> Source:
+    """Open ``data`` lazily. ``names`` labels the columns of a NumPy array."""
+    if isinstance(data, Source):
+        return data
+    if isinstance(data, pl.LazyFrame):
+        return Source(data, "input frame")
+    if isinstance(data, pl.DataFrame):
+        return Source(data.lazy(), "input frame")
+    if isinstance(data, np.ndarray):
+        if data.ndim != 2:
+            raise EngineError(f"a NumPy input must be 2-D, got {data.ndim}-D")
+        cols = list(names) if names is not None else [f"x{j}" for j in range(data.shape[1])]
+        if len(cols) != data.shape[1]:
+            raise EngineError(f"qi names {len(cols)} columns but the array has {data.shape[1]}")
+        frame = pl.DataFrame({c: np.asarray(data[:, j]) for j, c in enumerate(cols)})
+        return Source(frame.lazy(), "input array")
+    if isinstance(data, (str, os.PathLike)):
+        text = os.fspath(data)
+        files = _expand_path(text)
+        kinds = {_kind(f) for f in files}
+        if len(kinds) > 1:
+            raise EngineError(f"input mixes CSV and Parquet files: {text}")
+        kind = kinds.pop()
+        try:
+            if kind == "parquet":
+                lf = pl.scan_parquet(files if len(files) > 1 else files[0])
+            else:
+                lf = pl.scan_csv(files if len(files) > 1 else files[0], infer_schema_length=10000)
+        except Exception as exc:
+            raise EngineError(f"cannot read {text}: {_first_line(exc)}") from None
+        return Source(lf, text, tuple(files))
+    raise EngineError(f"unsupported input type {type(data).__name__}")

@@ -1,0 +1,55 @@
+"""Per-group statistics and the gather that writes group values back to rows.
+
+Serial loops in row order on purpose: floating-point sums then do not depend on
+the thread count or on how the rows were chunked, so output is reproducible.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+
+@njit(cache=True, nogil=True)
+def accumulate_group_sums(X, labels, out_sums, out_counts):
+    """Add rows of ``X`` (n, d) into ``out_sums[labels[i]]``; count into ``out_counts``."""
+    n, d = X.shape
+    for i in range(n):
+        g = labels[i]
+        out_counts[g] += 1
+        for j in range(d):
+            out_sums[g, j] += X[i, j]
+
+
+@njit(cache=True, nogil=True)
+def accumulate_sse(Z, labels, means, start):
+    """``start`` plus the sum over rows of ``||Z[i] - means[labels[i]]||^2``, in row order.
+
+    Carrying the running sum across chunks (rather than adding per-chunk totals)
+    keeps the result independent of the chunk size.
+    """
+    n, d = Z.shape
+    s = start
+    for i in range(n):
+        g = labels[i]
+        for j in range(d):
+            t = Z[i, j] - means[g, j]
+            s += t * t
+    return s
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def gather_rows(values, labels, out):
+    """``out[i, :] = values[labels[i], :]`` (no reduction, so parallel is safe)."""
+    n = labels.shape[0]
+    d = values.shape[1]
+    for i in prange(n):
+        g = labels[i]
+        for j in range(d):
+            out[i, j] = values[g, j]
+
+
+@njit(cache=True, nogil=True)
+def count_labels(labels, n_groups):
+    out = np.zeros(n_groups, np.int64)
+    for i in range(labels.shape[0]):
+        out[labels[i]] += 1
+    return out

@@ -1,0 +1,56 @@
+"""Streaming column moments, accumulated row by row so chunking cannot change them.
+
+Shifted sums (shift = the column's first value) keep the variance well conditioned
+without Welford's per-chunk merges, whose rounding would depend on chunk size.
+"""
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def accumulate_moments(X, scale, shift, out_sum, out_sq, out_min, out_max, out_bad):
+    """Add chunk ``X`` (n, d) to per-column accumulators.
+
+    Values are divided by ``scale`` (a power of two per column, so exact) and
+    shifted by ``shift``. ``out_bad[j]`` receives the chunk-local index of the
+    first NaN or infinite value of column j, if it is still -1.
+    Columns are independent, so they run in parallel without changing any sum.
+    """
+    n, d = X.shape
+    for j in prange(d):
+        s = out_sum[j]
+        q = out_sq[j]
+        mn = out_min[j]
+        mx = out_max[j]
+        for i in range(n):
+            v = X[i, j]
+            if not math.isfinite(v):
+                if out_bad[j] < 0:
+                    out_bad[j] = i
+                continue
+            if v < mn:
+                mn = v
+            if v > mx:
+                mx = v
+            t = v / scale[j] - shift[j]
+            s += t
+            q += t * t
+        out_sum[j] = s
+        out_sq[j] = q
+        out_min[j] = mn
+        out_max[j] = mx
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def standardize_into(X, scale, mean, sd, out):
+    """``out = (X / scale - mean) / sd`` per column; a constant column (sd 0) becomes 0."""
+    n, d = X.shape
+    for i in prange(n):
+        for j in range(d):
+            if sd[j] > 0.0:
+                out[i, j] = (X[i, j] / scale[j] - mean[j]) / sd[j]
+            else:
+                out[i, j] = 0.0

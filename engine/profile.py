@@ -1,0 +1,119 @@
+"""Pass 1, profile: check the quasi-identifiers and measure them for standardization.
+
+One streaming pass over the QI columns computes, per column, the row count, mean,
+population standard deviation, minimum and maximum, and stops at the first null,
+NaN or infinite value with an error naming the column and the row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import polars as pl
+
+from .errors import EngineError
+from .io.source import Source
+from .kernels.moments import accumulate_moments
+from .progress import Progress
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Per-QI statistics. Standardized value: ``z = (x / scale - mean) / sd`` (0 if sd = 0)."""
+
+    columns: tuple[str, ...]
+    rows: int
+    scale: np.ndarray
+    mean: np.ndarray
+    sd: np.ndarray
+    min: np.ndarray
+    max: np.ndarray
+
+    def to_dict(self) -> dict:
+        return {
+            c: {"mean": float(self.mean[j] * self.scale[j]), "sd": float(self.sd[j] * self.scale[j]),
+                "min": float(self.min[j]), "max": float(self.max[j])}
+            for j, c in enumerate(self.columns)
+        }
+
+
+def check_columns(source: Source, qi: Sequence[str], numeric: bool = True) -> None:
+    """Every QI exists and (with ``numeric``) is numeric: checked on the schema, before reading data."""
+    schema = source.schema
+    for c in qi:
+        if c not in schema:
+            raise EngineError(f"column {c!r} not found in {source.label} (columns: {', '.join(schema.names()[:12])}"
+                              f"{', ...' if len(schema) > 12 else ''})")
+    for c in qi if numeric else ():
+        dt = schema[c]
+        if not (dt.is_numeric() and dt != pl.Boolean):
+            raise EngineError(f"column {c!r} is not numeric ({dt}); quasi-identifiers must be numbers")
+
+
+def _power_of_two(absmax: np.ndarray) -> np.ndarray:
+    out = np.ones_like(absmax)
+    nz = absmax > 0
+    out[nz] = np.exp2(np.ceil(np.log2(absmax[nz])))
+    return out
+
+
+def _first_null(frame: pl.DataFrame, qi: Sequence[str], offset: int) -> None:
+    for c in qi:
+        s = frame.get_column(c)
+        if s.null_count():
+            row = offset + int(s.is_null().arg_max())
+            raise EngineError(f"column {c!r} has a missing value at row {row + 1} (rows counted from 1)")
+
+
+def _moment_pass(source, qi, chunk_rows, scale, rows, progress):
+    d = len(qi)
+    s = np.zeros(d)
+    q = np.zeros(d)
+    mn = np.full(d, np.inf)
+    mx = np.full(d, -np.inf)
+    shift = None
+    n = 0
+    with Progress("profile", rows, progress) as bar:
+        for offset, frame in source.iter_frames(qi, chunk_rows):
+            _first_null(frame, qi, offset)
+            X = np.empty((frame.height, d))
+            for j, c in enumerate(qi):
+                X[:, j] = frame.get_column(c).cast(pl.Float64).to_numpy()
+            if shift is None:
+                shift = np.where(np.isfinite(X[0]), X[0], 0.0) / scale
+            bad = np.full(d, -1, np.int64)
+            accumulate_moments(X, scale, shift, s, q, mn, mx, bad)
+            for j in range(d):
+                if bad[j] >= 0:
+                    v = X[bad[j], j]
+                    raise EngineError(f"column {qi[j]!r} has a non-finite value ({v}) at row "
+                                      f"{offset + bad[j] + 1} (rows counted from 1)")
+            n += frame.height
+            bar.update(n)
+    return n, s, q, mn, mx, shift
+
+
+def profile_columns(source: Source, qi: Sequence[str], chunk_rows: int, progress: bool = False,
+                    rows: int | None = None) -> Profile:
+    """Run pass 1 over ``qi``; raises EngineError on empty input or bad values."""
+    qi = tuple(qi)
+    d = len(qi)
+    total = rows if rows is not None else source.count_rows()
+    scale = np.ones(d)
+    n, s, q, mn, mx, shift = _moment_pass(source, qi, chunk_rows, scale, total, progress)
+    if n == 0:
+        raise EngineError(f"{source.label} has no rows")
+    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(s))):
+        # values so large that their squares overflow: measure again in units of a
+        # power of two (exact, so the standardized values do not change otherwise)
+        scale = _power_of_two(np.maximum(np.abs(mn), np.abs(mx)))
+        n, s, q, mn, mx, shift = _moment_pass(source, qi, chunk_rows, scale, total, progress)
+    mean = shift + s / n
+    var = np.maximum((q - s * s / n) / n, 0.0)
+    sd = np.sqrt(var)
+    # a column whose values are all equal has sd 0 exactly only if the shifted sums
+    # vanish; guard the rounding case too
+    sd[mn == mx] = 0.0
+    return Profile(qi, n, scale, mean, sd, mn, mx)

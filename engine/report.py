@@ -1,0 +1,87 @@
+"""The run report, and a sampler of the process's peak memory."""
+
+from __future__ import annotations
+
+import json
+import resource
+import threading
+from dataclasses import asdict, dataclass, field
+
+import psutil
+
+
+class PeakRSS:
+    """Samples this process's resident memory every ``interval`` seconds (psutil)."""
+
+    def __init__(self, interval: float = 0.05):
+        self.interval = interval
+        self.peak = 0
+        self._proc = psutil.Process()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def sample(self) -> int:
+        try:
+            self.peak = max(self.peak, self._proc.memory_info().rss)
+        except psutil.Error:
+            pass
+        return self.peak
+
+    def __enter__(self):
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+        return False
+
+
+def lifetime_peak_rss() -> int:
+    """Peak RSS of this process since it started (Linux reports KiB)."""
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+@dataclass
+class Report:
+    rows: int
+    groups: int
+    min_group_size: int
+    max_group_size: int
+    sse: float
+    sst: float
+    information_loss_percent: float
+    wall_seconds: float
+    peak_rss_bytes: int
+    k: int
+    method: str
+    gamma: float | None
+    qi: list[str]
+    passes: dict = field(default_factory=dict)
+    group_size_counts: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def summary(self) -> str:
+        sizes = ", ".join(f"{s}: {c}" for s, c in sorted(self.group_size_counts.items(), key=lambda t: int(t[0])))
+        timing = ", ".join(f"{p} {t:.2f}s" for p, t in self.passes.items())
+        lines = [
+            f"rows {self.rows:,}  groups {self.groups:,}  group size {self.min_group_size}..{self.max_group_size}"
+            f"  (k={self.k}, method {self.method}{'' if self.gamma is None else f', gamma {self.gamma}'})",
+            f"information loss {self.information_loss_percent:.4f} %  (SSE {self.sse:.4f} / SST {self.sst:.4f})",
+            f"wall {self.wall_seconds:.2f} s  peak RSS {self.peak_rss_bytes / 2**20:.0f} MiB  [{timing}]",
+            f"groups by size: {sizes}",
+        ]
+        return "\n".join(lines)

@@ -1,0 +1,73 @@
+"""Stitch: block-local labels -> global group ids, group sizes and centroids."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .kernels.groups import accumulate_group_sums
+from .kernels.moments import standardize_into
+from .profile import Profile
+
+
+@dataclass
+class Groups:
+    """The row -> group map and what each group publishes."""
+
+    labels: np.ndarray  # (rows,) int32 or int64 group id per input row
+    sizes: np.ndarray  # (groups,) int64
+    centroid: np.ndarray  # (groups, d) mean of the original values (original units)
+    mean_z: np.ndarray  # (groups, d) mean of the standardized values
+
+    @property
+    def count(self) -> int:
+        return int(self.sizes.shape[0])
+
+
+class Stitcher:
+    """Collects blocks; each block's local groups get the next global ids."""
+
+    def __init__(self, rows: int, profile: Profile):
+        self.profile = profile
+        self.labels = np.full(rows, -1, dtype=np.int64)
+        self._sums_x: list[np.ndarray] = []
+        self._sums_z: list[np.ndarray] = []
+        self._sizes: list[np.ndarray] = []
+        self.next_id = 0
+
+    def add_block(self, row_ids: np.ndarray | None, X: np.ndarray, Z: np.ndarray, local: np.ndarray) -> None:
+        """``row_ids`` None means the block is rows 0..n-1 in order."""
+        g = int(local.max()) + 1 if local.size else 0
+        d = X.shape[1]
+        sx = np.zeros((g, d))
+        sz = np.zeros((g, d))
+        cnt = np.zeros(g, np.int64)
+        Xs = X / self.profile.scale  # exact: the scale is a power of two
+        accumulate_group_sums(Xs, local, sx, cnt)
+        cnt2 = np.zeros(g, np.int64)
+        accumulate_group_sums(Z, local, sz, cnt2)
+        glob = local + self.next_id
+        if row_ids is None:
+            self.labels[: local.shape[0]] = glob
+        else:
+            self.labels[row_ids] = glob
+        self._sums_x.append(sx)
+        self._sums_z.append(sz)
+        self._sizes.append(cnt)
+        self.next_id += g
+
+    def finish(self) -> Groups:
+        sizes = np.concatenate(self._sizes) if self._sizes else np.zeros(0, np.int64)
+        d = len(self.profile.columns)
+        sx = np.concatenate(self._sums_x) if self._sums_x else np.zeros((0, d))
+        sz = np.concatenate(self._sums_z) if self._sums_z else np.zeros((0, d))
+        centroid = sx / sizes[:, None] * self.profile.scale
+        mean_z = sz / sizes[:, None]
+        return Groups(self.labels, sizes, centroid, mean_z)
+
+
+def standardize(X: np.ndarray, profile: Profile) -> np.ndarray:
+    Z = np.empty_like(X, dtype=np.float64)
+    standardize_into(np.ascontiguousarray(X, dtype=np.float64), profile.scale, profile.mean, profile.sd, Z)
+    return Z
