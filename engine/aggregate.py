@@ -38,3 +38,41 @@ def aggregate_block(Z: np.ndarray, method_code: int, k: int, gamma: float,
         if progress is not None:
             progress.update(done_before + n - int(state[0]))
     return labels
+
+
+def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, k: int, gamma: float,
+                     labels: np.ndarray, threads: int, progress: Progress | None = None) -> int:
+    """Run the method on every unit of spilled blocks (``store.units``), ``threads`` at a time; write global
+    group ids into ``labels`` (by row id) and return the number of groups.
+
+    Blocks are stitched in block order whatever order they finish in, so group ids
+    do not depend on the thread count. Workers call only serial (``nogil``) kernels.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .kernels.partition import scatter_labels
+    from .partition import standardized
+
+    def work(unit):
+        ids, X = store.read_many(unit)
+        Z = standardized(X, profile, cols)
+        del X
+        local = aggregate_block(Z, method_code, k, gamma)
+        return ids, local, int(local.max()) + 1
+
+    next_id = 0
+    done = 0
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        pending = []
+        b = 0
+        while b < len(units) or pending:
+            while b < len(units) and len(pending) < threads + 1:
+                pending.append(pool.submit(work, units[b]))
+                b += 1
+            ids, local, g = pending.pop(0).result()
+            scatter_labels(ids, local, next_id, labels)
+            next_id += g
+            done += ids.shape[0]
+            if progress is not None:
+                progress.update(done)
+    return next_id

@@ -13,7 +13,10 @@ from .errors import EngineError
 
 def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: str = "mdav",
                    gamma: float | None = None, *, group_column: str | None = None,
-                   threads: int | None = None, chunk_rows: int = 100_000, progress: bool = False) -> RunResult:
+                   threads: int | None = None, chunk_rows: int = 100_000, progress: bool = False,
+                   memory_limit=None, block_size: int | None = None, refine: str | None = None,
+                   refine_rounds: int | None = None, refine_seconds: float | None = None,
+                   seed: int = 0, tmp_dir=None) -> RunResult:
     """Microaggregate ``data`` in memory and return ``RunResult(report, labels, table)``.
 
     Parameters
@@ -31,6 +34,17 @@ def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: st
         V-MDAV / IV-MDAV parameter (defaults 0.2 / 1.16).
     group_column : str, optional
         Add each row's group id under this name.
+    memory_limit : int or str, optional
+        A budget such as ``"1GiB"``: sizes the blocks and chunks (see ``anonymize``).
+    block_size : int, optional
+        Rows per block (default 20,000; tables up to this size run as one exact block).
+    refine : {"local", "ga"}, optional
+        Improve the partition after the method (issue 7); with several blocks,
+        border refinement between neighbouring blocks.
+    refine_rounds, refine_seconds : optional
+        Caps on refinement work (rounds are deterministic; seconds are not).
+    seed : int
+        Seed of any randomized step (``refine="ga"``).
 
     Returns
     -------
@@ -49,17 +63,30 @@ def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: st
     if qi is None:
         raise EngineError("qi is required: name the quasi-identifier columns")
     cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
-                         threads=threads, chunk_rows=chunk_rows, progress=progress)
-    return run(data, cfg, None, names=names)
+                         threads=threads, chunk_rows=chunk_rows, progress=progress, memory_limit=memory_limit,
+                         block_size=block_size, refine=refine, refine_rounds=refine_rounds,
+                         refine_seconds=refine_seconds, seed=seed)
+    return run(data, cfg, None, names=names, tmp_dir=tmp_dir)
 
 
 def anonymize(source, sink, qi: Sequence[str], k: int, method: str = "mdav", gamma: float | None = None, *,
               group_column: str | None = None, threads: int | None = None, chunk_rows: int = 100_000,
-              progress: bool = False, tmp_dir=None):
+              progress: bool = False, tmp_dir=None, memory_limit=None, block_size: int | None = None,
+              refine: str | None = None, refine_rounds: int | None = None, refine_seconds: float | None = None,
+              seed: int = 0):
     """Anonymize ``source`` into the file ``sink`` (.csv or .parquet) and return the report.
 
-    The output appears at ``sink`` only when complete (temporary file, then rename).
+    Streams: ``source`` (a path, glob, folder of Parquet files, or a Polars
+    LazyFrame) is scanned chunk by chunk, rows are cut into spatial blocks of at
+    most ``block_size`` rows that are spilled to a private temporary folder and
+    aggregated in parallel, and the output is written chunk by chunk. With
+    ``memory_limit`` (e.g. ``"1GiB"``) the blocks and chunks are sized to it.
+    The output appears at ``sink`` only when complete (temporary file, then
+    rename). Prints nothing unless ``progress``; logs through ``logging``
+    (logger ``"engine"``); Numba's thread count is restored afterwards.
     """
     cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
-                         threads=threads, chunk_rows=chunk_rows, progress=progress)
+                         threads=threads, chunk_rows=chunk_rows, progress=progress, memory_limit=memory_limit,
+                         block_size=block_size, refine=refine, refine_rounds=refine_rounds,
+                         refine_seconds=refine_seconds, seed=seed)
     return run(source, cfg, str(sink), tmp_dir=tmp_dir).report

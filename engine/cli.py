@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from .config import METHODS, RunConfig
+from .config import METHODS, REFINE_MODES, RunConfig
 from .errors import EngineError
 
 DEMO_QI = ("age", "education_years", "hours_per_week", "wage_income", "other_income",
@@ -26,6 +26,16 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gamma", type=float, default=None,
                    help="gamma of vmdav (default 0.2) or ivmdav (default 1.16)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all cores)")
+    p.add_argument("--memory-limit", metavar="SIZE", default=None,
+                   help="memory budget, e.g. 1GiB or 512MiB: sizes blocks and chunks (default: no limit)")
+    p.add_argument("--block-size", type=int, default=None, metavar="ROWS",
+                   help="rows per spatial block (default 20000; a table this small runs as one exact block)")
+    p.add_argument("--refine", choices=REFINE_MODES, default=None,
+                   help="improve the partition: local moves/swaps, or the genetic hybrid (default: none)")
+    p.add_argument("--refine-rounds", type=int, default=None, metavar="N", help="cap on refinement rounds")
+    p.add_argument("--refine-budget", type=float, default=None, metavar="SECONDS",
+                   help="cap on refinement seconds (not reproducible across machines; prefer --refine-rounds)")
+    p.add_argument("--seed", type=int, default=0, help="seed of randomized steps, and of the demo's data (default 0)")
     p.add_argument("--chunk-rows", type=int, default=100_000, help="rows per streamed chunk (default 100000)")
     p.add_argument("--report", metavar="FILE", help="also write the report as JSON to FILE")
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
@@ -52,7 +62,6 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Generate a seeded census-like table and microaggregate its 8 numeric "
                                    "quasi-identifiers.")
     d.add_argument("--rows", type=int, default=200_000, help="rows to generate (default 200000)")
-    d.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     d.add_argument("--output", help="also write the anonymized table here (.csv or .parquet)")
     _add_method_args(d)
     return parser
@@ -62,7 +71,9 @@ def _settings(args, qi) -> RunConfig:
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
     return RunConfig.make(qi=qi, k=args.k, method=args.method, gamma=args.gamma,
                           group_column=getattr(args, "group_column", None), threads=args.threads,
-                          chunk_rows=args.chunk_rows, progress=progress)
+                          chunk_rows=args.chunk_rows, progress=progress, memory_limit=args.memory_limit,
+                          block_size=args.block_size, refine=args.refine, refine_rounds=args.refine_rounds,
+                          refine_seconds=args.refine_budget, seed=args.seed)
 
 
 def _emit(report, args) -> None:
@@ -97,7 +108,7 @@ def _cmd_demo(args) -> int:
     if not args.quiet:
         print(f"demo: generated {frame.height:,} census-like rows in {time.perf_counter() - t:.2f} s "
               f"(seed {args.seed}); quasi-identifiers: {', '.join(DEMO_QI)}", file=sys.stderr)
-    result = run(frame, cfg, args.output)
+    result = run(frame, cfg, args.output, tmp_dir=None)
     _emit(result.report, args)
     if not args.quiet:
         print(json.dumps({k: v for k, v in result.report.to_dict().items()

@@ -13,6 +13,23 @@ from dataclasses import dataclass, field
 from .errors import EngineError
 
 METHODS = ("mdav", "mdav-single", "vmdav", "ivmdav")
+REFINE_MODES = ("local", "ga")
+DEFAULT_BLOCK_SIZE = 20_000
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2, "mb": 1000**2, "mib": 1 << 20,
+          "g": 1000**3, "gb": 1000**3, "gib": 1 << 30, "t": 1000**4, "tb": 1000**4, "tib": 1 << 40}
+
+
+def parse_bytes(value) -> int:
+    """``"1GiB"``, ``"512MiB"``, ``"2GB"``, ``"1.5G"`` or a whole number of bytes -> bytes."""
+    if _is_int(value):
+        return int(value)
+    if isinstance(value, str):
+        import re
+
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", value)
+        if m and m.group(2).lower() in _UNITS:
+            return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    raise EngineError(f"memory limit must be a size such as 512MiB or 2GiB, got {value!r}")
 METHOD_CODES = {"mdav": 0, "mdav-single": 1, "vmdav": 2, "ivmdav": 3}
 # V-MDAV: 0.2 is its authors' suggestion for scattered data (Census, Tarragona);
 # IV-MDAV: 1.16 is seed 003's setting.
@@ -35,6 +52,12 @@ class RunConfig:
     chunk_rows: int = 100_000
     threads: int | None = None
     progress: bool = False
+    memory_limit: int | None = None
+    block_size: int | None = None
+    refine: str | None = None
+    refine_rounds: int | None = None
+    refine_seconds: float | None = None
+    seed: int = 0
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -49,15 +72,20 @@ class RunConfig:
 
     @classmethod
     def make(cls, *, qi, k, method="mdav", gamma=None, group_column=None, chunk_rows=100_000,
-             threads=None, progress=False) -> "RunConfig":
+             threads=None, progress=False, memory_limit=None, block_size=None, refine=None,
+             refine_rounds=None, refine_seconds=None, seed=0) -> "RunConfig":
         if isinstance(qi, str):
             qi = [c.strip() for c in qi.split(",")] if qi.strip() else []
         try:
             qi = tuple(qi)
         except TypeError:
             raise EngineError("qi must be a list of column names") from None
+        if memory_limit is not None:
+            memory_limit = parse_bytes(memory_limit)
         cfg = cls(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
-                  chunk_rows=chunk_rows, threads=threads, progress=progress)
+                  chunk_rows=chunk_rows, threads=threads, progress=progress, memory_limit=memory_limit,
+                  block_size=block_size, refine=refine, refine_rounds=refine_rounds,
+                  refine_seconds=refine_seconds, seed=seed)
         cfg._check()
         return cfg
 
@@ -92,3 +120,18 @@ class RunConfig:
             raise EngineError(f"chunk_rows must be a positive whole number, got {self.chunk_rows!r}")
         if self.threads is not None and (not _is_int(self.threads) or self.threads < 1):
             raise EngineError(f"threads must be a positive whole number, got {self.threads!r}")
+        if self.memory_limit is not None and self.memory_limit < (64 << 20):
+            raise EngineError(f"memory limit must be at least 64MiB, got {self.memory_limit} bytes")
+        if self.block_size is not None and (not _is_int(self.block_size) or self.block_size < 2 * self.k):
+            raise EngineError(f"block size must be a whole number of at least 2k={2 * self.k}, "
+                              f"got {self.block_size!r}")
+        if self.refine is not None and self.refine not in REFINE_MODES:
+            raise EngineError(f"unknown refine mode {self.refine!r} (choose from {', '.join(REFINE_MODES)})")
+        if self.refine_rounds is not None and (not _is_int(self.refine_rounds) or self.refine_rounds < 1):
+            raise EngineError(f"refine rounds must be a positive whole number, got {self.refine_rounds!r}")
+        if self.refine_seconds is not None and (isinstance(self.refine_seconds, bool)
+                                                or not isinstance(self.refine_seconds, numbers.Real)
+                                                or not self.refine_seconds > 0):
+            raise EngineError(f"refine budget must be a positive number of seconds, got {self.refine_seconds!r}")
+        if not _is_int(self.seed) or self.seed < 0:
+            raise EngineError(f"seed must be a non-negative whole number, got {self.seed!r}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from dataclasses import dataclass
 
@@ -16,16 +17,19 @@ import numba
 import numpy as np
 import polars as pl
 
-from .aggregate import aggregate_block
+from .aggregate import aggregate_block, aggregate_blocks
+from .budget import plan_budget
 from .config import RunConfig
 from .errors import EngineError
 from .io.sink import atomic_output, check_destination, output_format
 from .io.source import open_source
+from .io.spill import BlockStore
 from .kernels.groups import count_labels
 from .profile import check_columns, profile_columns
 from .progress import Progress
 from .report import PeakRSS, Report
-from .stitch import Stitcher, standardize
+from .partition import partition_pass, plan_blocks, sample_stride, standardized
+from .stitch import Groups, Stitcher, standardize, stitch_blocks
 from .write import write_pass
 
 log = logging.getLogger("engine")
@@ -56,7 +60,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     """Anonymize ``data`` with ``cfg``; write to ``dest`` (CSV/Parquet) or return the table."""
     t0 = time.perf_counter()
     passes: dict[str, float] = {}
-    with PeakRSS() as rss, numba_threads(cfg.threads):
+    with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
         source = open_source(data, names=names)
         check_columns(source, cfg.qi, numeric=False)
         if cfg.group_column is not None and cfg.group_column in source.columns:
@@ -71,42 +75,35 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         check_columns(source, cfg.qi)  # dtypes: after the row count, as a header-only CSV has no types
         if cfg.k > rows:
             raise EngineError(f"k={cfg.k} is larger than the number of rows ({rows})")
+        threads = cfg.threads or numba.get_num_threads()
+        budget = plan_budget(cfg, rows, len(cfg.qi), len(source.columns), threads)
+        single = rows <= budget.block_size
 
         t = time.perf_counter()
-        profile = profile_columns(source, cfg.qi, cfg.chunk_rows, cfg.progress, rows=rows)
+        profile = profile_columns(source, cfg.qi, budget.chunk_rows, cfg.progress, rows=rows,
+                                  sample_stride=0 if single else sample_stride(rows, budget.block_size))
         passes["profile"] = time.perf_counter() - t
+        release_memory()
         log.info("profiled %d rows x %d quasi-identifiers", rows, len(cfg.qi))
+        cols = np.arange(len(cfg.qi))  # the grouping columns
 
-        # one block holding every row: the in-memory plan
-        t = time.perf_counter()
-        X = np.empty((rows, len(cfg.qi)))
-        for offset, chunk in source.iter_arrays(cfg.qi, cfg.chunk_rows):
-            X[offset: offset + chunk.shape[0]] = chunk
-        Z = standardize(X, profile)
-        passes["load"] = time.perf_counter() - t
-
-        t = time.perf_counter()
-        with Progress("aggregate", rows, cfg.progress) as bar:
-            local = aggregate_block(Z, cfg.method_code, cfg.k, cfg.effective_gamma, bar)
-        passes["aggregate"] = time.perf_counter() - t
-
-        t = time.perf_counter()
-        stitcher = Stitcher(rows, profile)
-        stitcher.add_block(None, X, Z, local)
-        del X, Z
-        groups = stitcher.finish()
-        passes["stitch"] = time.perf_counter() - t
+        if single:
+            groups = _one_block(source, cfg, profile, budget, passes)
+            blocks = [rows]
+        else:
+            groups, blocks = _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, cleanup)
         _verify_groups(groups.labels, groups.sizes, cfg.k, rows)
+        release_memory()
 
         t = time.perf_counter()
         table = None
         if dest is None:
             sse, sst, table = write_pass(source, None, "parquet", profile, groups, cfg.group_column,
-                                         cfg.chunk_rows, cfg.progress)
+                                         budget.chunk_rows, cfg.progress)
         else:
             with atomic_output(dest, tmp_dir) as tmp:
                 sse, sst, _ = write_pass(source, tmp, fmt, profile, groups, cfg.group_column,
-                                         cfg.chunk_rows, cfg.progress)
+                                         budget.chunk_rows, cfg.progress)
         passes["write"] = time.perf_counter() - t
         rss.sample()
 
@@ -126,10 +123,86 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         gamma=cfg.effective_gamma if cfg.method in ("vmdav", "ivmdav") else None,
         qi=list(cfg.qi),
         passes={p: round(s, 4) for p, s in passes.items()},
+        blocks=len(blocks),
+        block_rows_min=int(min(blocks)),
+        block_rows_max=int(max(blocks)),
+        block_size=budget.block_size,
+        memory_limit=cfg.memory_limit,
         group_size_counts={str(int(s)): int(c) for s, c in zip(sizes, counts)},
     )
     log.info("done: %d groups, IL %.4f %%", report.groups, report.information_loss_percent)
     return RunResult(report, groups.labels, table)
+
+
+def release_memory() -> None:
+    """Hand freed heap pages back to the OS between passes (glibc keeps them otherwise),
+    so that peak RSS is the largest pass, not the sum of the passes' leftovers."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
+
+
+def _one_block(source, cfg, profile, budget, passes) -> Groups:
+    """Every row in one in-memory block: load, aggregate, stitch."""
+    rows = profile.rows
+    t = time.perf_counter()
+    X = np.empty((rows, len(cfg.qi)))
+    for offset, chunk in source.iter_arrays(cfg.qi, budget.chunk_rows):
+        X[offset: offset + chunk.shape[0]] = chunk
+    Z = standardize(X, profile)
+    passes["load"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    with Progress("aggregate", rows, cfg.progress) as bar:
+        local = aggregate_block(Z, cfg.method_code, cfg.k, cfg.effective_gamma, bar)
+    passes["aggregate"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    stitcher = Stitcher(rows, profile)
+    stitcher.add_block(None, X, Z, local)
+    del X, Z
+    groups = stitcher.finish()
+    passes["stitch"] = time.perf_counter() - t
+    return groups
+
+
+def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, cleanup):
+    """Partition into spilled blocks, aggregate them in parallel, stitch.
+
+    The spill folder is removed when ``cleanup`` closes (after the write pass, which
+    may read the label map from it), also on errors and Ctrl-C.
+    """
+    rows = profile.rows
+    folder = tmp_dir if tmp_dir is not None else (os.path.dirname(os.path.abspath(dest)) if dest else None)
+    t = time.perf_counter()
+    Zs = standardized(profile.sample, profile, cols)
+    plan = plan_blocks(Zs, profile.sample_ids, rows, budget.block_size)
+    del Zs
+    store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder))
+    partition_pass(source, profile, cols, plan, store, budget.chunk_rows, cfg.progress)
+    units = store.units(2 * cfg.k)
+    passes["partition"] = time.perf_counter() - t
+    release_memory()
+    log.info("partitioned %d rows into %d blocks", rows, len(units))
+
+    t = time.perf_counter()
+    labels = np.empty(rows, np.int32) if not budget.labels_on_disk else \
+        np.memmap(store.path / "labels.i32", dtype=np.int32, mode="w+", shape=(rows,))
+    with Progress("aggregate", rows, cfg.progress) as bar:
+        n_groups = aggregate_blocks(store, units, profile, cols, cfg.method_code, cfg.k,
+                                    cfg.effective_gamma, labels, threads, bar)
+    passes["aggregate"] = time.perf_counter() - t
+    release_memory()
+
+    t = time.perf_counter()
+    with Progress("stitch", rows, cfg.progress) as bar:
+        groups = stitch_blocks(store, units, profile, labels, n_groups, bar)
+    passes["stitch"] = time.perf_counter() - t
+    sizes = [int(store.rows[u].sum()) for u in units]
+    return groups, sizes
 
 
 def _verify_groups(labels: np.ndarray, sizes: np.ndarray, k: int, rows: int) -> None:

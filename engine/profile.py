@@ -30,6 +30,9 @@ class Profile:
     sd: np.ndarray
     min: np.ndarray
     max: np.ndarray
+    # every ``sample_stride``-th row (raw values, and row ids), for the partition plan
+    sample: np.ndarray | None = None
+    sample_ids: np.ndarray | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -67,7 +70,7 @@ def _first_null(frame: pl.DataFrame, qi: Sequence[str], offset: int) -> None:
             raise EngineError(f"column {c!r} has a missing value at row {row + 1} (rows counted from 1)")
 
 
-def _moment_pass(source, qi, chunk_rows, scale, rows, progress):
+def _moment_pass(source, qi, chunk_rows, scale, rows, progress, stride=0):
     d = len(qi)
     s = np.zeros(d)
     q = np.zeros(d)
@@ -75,6 +78,7 @@ def _moment_pass(source, qi, chunk_rows, scale, rows, progress):
     mx = np.full(d, -np.inf)
     shift = None
     n = 0
+    samples, sample_ids = [], []
     with Progress("profile", rows, progress) as bar:
         for offset, frame in source.iter_frames(qi, chunk_rows):
             _first_null(frame, qi, offset)
@@ -90,30 +94,40 @@ def _moment_pass(source, qi, chunk_rows, scale, rows, progress):
                     v = X[bad[j], j]
                     raise EngineError(f"column {qi[j]!r} has a non-finite value ({v}) at row "
                                       f"{offset + bad[j] + 1} (rows counted from 1)")
+            if stride:
+                first = (-offset) % stride
+                take = np.arange(first, frame.height, stride)
+                samples.append(X[take])
+                sample_ids.append(take + offset)
             n += frame.height
             bar.update(n)
-    return n, s, q, mn, mx, shift
+    sample = (np.concatenate(samples), np.concatenate(sample_ids)) if samples else (None, None)
+    return n, s, q, mn, mx, shift, sample
 
 
 def profile_columns(source: Source, qi: Sequence[str], chunk_rows: int, progress: bool = False,
-                    rows: int | None = None) -> Profile:
-    """Run pass 1 over ``qi``; raises EngineError on empty input or bad values."""
+                    rows: int | None = None, sample_stride: int = 0) -> Profile:
+    """Run pass 1 over ``qi``; raises EngineError on empty input or bad values.
+
+    With ``sample_stride`` > 0, also keep the rows whose index is a multiple of it.
+    """
     qi = tuple(qi)
     d = len(qi)
     total = rows if rows is not None else source.count_rows()
     scale = np.ones(d)
-    n, s, q, mn, mx, shift = _moment_pass(source, qi, chunk_rows, scale, total, progress)
+    n, s, q, mn, mx, shift, sample = _moment_pass(source, qi, chunk_rows, scale, total, progress, sample_stride)
     if n == 0:
         raise EngineError(f"{source.label} has no rows")
     if not (np.all(np.isfinite(q)) and np.all(np.isfinite(s))):
         # values so large that their squares overflow: measure again in units of a
         # power of two (exact, so the standardized values do not change otherwise)
         scale = _power_of_two(np.maximum(np.abs(mn), np.abs(mx)))
-        n, s, q, mn, mx, shift = _moment_pass(source, qi, chunk_rows, scale, total, progress)
+        n, s, q, mn, mx, shift, sample = _moment_pass(source, qi, chunk_rows, scale, total, progress,
+                                                      sample_stride)
     mean = shift + s / n
     var = np.maximum((q - s * s / n) / n, 0.0)
     sd = np.sqrt(var)
     # a column whose values are all equal has sd 0 exactly only if the shifted sums
     # vanish; guard the rounding case too
     sd[mn == mx] = 0.0
-    return Profile(qi, n, scale, mean, sd, mn, mx)
+    return Profile(qi, n, scale, mean, sd, mn, mx, sample[0], sample[1])

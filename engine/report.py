@@ -66,6 +66,12 @@ class Report:
     qi: list[str]
     passes: dict = field(default_factory=dict)
     group_size_counts: dict = field(default_factory=dict)
+    blocks: int = 1
+    block_rows_min: int = 0
+    block_rows_max: int = 0
+    block_size: int = 0
+    memory_limit: int | None = None
+    refine: dict | None = None
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -84,4 +90,11 @@ class Report:
             f"wall {self.wall_seconds:.2f} s  peak RSS {self.peak_rss_bytes / 2**20:.0f} MiB  [{timing}]",
             f"groups by size: {sizes}",
         ]
+        if self.blocks > 1:
+            lines.append(f"blocks {self.blocks:,} of {self.block_rows_min:,}..{self.block_rows_max:,} rows "
+                         f"(block size {self.block_size:,})")
+        if self.refine:
+            r = self.refine
+            lines.append(f"refine {r['mode']}: SSE {r['sse_before']:.4f} -> {r['sse_after']:.4f}, "
+                         f"{r['moves']:,} moves in {r['rounds']} rounds")
         return "\n".join(lines)

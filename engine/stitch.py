@@ -18,7 +18,6 @@ class Groups:
     labels: np.ndarray  # (rows,) int32 or int64 group id per input row
     sizes: np.ndarray  # (groups,) int64
     centroid: np.ndarray  # (groups, d) mean of the original values (original units)
-    mean_z: np.ndarray  # (groups, d) mean of the standardized values
 
     @property
     def count(self) -> int:
@@ -32,7 +31,6 @@ class Stitcher:
         self.profile = profile
         self.labels = np.full(rows, -1, dtype=np.int64)
         self._sums_x: list[np.ndarray] = []
-        self._sums_z: list[np.ndarray] = []
         self._sizes: list[np.ndarray] = []
         self.next_id = 0
 
@@ -41,19 +39,15 @@ class Stitcher:
         g = int(local.max()) + 1 if local.size else 0
         d = X.shape[1]
         sx = np.zeros((g, d))
-        sz = np.zeros((g, d))
         cnt = np.zeros(g, np.int64)
         Xs = X / self.profile.scale  # exact: the scale is a power of two
         accumulate_group_sums(Xs, local, sx, cnt)
-        cnt2 = np.zeros(g, np.int64)
-        accumulate_group_sums(Z, local, sz, cnt2)
         glob = local + self.next_id
         if row_ids is None:
             self.labels[: local.shape[0]] = glob
         else:
             self.labels[row_ids] = glob
         self._sums_x.append(sx)
-        self._sums_z.append(sz)
         self._sizes.append(cnt)
         self.next_id += g
 
@@ -61,13 +55,41 @@ class Stitcher:
         sizes = np.concatenate(self._sizes) if self._sizes else np.zeros(0, np.int64)
         d = len(self.profile.columns)
         sx = np.concatenate(self._sums_x) if self._sums_x else np.zeros((0, d))
-        sz = np.concatenate(self._sums_z) if self._sums_z else np.zeros((0, d))
         centroid = sx / sizes[:, None] * self.profile.scale
-        mean_z = sz / sizes[:, None]
-        return Groups(self.labels, sizes, centroid, mean_z)
+        return Groups(self.labels, sizes, centroid)
 
 
 def standardize(X: np.ndarray, profile: Profile) -> np.ndarray:
     Z = np.empty_like(X, dtype=np.float64)
     standardize_into(np.ascontiguousarray(X, dtype=np.float64), profile.scale, profile.mean, profile.sd, Z)
     return Z
+
+
+def stitch_blocks(store, units, profile: Profile, labels: np.ndarray, n_groups: int,
+                  progress=None) -> Groups:
+    """Sizes and centroids of the final groups, from the spilled blocks.
+
+    ``labels`` holds global group ids (some may have emptied during refinement);
+    ids are compacted in place to 0..G-1 keeping their order. Sums run block by
+    block in row order, so they do not depend on chunking or threads.
+    """
+    from .kernels.partition import take_labels
+    d = len(profile.columns)
+    sx = np.zeros((n_groups, d))
+    cnt = np.zeros(n_groups, np.int64)
+    done = 0
+    for unit in units:
+        ids, X = store.read_many(unit)
+        lab = np.empty(ids.shape[0], labels.dtype)
+        take_labels(ids, labels, lab)
+        accumulate_group_sums(X / profile.scale, lab, sx, cnt)
+        done += ids.shape[0]
+        if progress is not None:
+            progress.update(done)
+    keep = cnt > 0
+    if not keep.all():
+        new_id = np.cumsum(keep) - 1
+        labels[:] = new_id[labels].astype(labels.dtype)
+        sx, cnt = sx[keep], cnt[keep]
+    centroid = sx / cnt[:, None] * profile.scale
+    return Groups(labels, cnt, centroid)

@@ -38,6 +38,7 @@ class Source:
     lazy: pl.LazyFrame
     label: str
     paths: tuple[str, ...] = ()
+    kind: str = "frame"  # "parquet" or "csv" for files
     _schema: pl.Schema | None = None
 
     @property
@@ -66,12 +67,30 @@ class Source:
         except Exception as exc:
             raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
 
+    def _parquet_batches(self, columns, chunk_rows):
+        """Parquet files read one row group at a time with pyarrow: no read-ahead, so
+        memory stays at about one row group (Polars' streaming reader buffers more)."""
+        import pyarrow.parquet as pq
+
+        schema = self.schema
+        for f in self.paths:
+            pf = pq.ParquetFile(f)
+            for batch in pf.iter_batches(batch_size=chunk_rows, columns=columns, use_threads=False):
+                frame = pl.from_arrow(batch)
+                if frame.schema != (sub := pl.Schema({c: schema[c] for c in frame.columns})):
+                    frame = frame.cast(dict(sub))
+                yield frame
+
     def iter_frames(self, columns: Sequence[str] | None, chunk_rows: int) -> Iterator[tuple[int, pl.DataFrame]]:
         """Yield ``(row_offset, frame)`` in input order, each at most ``chunk_rows`` rows."""
         lf = self.lazy if columns is None else self.lazy.select(list(columns))
         offset = 0
+        if self.kind == "parquet":
+            batches = self._parquet_batches(None if columns is None else list(columns), chunk_rows)
+        else:
+            batches = lf.collect_batches(chunk_size=chunk_rows, maintain_order=True)
         try:
-            for batch in lf.collect_batches(chunk_size=chunk_rows, maintain_order=True):
+            for batch in batches:
                 # the engine may hand out batches larger than asked: cut them
                 for start in range(0, batch.height, chunk_rows):
                     part = batch.slice(start, chunk_rows)
@@ -157,5 +176,5 @@ def open_source(data, *, names: Sequence[str] | None = None) -> Source:
                 lf = pl.scan_csv(files if len(files) > 1 else files[0], infer_schema_length=10000)
         except Exception as exc:
             raise EngineError(f"cannot read {text}: {_first_line(exc)}") from None
-        return Source(lf, text, tuple(files))
+        return Source(lf, text, tuple(files), kind)
     raise EngineError(f"unsupported input type {type(data).__name__}")

@@ -36,6 +36,18 @@ def accumulate_sse(Z, labels, means, start):
     return s
 
 
+@njit(cache=True, nogil=True)
+def accumulate_sq_diff(A, B, start):
+    """``start`` plus ``sum ||A[i] - B[i]||^2`` in row order (chunk-size independent)."""
+    n, d = A.shape
+    s = start
+    for i in range(n):
+        for j in range(d):
+            t = A[i, j] - B[i, j]
+            s += t * t
+    return s
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def gather_rows(values, labels, out):
     """``out[i, :] = values[labels[i], :]`` (no reduction, so parallel is safe)."""

@@ -54,3 +54,19 @@ def standardize_into(X, scale, mean, sd, out):
                 out[i, j] = (X[i, j] / scale[j] - mean[j]) / sd[j]
             else:
                 out[i, j] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def standardize_serial(X, scale, mean, sd, cols, out):
+    """Serial ``standardize_into`` of the columns ``cols`` of ``X`` into ``out`` (n, len(cols)).
+
+    For worker threads: it holds no Numba thread pool, so blocks can run side by side.
+    """
+    n = X.shape[0]
+    for i in range(n):
+        for jj in range(cols.shape[0]):
+            j = cols[jj]
+            if sd[j] > 0.0:
+                out[i, jj] = (X[i, j] / scale[j] - mean[j]) / sd[j]
+            else:
+                out[i, jj] = 0.0

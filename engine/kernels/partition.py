@@ -1,0 +1,57 @@
+"""Route rows to the leaves of a partition plan (a kd-tree of median splits).
+
+A node splits on dimension ``dim[node]`` at the key ``(thr_value, thr_row)``: a row
+goes left when ``(z, row_id) <= (thr_value, thr_row)`` in lexicographic order. The
+row id breaks ties, so even a column full of equal values splits where the plan
+says, and every row has exactly one leaf whatever the chunking.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def assign_leaves(Z, row_ids, dim, thr_value, thr_row, left, right, leaf_of, out):
+    """``out[i]`` = leaf number of row ``i`` (``leaf_of[node] >= 0`` marks a leaf)."""
+    n = Z.shape[0]
+    for i in prange(n):
+        node = 0
+        while leaf_of[node] < 0:
+            v = Z[i, dim[node]]
+            t = thr_value[node]
+            if v < t or (v == t and row_ids[i] <= thr_row[node]):
+                node = left[node]
+            else:
+                node = right[node]
+        out[i] = leaf_of[node]
+
+
+@njit(cache=True, nogil=True)
+def counting_order(keys, n_keys, out_order, out_start):
+    """Stable counting sort of ``keys`` in [0, n_keys): ``out_order`` lists row positions
+    grouped by key, in row order within a key; key b's rows are
+    ``out_order[out_start[b]:out_start[b + 1]]``."""
+    n = keys.shape[0]
+    out_start[:] = 0
+    for i in range(n):
+        out_start[keys[i] + 1] += 1
+    for b in range(n_keys):
+        out_start[b + 1] += out_start[b]
+    fill = out_start[:n_keys].copy()
+    for i in range(n):
+        b = keys[i]
+        out_order[fill[b]] = i
+        fill[b] += 1
+
+
+@njit(cache=True, nogil=True)
+def scatter_labels(row_ids, local, offset, out):
+    """``out[row_ids[i]] = local[i] + offset`` (the stitch of one block)."""
+    for i in range(row_ids.shape[0]):
+        out[row_ids[i]] = local[i] + offset
+
+
+@njit(cache=True, nogil=True)
+def take_labels(row_ids, labels, out):
+    for i in range(row_ids.shape[0]):
+        out[i] = labels[row_ids[i]]

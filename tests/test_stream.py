@@ -1,0 +1,201 @@
+"""The streaming engine: blocks spilled to disk, parallel aggregation, stitching."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import engine
+from engine.errors import EngineError
+from engine.io.spill import SPILL_PREFIX
+from engine.kernels.partition import assign_leaves, counting_order
+from engine.partition import plan_blocks
+from engine.synth import NUMERIC_QI, census_like
+
+QI = list(NUMERIC_QI)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def census_dir(tmp_path_factory):
+    """30,000 census-like rows in three Parquet files."""
+    d = tmp_path_factory.mktemp("census")
+    for i in range(3):
+        census_like(10_000, seed=5, offset=10_000 * i).write_parquet(d / f"part-{i}.parquet", row_group_size=3_000)
+    return d
+
+
+def _read(path):
+    return pl.read_parquet(path)
+
+
+def test_single_block_equals_in_memory(census_dir, tmp_path):
+    out = tmp_path / "out.parquet"
+    rep = engine.anonymize(str(census_dir), out, qi=QI, k=4, block_size=50_000)
+    mem = engine.microaggregate(pl.scan_parquet(census_dir), qi=QI, k=4, block_size=50_000)
+    assert rep.blocks == 1
+    assert _read(out).equals(mem.table)
+    assert rep.information_loss_percent == mem.report.information_loss_percent
+
+
+@pytest.fixture(scope="module")
+def blocked(census_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("blocked") / "out.parquet"
+    rep = engine.anonymize(str(census_dir), out, qi=QI, k=4, block_size=4_000, chunk_rows=100_000,
+                           group_column="g")
+    return out, rep
+
+
+def test_blocks_cover_rows_once_and_are_k_anonymous(census_dir, blocked):
+    out, rep = blocked
+    assert rep.blocks >= 8
+    assert rep.block_rows_max <= 4_000
+    src = pl.read_parquet(census_dir)
+    res = _read(out)
+    # rows in input order, other columns untouched
+    assert res.height == src.height
+    others = [c for c in src.columns if c not in QI]
+    assert res.select(others).equals(src.select(others))
+    # an independent count: every combination of published QI values occurs >= k times
+    counts = res.group_by(QI).len()
+    assert counts["len"].min() >= 4
+    sizes = res.group_by("g").len()["len"]
+    assert sizes.min() >= 4 and sizes.max() <= 7
+    assert sizes.sum() == src.height
+    # each published value is the mean of its group's original values
+    joined = src.select(["person_id", *QI]).with_columns(g=res["g"])
+    means = joined.group_by("g").agg([pl.col(c).mean() for c in QI]).sort("g")
+    pub = res.group_by("g").agg([pl.col(c).first() for c in QI]).sort("g")
+    for c in QI:
+        assert np.allclose(means[c].to_numpy(), pub[c].to_numpy(), rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize("chunk_rows", [1_000, 7_000])
+def test_chunk_size_does_not_change_output(census_dir, blocked, tmp_path, chunk_rows):
+    out = tmp_path / "out.parquet"
+    engine.anonymize(str(census_dir), out, qi=QI, k=4, block_size=4_000, chunk_rows=chunk_rows, group_column="g")
+    assert out.read_bytes() == blocked[0].read_bytes()
+
+
+def test_thread_count_does_not_change_output(census_dir, tmp_path):
+    outs = []
+    for threads in (1, 2):
+        out = tmp_path / f"out{threads}.parquet"
+        engine.anonymize(str(census_dir), out, qi=QI, k=4, block_size=4_000, threads=threads, group_column="g")
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+
+
+def test_blocked_loss_is_close_to_exact(census_dir, blocked):
+    exact = engine.microaggregate(pl.scan_parquet(census_dir), qi=QI, k=4, block_size=50_000).report.information_loss_percent
+    assert blocked[1].information_loss_percent < 1.5 * exact
+
+
+def test_spill_folder_removed_on_success_and_error(census_dir, tmp_path, monkeypatch):
+    out = tmp_path / "out.parquet"
+    engine.anonymize(str(census_dir), out, qi=QI, k=4, block_size=4_000, tmp_dir=tmp_path)
+    assert not glob.glob(str(tmp_path / f"{SPILL_PREFIX}*"))
+
+    import engine.coordinator as co
+
+    def boom(*a, **kw):
+        raise EngineError("simulated failure in the stitch pass")
+
+    monkeypatch.setattr(co, "stitch_blocks", boom)
+    out2 = tmp_path / "out2.parquet"
+    with pytest.raises(EngineError, match="simulated"):
+        engine.anonymize(str(census_dir), out2, qi=QI, k=4, block_size=4_000, tmp_dir=tmp_path)
+    assert not out2.exists()
+    assert sorted(os.listdir(tmp_path)) == ["out.parquet"]
+
+
+def test_lazyframe_source_and_memory_limit(census_dir, tmp_path):
+    out = tmp_path / "out.parquet"
+    rep = engine.anonymize(pl.scan_parquet(census_dir), out, qi=QI, k=3, memory_limit="2GiB", block_size=5_000)
+    assert rep.memory_limit == 2 << 30 and rep.blocks > 1
+    assert _read(out).height == 30_000
+
+
+def test_memory_limit_too_small_is_a_clear_error(census_dir, tmp_path):
+    with pytest.raises(EngineError, match="memory limit"):
+        engine.anonymize(str(census_dir), tmp_path / "o.parquet", qi=QI, k=3, memory_limit="64MiB")
+    with pytest.raises(EngineError, match="memory limit must be a size"):
+        engine.anonymize(str(census_dir), tmp_path / "o.parquet", qi=QI, k=3, memory_limit="lots")
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_plan_and_routing_match_a_plain_reference():
+    rng = np.random.default_rng(3)
+    Z = np.round(rng.normal(size=(5_000, 3)), 1)  # many ties
+    ids = np.arange(5_000, dtype=np.int64)
+    plan = plan_blocks(Z[::5], ids[::5], 5_000, 700)
+    got = plan.assign(Z, ids)
+
+    def route(z, r):  # the split rule, written out
+        node = 0
+        while plan.leaf_of[node] < 0:
+            key = (z[plan.dim[node]], r)
+            node = plan.left[node] if key <= (plan.thr_value[node], plan.thr_row[node]) else plan.right[node]
+        return plan.leaf_of[node]
+
+    assert all(got[i] == route(Z[i], ids[i]) for i in range(0, 5_000, 7))
+    counts = np.bincount(got, minlength=plan.n_blocks)
+    assert counts.sum() == 5_000 and counts.max() <= 900  # estimated from a 1-in-5 sample
+    order = np.empty(5_000, np.int64)
+    start = np.empty(plan.n_blocks + 1, np.int64)
+    counting_order(got, plan.n_blocks, order, start)
+    assert np.array_equal(order, np.argsort(got, kind="stable"))
+
+
+def _peak_rss_of(cmd, **kw):
+    """Run ``cmd``; return (process, peak RSS bytes of that command alone).
+
+    The kernel's count comes from ``/usr/bin/time`` (a small parent: a child forked
+    from this big test process would inherit its high-water mark); without it,
+    psutil samples the child every 10 ms."""
+    import shutil
+    import tempfile
+
+    if shutil.which("time") and os.path.exists("/usr/bin/time"):
+        with tempfile.NamedTemporaryFile("r", suffix=".rss") as fh:
+            proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", fh.name, *cmd], **kw)
+            return proc, int(fh.read().split()[-1]) * 1024
+    import time
+
+    import psutil
+
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=kw.get("cwd"))
+    peak, ps = 0, psutil.Process(child.pid)
+    while child.poll() is None:
+        try:
+            peak = max(peak, ps.memory_info().rss)
+        except psutil.Error:
+            break
+        time.sleep(0.01)
+    out, err = child.communicate()
+    return subprocess.CompletedProcess(cmd, child.returncode, out, err), peak
+
+
+def test_cli_streaming_with_peak_rss_under_limit(tmp_path):
+    """2M rows with --memory-limit 512MiB: the process's peak RSS stays below."""
+    data = tmp_path / "big"
+    data.mkdir()
+    for i in range(2):
+        census_like(1_000_000, seed=1, offset=1_000_000 * i).write_parquet(data / f"p{i}.parquet",
+                                                                            row_group_size=100_000)
+    out = tmp_path / "out.parquet"
+    rep = tmp_path / "rep.json"
+    proc, peak = _peak_rss_of([sys.executable, "-m", "engine", "anonymize", str(data), str(out), "--qi", ",".join(QI),
+                               "--k", "5", "--memory-limit", "512MiB", "--report", str(rep), "--quiet"],
+                              capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert peak < 512 * 2**20, f"peak RSS {peak / 2**20:.0f} MiB"
+    report = json.loads(rep.read_text())
+    assert report["rows"] == 2_000_000 and report["min_group_size"] >= 5
+    assert pl.scan_parquet(out).select(pl.len()).collect().item() == 2_000_000
