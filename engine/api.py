@@ -16,7 +16,9 @@ def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: st
                    threads: int | None = None, chunk_rows: int = 100_000, progress: bool = False,
                    memory_limit=None, block_size: int | None = None, refine: str | None = None,
                    refine_rounds: int | None = None, refine_seconds: float | None = None,
-                   seed: int = 0, tmp_dir=None) -> RunResult:
+                   seed: int = 0, tmp_dir=None, select: str | None = None, select_count: int | None = None,
+                   select_measure: str | None = None, width: float | None = None,
+                   bins: int | None = None) -> RunResult:
     """Microaggregate ``data`` in memory and return ``RunResult(report, labels, table)``.
 
     Parameters
@@ -45,6 +47,12 @@ def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: st
         Caps on refinement work (rounds are deterministic; seconds are not).
     seed : int
         Seed of any randomized step (``refine="ga"``).
+    select, select_count, select_measure, width, bins : optional
+        Group on key attributes only (every QI is still replaced by its group's
+        mean): ``method="ama"`` takes seed 000's Definition 5 on the MI-distance
+        tree; ``select="emad", select_count=3`` takes the top 3 by degree of the
+        EMIM (or ``select_measure``) maximum spanning tree, with any method.
+        ``width``/``bins``: the histogram bins of the dependency profile.
 
     Returns
     -------
@@ -65,7 +73,8 @@ def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: st
     cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
                          threads=threads, chunk_rows=chunk_rows, progress=progress, memory_limit=memory_limit,
                          block_size=block_size, refine=refine, refine_rounds=refine_rounds,
-                         refine_seconds=refine_seconds, seed=seed)
+                         refine_seconds=refine_seconds, seed=seed, select=select, select_count=select_count,
+                         select_measure=select_measure, width=width, bins=bins)
     return run(data, cfg, None, names=names, tmp_dir=tmp_dir)
 
 
@@ -73,7 +82,8 @@ def anonymize(source, sink, qi: Sequence[str], k: int, method: str = "mdav", gam
               group_column: str | None = None, threads: int | None = None, chunk_rows: int = 100_000,
               progress: bool = False, tmp_dir=None, memory_limit=None, block_size: int | None = None,
               refine: str | None = None, refine_rounds: int | None = None, refine_seconds: float | None = None,
-              seed: int = 0):
+              seed: int = 0, select: str | None = None, select_count: int | None = None,
+              select_measure: str | None = None, width: float | None = None, bins: int | None = None):
     """Anonymize ``source`` into the file ``sink`` (.csv or .parquet) and return the report.
 
     Streams: ``source`` (a path, glob, folder of Parquet files, or a Polars
@@ -88,5 +98,6 @@ def anonymize(source, sink, qi: Sequence[str], k: int, method: str = "mdav", gam
     cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
                          threads=threads, chunk_rows=chunk_rows, progress=progress, memory_limit=memory_limit,
                          block_size=block_size, refine=refine, refine_rounds=refine_rounds,
-                         refine_seconds=refine_seconds, seed=seed)
+                         refine_seconds=refine_seconds, seed=seed, select=select, select_count=select_count,
+                         select_measure=select_measure, width=width, bins=bins)
     return run(source, cfg, str(sink), tmp_dir=tmp_dir).report

@@ -20,6 +20,12 @@ DEMO_QI = ("age", "education_years", "hours_per_week", "wage_income", "other_inc
            "property_tax", "household_size", "commute_minutes")
 
 
+def _add_bin_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--width", type=float, default=None, help="histogram bin width for numeric columns (seed 004)")
+    g.add_argument("--bins", type=int, default=None, help="histogram bins per numeric column (default 10)")
+
+
 def _add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=int, default=3, help="minimum group size (default 3)")
     p.add_argument("--method", choices=METHODS, default="mdav", help="microaggregation method (default mdav)")
@@ -35,6 +41,12 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--refine-rounds", type=int, default=None, metavar="N", help="cap on refinement rounds")
     p.add_argument("--refine-budget", type=float, default=None, metavar="SECONDS",
                    help="cap on refinement seconds (not reproducible across machines; prefer --refine-rounds)")
+    p.add_argument("--select", choices=("emad",), default=None,
+                   help="group on the top --select-count attributes of the dependency tree (seed 004)")
+    p.add_argument("--select-count", type=int, default=None, metavar="N", help="key attributes for --select")
+    p.add_argument("--measure", choices=("mi-distance", "emim", "chi2", "gaussian"), default=None,
+                   help="dependence measure for ama / --select (default mi-distance for ama, emim for emad)")
+    _add_bin_args(p)
     p.add_argument("--seed", type=int, default=0, help="seed of randomized steps, and of the demo's data (default 0)")
     p.add_argument("--chunk-rows", type=int, default=100_000, help="rows per streamed chunk (default 100000)")
     p.add_argument("--report", metavar="FILE", help="also write the report as JSON to FILE")
@@ -64,7 +76,35 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--rows", type=int, default=200_000, help="rows to generate (default 200000)")
     d.add_argument("--output", help="also write the anonymized table here (.csv or .parquet)")
     _add_method_args(d)
+    pr = sub.add_parser("profile", help="dependency matrix, tree and key attributes of some columns",
+                        description="Entropy / mutual-information profile of the columns (seeds 000 and 004): "
+                                    "the dependency matrix, its spanning tree, vertex degrees, key attributes.")
+    pr.add_argument("input", help="CSV or Parquet file, folder of Parquet files, or glob")
+    pr.add_argument("--columns", required=True, help="comma-separated columns (any type)")
+    pr.add_argument("--measure", choices=("mi-distance", "emim", "chi2", "gaussian"), default="mi-distance",
+                    help="mi-distance: minimum spanning tree (seed 000); others: maximum (seed 004)")
+    _add_bin_args(pr)
+    pr.add_argument("--binning", choices=("equal", "quantile"), default="equal")
+    pr.add_argument("--select-count", type=int, default=None, metavar="N",
+                    help="key attributes: top N by degree (EMAD); default seed 000's Definition 5")
+    pr.add_argument("--threads", type=int, default=None)
+    pr.add_argument("--json", metavar="FILE", help="also write the profile as JSON")
     return parser
+
+
+def _cmd_profile(args) -> int:
+    from . import dependency
+    from .io.sink import atomic_output
+
+    cols = [c.strip() for c in args.columns.split(",")] if args.columns.strip() else []
+    res = dependency.profile(args.input, cols, args.measure, width=args.width, bins=args.bins,
+                             binning=args.binning, count=args.select_count, threads=args.threads)
+    print(res.render())
+    if args.json:
+        with atomic_output(args.json) as tmp:
+            with open(tmp, "w") as fh:
+                json.dump(res.to_dict(), fh, indent=2)
+    return 0
 
 
 def _settings(args, qi) -> RunConfig:
@@ -73,7 +113,9 @@ def _settings(args, qi) -> RunConfig:
                           group_column=getattr(args, "group_column", None), threads=args.threads,
                           chunk_rows=args.chunk_rows, progress=progress, memory_limit=args.memory_limit,
                           block_size=args.block_size, refine=args.refine, refine_rounds=args.refine_rounds,
-                          refine_seconds=args.refine_budget, seed=args.seed)
+                          refine_seconds=args.refine_budget, seed=args.seed, select=args.select,
+                          select_count=args.select_count, select_measure=args.measure, width=args.width,
+                          bins=args.bins)
 
 
 def _emit(report, args) -> None:
@@ -117,7 +159,7 @@ def _cmd_demo(args) -> int:
     return 0
 
 
-COMMANDS = {"anonymize": _cmd_anonymize, "demo": _cmd_demo}
+COMMANDS = {"anonymize": _cmd_anonymize, "demo": _cmd_demo, "profile": _cmd_profile}
 
 
 def main(argv=None) -> int:

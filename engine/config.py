@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 from .errors import EngineError
 
-METHODS = ("mdav", "mdav-single", "vmdav", "ivmdav")
+METHODS = ("mdav", "mdav-single", "vmdav", "ivmdav", "ama")
+SELECT = ("emad",)
+SELECT_MEASURES = ("mi-distance", "emim", "chi2", "gaussian")
 REFINE_MODES = ("local", "ga")
 DEFAULT_BLOCK_SIZE = 20_000
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2, "mb": 1000**2, "mib": 1 << 20,
@@ -30,7 +32,8 @@ def parse_bytes(value) -> int:
         if m and m.group(2).lower() in _UNITS:
             return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
     raise EngineError(f"memory limit must be a size such as 512MiB or 2GiB, got {value!r}")
-METHOD_CODES = {"mdav": 0, "mdav-single": 1, "vmdav": 2, "ivmdav": 3}
+# ama (seed 000, Algorithm 2): MDAV on the key attributes of the MI-distance tree
+METHOD_CODES = {"mdav": 0, "mdav-single": 1, "vmdav": 2, "ivmdav": 3, "ama": 0}
 # V-MDAV: 0.2 is its authors' suggestion for scattered data (Census, Tarragona);
 # IV-MDAV: 1.16 is seed 003's setting.
 DEFAULT_GAMMA = {"vmdav": 0.2, "ivmdav": 1.16}
@@ -58,11 +61,26 @@ class RunConfig:
     refine_rounds: int | None = None
     refine_seconds: float | None = None
     seed: int = 0
+    select: str | None = None
+    select_count: int | None = None
+    select_measure: str | None = None
+    width: float | None = None
+    bins: int | None = None
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
     def method_code(self) -> int:
         return METHOD_CODES[self.method]
+
+    @property
+    def selects(self) -> bool:
+        return self.method == "ama" or self.select is not None
+
+    @property
+    def measure(self) -> str:
+        if self.select_measure is not None:
+            return self.select_measure
+        return "mi-distance" if self.method == "ama" else "emim"
 
     @property
     def effective_gamma(self) -> float:
@@ -73,7 +91,8 @@ class RunConfig:
     @classmethod
     def make(cls, *, qi, k, method="mdav", gamma=None, group_column=None, chunk_rows=100_000,
              threads=None, progress=False, memory_limit=None, block_size=None, refine=None,
-             refine_rounds=None, refine_seconds=None, seed=0) -> "RunConfig":
+             refine_rounds=None, refine_seconds=None, seed=0, select=None, select_count=None,
+             select_measure=None, width=None, bins=None) -> "RunConfig":
         if isinstance(qi, str):
             qi = [c.strip() for c in qi.split(",")] if qi.strip() else []
         try:
@@ -85,7 +104,8 @@ class RunConfig:
         cfg = cls(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
                   chunk_rows=chunk_rows, threads=threads, progress=progress, memory_limit=memory_limit,
                   block_size=block_size, refine=refine, refine_rounds=refine_rounds,
-                  refine_seconds=refine_seconds, seed=seed)
+                  refine_seconds=refine_seconds, seed=seed, select=select, select_count=select_count,
+                  select_measure=select_measure, width=width, bins=bins)
         cfg._check()
         return cfg
 
@@ -133,5 +153,19 @@ class RunConfig:
                                                 or not isinstance(self.refine_seconds, numbers.Real)
                                                 or not self.refine_seconds > 0):
             raise EngineError(f"refine budget must be a positive number of seconds, got {self.refine_seconds!r}")
+        if self.select is not None and self.select not in SELECT:
+            raise EngineError(f"unknown attribute selection {self.select!r} (choose from {', '.join(SELECT)})")
+        if self.select is not None and self.method == "ama":
+            raise EngineError("method ama selects its own key attributes; drop select")
+        if self.select is not None and (not _is_int(self.select_count) or not 1 <= self.select_count <= len(self.qi)):
+            raise EngineError(f"select count must be a whole number between 1 and {len(self.qi)} (the qi count), "
+                              f"got {self.select_count!r}")
+        if self.select is None and self.select_count is not None:
+            raise EngineError("select count needs select='emad'")
+        if self.select_measure is not None and self.select_measure not in SELECT_MEASURES:
+            raise EngineError(f"unknown dependence measure {self.select_measure!r} "
+                              f"(choose from {', '.join(SELECT_MEASURES)})")
+        if self.width is not None and self.bins is not None:
+            raise EngineError("give width or bins, not both")
         if not _is_int(self.seed) or self.seed < 0:
             raise EngineError(f"seed must be a non-negative whole number, got {self.seed!r}")

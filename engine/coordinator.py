@@ -26,8 +26,11 @@ from .io.source import open_source
 from .io.spill import BlockStore
 from .kernels.groups import count_labels
 from .profile import check_columns, profile_columns
+from .dependency import select_key_attributes
 from .progress import Progress
+from .refine import refine_partition
 from .report import PeakRSS, Report
+from .border import refine_borders
 from .partition import partition_pass, plan_blocks, sample_stride, standardized
 from .stitch import Groups, Stitcher, standardize, stitch_blocks
 from .write import write_pass
@@ -86,23 +89,34 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         release_memory()
         log.info("profiled %d rows x %d quasi-identifiers", rows, len(cfg.qi))
         cols = np.arange(len(cfg.qi))  # the grouping columns
+        key = None
+        if cfg.selects:
+            t = time.perf_counter()
+            key = select_key_attributes(source, cfg.qi, cfg.measure,
+                                        count=cfg.select_count if cfg.select else None,
+                                        width=cfg.width, bins=cfg.bins, chunk_rows=budget.chunk_rows)
+            cols = np.array(sorted(cfg.qi.index(c) for c in key), np.int64)
+            passes["select"] = time.perf_counter() - t
+            log.info("key attributes: %s", ", ".join(key))
+        refined: dict = {}
 
         if single:
-            groups = _one_block(source, cfg, profile, budget, passes)
+            groups = _one_block(source, cfg, profile, budget, passes, refined, cols)
             blocks = [rows]
         else:
-            groups, blocks = _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, cleanup)
+            groups, blocks = _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, cleanup,
+                                     refined)
         _verify_groups(groups.labels, groups.sizes, cfg.k, rows)
         release_memory()
 
         t = time.perf_counter()
         table = None
         if dest is None:
-            sse, sst, table = write_pass(source, None, "parquet", profile, groups, cfg.group_column,
+            sse, sst, table, col_sse, col_sst = write_pass(source, None, "parquet", profile, groups, cfg.group_column,
                                          budget.chunk_rows, cfg.progress)
         else:
             with atomic_output(dest, tmp_dir) as tmp:
-                sse, sst, _ = write_pass(source, tmp, fmt, profile, groups, cfg.group_column,
+                sse, sst, _, col_sse, col_sst = write_pass(source, tmp, fmt, profile, groups, cfg.group_column,
                                          budget.chunk_rows, cfg.progress)
         passes["write"] = time.perf_counter() - t
         rss.sample()
@@ -128,6 +142,11 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         block_rows_max=int(max(blocks)),
         block_size=budget.block_size,
         memory_limit=cfg.memory_limit,
+        refine=refined or None,
+        key_attributes=list(key) if key is not None else None,
+        projected_information_loss_percent=(
+            float(100.0 * col_sse[cols].sum() / col_sst[cols].sum()) if key is not None and col_sst[cols].sum() > 0
+            else None),
         group_size_counts={str(int(s)): int(c) for s, c in zip(sizes, counts)},
     )
     log.info("done: %d groups, IL %.4f %%", report.groups, report.information_loss_percent)
@@ -145,7 +164,7 @@ def release_memory() -> None:
         pass
 
 
-def _one_block(source, cfg, profile, budget, passes) -> Groups:
+def _one_block(source, cfg, profile, budget, passes, refined, cols) -> Groups:
     """Every row in one in-memory block: load, aggregate, stitch."""
     rows = profile.rows
     t = time.perf_counter()
@@ -153,12 +172,21 @@ def _one_block(source, cfg, profile, budget, passes) -> Groups:
     for offset, chunk in source.iter_arrays(cfg.qi, budget.chunk_rows):
         X[offset: offset + chunk.shape[0]] = chunk
     Z = standardize(X, profile)
+    Zg = Z if cols.shape[0] == Z.shape[1] else np.ascontiguousarray(Z[:, cols])  # the grouping columns
     passes["load"] = time.perf_counter() - t
 
     t = time.perf_counter()
     with Progress("aggregate", rows, cfg.progress) as bar:
-        local = aggregate_block(Z, cfg.method_code, cfg.k, cfg.effective_gamma, bar)
+        local = aggregate_block(Zg, cfg.method_code, cfg.k, cfg.effective_gamma, bar)
     passes["aggregate"] = time.perf_counter() - t
+    if cfg.refine is not None:
+        t = time.perf_counter()
+        res = refine_partition(Zg, local, cfg.k, mode=cfg.refine, budget_seconds=cfg.refine_seconds,
+                               max_rounds=cfg.refine_rounds, seed=cfg.seed)
+        local = res.labels
+        refined.update(mode=cfg.refine, sse_before=res.sse_before, sse_after=res.sse_after,
+                       rounds=res.rounds, moves=res.moves, windows=1)
+        passes["refine"] = time.perf_counter() - t
 
     t = time.perf_counter()
     stitcher = Stitcher(rows, profile)
@@ -169,7 +197,7 @@ def _one_block(source, cfg, profile, budget, passes) -> Groups:
     return groups
 
 
-def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, cleanup):
+def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, cleanup, refined):
     """Partition into spilled blocks, aggregate them in parallel, stitch.
 
     The spill folder is removed when ``cleanup`` closes (after the write pass, which
@@ -196,6 +224,11 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
                                     cfg.effective_gamma, labels, threads, bar)
     passes["aggregate"] = time.perf_counter() - t
     release_memory()
+    if cfg.refine is not None:
+        t = time.perf_counter()
+        with Progress("refine", rows, cfg.progress) as bar:
+            refined.update(refine_borders(store, units, profile, cols, labels, n_groups, cfg, bar))
+        passes["refine"] = time.perf_counter() - t
 
     t = time.perf_counter()
     with Progress("stitch", rows, cfg.progress) as bar:

@@ -72,6 +72,8 @@ class Report:
     block_size: int = 0
     memory_limit: int | None = None
     refine: dict | None = None
+    key_attributes: list | None = None
+    projected_information_loss_percent: float | None = None
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -93,6 +95,9 @@ class Report:
         if self.blocks > 1:
             lines.append(f"blocks {self.blocks:,} of {self.block_rows_min:,}..{self.block_rows_max:,} rows "
                          f"(block size {self.block_size:,})")
+        if self.key_attributes is not None:
+            lines.append(f"key attributes {', '.join(self.key_attributes)}: IL in their projection "
+                         f"{self.projected_information_loss_percent:.4f} % (the IL above is over all QIs)")
         if self.refine:
             r = self.refine
             lines.append(f"refine {r['mode']}: SSE {r['sse_before']:.4f} -> {r['sse_after']:.4f}, "

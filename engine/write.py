@@ -95,10 +95,11 @@ class _Writer:
 
 def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, groups: Groups,
                group_column: str | None, chunk_rows: int, progress: bool = False):
-    """Returns ``(sse, sst, frame)``; ``frame`` is the whole result when ``path`` is None."""
+    """Returns ``(sse, sst, frame, sse per QI, sst per QI)``; ``frame`` is the whole result
+    when ``path`` is None."""
     qi = list(profile.columns)
     d = len(qi)
-    sse = 0.0
+    col_sse = np.zeros(d)
     zs = np.zeros(d)
     zq = np.zeros(d)
     mn = np.full(d, np.inf)
@@ -117,7 +118,7 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
                 out = np.empty((h, d))
                 gather_rows(groups.centroid, lab, out)
                 # the published values, standardized: SSE measures exactly what is written
-                sse = accumulate_sq_diff(Z, standardize(out, profile), sse)
+                accumulate_sq_diff(Z, standardize(out, profile), col_sse)
                 cols = {c: pl.Series(c, out[:, j], dtype=pl.Float64) for j, c in enumerate(qi)}
                 frame = frame.with_columns(**cols)
                 if group_column is not None:
@@ -129,5 +130,5 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
         writer.abort()
         raise
     n = profile.rows
-    sst = float(np.sum(zq - zs * zs / n))
-    return sse, sst, result
+    col_sst = zq - zs * zs / n
+    return float(col_sse.sum()), float(col_sst.sum()), result, col_sse, col_sst

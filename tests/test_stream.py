@@ -199,3 +199,21 @@ def test_cli_streaming_with_peak_rss_under_limit(tmp_path):
     report = json.loads(rep.read_text())
     assert report["rows"] == 2_000_000 and report["min_group_size"] >= 5
     assert pl.scan_parquet(out).select(pl.len()).collect().item() == 2_000_000
+
+
+def test_border_refinement_lowers_loss_and_keeps_guarantees(census_dir, blocked, tmp_path):
+    """Refinement within and across blocks: IL never above the blocked run, groups k..2k-1,
+    same output for 1 and 2 threads."""
+    outs = []
+    for threads in (1, 2):
+        out = tmp_path / f"r{threads}.parquet"
+        rep = engine.anonymize(str(census_dir), out, qi=QI, k=4, block_size=4_000, refine="local",
+                               refine_rounds=3, threads=threads, group_column="g")
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    assert rep.refine["windows"] >= 7 and rep.refine["sse_after"] <= rep.refine["sse_before"]
+    assert rep.information_loss_percent < blocked[1].information_loss_percent
+    res = _read(tmp_path / "r2.parquet")
+    sizes = res.group_by("g").len()["len"]
+    assert sizes.min() >= 4 and sizes.max() <= 7 and sizes.sum() == 30_000
+    assert res.group_by(QI).len()["len"].min() >= 4

@@ -37,15 +37,15 @@ def accumulate_sse(Z, labels, means, start):
 
 
 @njit(cache=True, nogil=True)
-def accumulate_sq_diff(A, B, start):
-    """``start`` plus ``sum ||A[i] - B[i]||^2`` in row order (chunk-size independent)."""
+def accumulate_sq_diff(A, B, out):
+    """``out[j] += sum_i (A[i, j] - B[i, j])^2``, in row order (chunk-size independent)."""
     n, d = A.shape
-    s = start
-    for i in range(n):
-        for j in range(d):
+    for j in range(d):
+        s = out[j]
+        for i in range(n):
             t = A[i, j] - B[i, j]
             s += t * t
-    return s
+        out[j] = s
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -1,0 +1,256 @@
+"""Refinement of a microaggregation partition: lower SSE, same size bounds.
+
+``refine_partition(Z, labels, k, mode)`` takes any partition whose groups have at
+least k rows (an MDAV-family result) and lowers its SSE:
+
+``mode="local"``
+    1. exact local search: each group looks at its few nearest groups (by
+       centroid) for the move of one record, or the swap of two records, that
+       lowers SSE most (the change is computed exactly from group sums and
+       sizes), applies it, and repeats; rounds run until no improving move or
+       swap remains;
+    2. window perturbation: for each group, its window (the group and its nearest
+       groups) is rebuilt with one group fewer (each group in turn dissolved), one
+       more (a new centre at the row farthest from its mean), or one centre
+       moved there, by a size-constrained assignment to the centres and exact
+       descent; the best candidate is kept if the window's SSE, recomputed from
+       scratch, drops. Then local search again; this alternation stops when a
+       whole window pass improves nothing. Later passes visit only windows that
+       changed since the previous pass.
+``mode="ga"``
+    The hybrid that seed 003's abstract describes (Solanas et al.): the given
+    fixed-size partition (MDAV) is improved window by window by a genetic
+    algorithm that re-partitions each window's records into variable-sized
+    groups (k..2k-1); randomness is seeded from ``seed``, the round and the
+    window, so a seed gives one result. Followed by the exact local search of
+    ``local`` to polish the seams between windows.
+
+Sizes: no group ever becomes smaller than k or larger than 2k-1; a group that
+starts larger than 2k-1 (fewer than 2k rows, V-MDAV's tail) can only shrink.
+
+Determinism: the kernels are serial with a fixed visiting order, so the result
+does not depend on the thread count. ``max_rounds`` cuts the work at a
+deterministic point (a round is one local-search pass or one window pass);
+``budget_seconds`` is checked between kernel calls and therefore stops at a
+machine-dependent point: results under a seconds budget may differ between runs
+and machines (they are never worse than the input).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import numbers
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import EngineError
+from .kernels import refine as _k
+
+MODES = ("local", "ga")
+
+# Tunables (not tuned per data set; see benchmarks/quality.py for the held-out check).
+NEAR = 8               # candidate groups per group for moves and swaps
+WINDOW_ROWS = 24       # a window holds about this many rows ...
+WINDOW_MIN_GROUPS = 3  # ... but at least this many groups
+WINDOW_MAX_GROUPS = 8
+GA_POP = 12
+GA_GENS = 24
+WINDOW_CHUNK = 512     # slots per kernel call (time checks between calls)
+
+
+@dataclass
+class RefineResult:
+    labels: np.ndarray      # int64 group ids: the input's while no group disappears or appears,
+                            # else 0..G'-1 renumbered by first appearance in row order
+    sse_before: float
+    sse_after: float
+    rounds: int
+    moves: int              # records relabelled (a swap counts two)
+    seconds: float
+
+
+@contextlib.contextmanager
+def _numba_threads(threads):
+    # same as engine.coordinator.numba_threads (not imported: the coordinator will import this module)
+    if threads is None:
+        yield
+        return
+    import numba
+
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _validate(Z, labels, k, mode, budget_seconds, max_rounds, seed, threads):
+    if not isinstance(Z, np.ndarray) or Z.ndim != 2 or Z.dtype != np.float64 or not Z.flags.c_contiguous:
+        raise EngineError("Z must be a C-contiguous float64 array of shape (rows, columns)")
+    if Z.shape[0] == 0 or Z.shape[1] == 0:
+        raise EngineError(f"Z must have at least one row and one column, got shape {Z.shape}")
+    if not np.isfinite(Z).all():
+        raise EngineError("Z must be finite (no NaN or infinity)")
+    if not _is_int(k) or k < 2:
+        raise EngineError(f"k must be a whole number >= 2, got {k!r}")
+    if not isinstance(labels, np.ndarray) or labels.ndim != 1 or labels.shape[0] != Z.shape[0]:
+        raise EngineError(f"labels must be a 1-D array with one entry per row of Z ({Z.shape[0]})")
+    if labels.dtype != np.int64:
+        raise EngineError(f"labels must be int64, got {labels.dtype}")
+    if labels.min() < 0:
+        raise EngineError("labels must be group ids 0..G-1, found a negative id")
+    sizes = np.bincount(labels)
+    if (sizes == 0).any():
+        raise EngineError(f"labels must be group ids 0..G-1 with every id used; id {int(np.argmin(sizes))} is empty")
+    if k > Z.shape[0]:
+        raise EngineError(f"k={k} is larger than the number of rows ({Z.shape[0]})")
+    if sizes.min() < k:
+        raise EngineError(f"labels: group {int(np.argmin(sizes))} has {int(sizes.min())} rows, fewer than k={k}")
+    if mode not in MODES:
+        raise EngineError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if budget_seconds is not None:
+        if isinstance(budget_seconds, bool) or not isinstance(budget_seconds, numbers.Real) \
+                or not math.isfinite(budget_seconds) or budget_seconds <= 0:
+            raise EngineError(f"budget_seconds must be a positive number, got {budget_seconds!r}")
+    if max_rounds is not None and (not _is_int(max_rounds) or max_rounds < 0):
+        raise EngineError(f"max_rounds must be a whole number >= 0, got {max_rounds!r}")
+    if not _is_int(seed) or seed < 0 or seed >= 2**63:
+        raise EngineError(f"seed must be a whole number in [0, 2**63), got {seed!r}")
+    if threads is not None and (not _is_int(threads) or threads < 1):
+        raise EngineError(f"threads must be a positive whole number, got {threads!r}")
+    return sizes
+
+
+def window_groups(k: int) -> int:
+    return int(min(WINDOW_MAX_GROUPS, max(WINDOW_MIN_GROUPS, round(WINDOW_ROWS / k))))
+
+
+def renumber(labels: np.ndarray) -> np.ndarray:
+    """Group ids 0..G'-1 by first appearance in row order."""
+    _, first, inv = np.unique(labels, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[inv].astype(np.int64)
+
+
+def refine_partition(Z, labels, k, mode="local", budget_seconds=None, max_rounds=None, seed=0,
+                     threads=None) -> RefineResult:
+    """Lower the SSE of the partition ``labels`` of the rows of ``Z`` (see module doc).
+
+    Parameters
+    ----------
+    Z : (n, d) float64, C-contiguous
+        Standardized quasi-identifiers.
+    labels : (n,) int64
+        Group ids 0..G-1, every group with >= k rows.
+    k : int
+        Minimum group size; groups stay within [k, 2k-1] (larger ones only shrink).
+    mode : {"local", "ga"}
+    budget_seconds : float, optional
+        Stop after about this many seconds (checked between kernel calls, so the
+        stopping point is machine-dependent).
+    max_rounds : int, optional
+        Stop after this many rounds (deterministic).
+    seed : int
+        Seed of the genetic algorithm (``ga``); ``local`` does not use it.
+    threads : int, optional
+        Numba threads for the call (the result does not depend on it).
+    """
+    t0 = time.perf_counter()
+    sizes = _validate(Z, labels, k, mode, budget_seconds, max_rounds, seed, threads)
+    n, d = Z.shape
+    hi = 2 * k - 1
+    G = sizes.size
+    S = max(G, n // k) + 1
+    cap = max(hi, int(sizes.max()))
+    tol = 1e-12 * max(1.0, float(n * d))
+    deadline = None if budget_seconds is None else t0 + float(budget_seconds)
+    rounds_cap = max_rounds if max_rounds is not None else 1 << 62
+
+    with _numba_threads(threads):
+        lab = labels.copy()
+        sse_before = _k.partition_sse(Z, lab, G)
+        sums, counts, members, slot = _k.build_state(Z, lab, S, cap)
+        near = np.full((S, NEAR), -1, np.int64)
+        active = np.ones(S, np.int64)
+        stats = np.zeros(3)
+        wstats = np.zeros(3)
+        rounds = 0
+        use_ga = 1 if mode == "ga" else 0
+        wg = window_groups(k)
+
+        def out_of_time():
+            return deadline is not None and time.perf_counter() >= deadline
+
+        fresh = True  # near lists: kd-tree the first time, two-hop refreshes after
+
+        def local_search(start):
+            # start: slots to treat as changed (all, or those a window pass changed)
+            nonlocal rounds, fresh
+            active[:] = start
+            mask = start.copy()
+            while rounds < rounds_cap and not out_of_time():
+                _k.recompute_sums(Z, sums, counts, members)
+                if fresh:
+                    _k.nearest_groups(sums, counts, near, mask)
+                    fresh = False
+                else:
+                    _k.refresh_near(sums, counts, near, mask)
+                applied = _k.ls_round(Z, lab, sums, counts, members, slot, k, hi, near, active, touched, tol, stats)
+                rounds += 1
+                if applied == 0:
+                    return
+                mask[:] = active
+
+        def window_pass(rnd, todo):
+            nonlocal rounds, fresh
+            _k.recompute_sums(Z, sums, counts, members)
+            if fresh:
+                _k.nearest_groups(sums, counts, near, all_slots)
+                fresh = False
+            else:
+                _k.refresh_near(sums, counts, near, all_slots)
+            touched[:] = 0
+            improved = 0
+            for start in range(0, S, WINDOW_CHUNK):
+                if out_of_time():
+                    break
+                improved += _k.window_round(Z, lab, sums, counts, members, slot, k, hi, near, wg, use_ga,
+                                            GA_POP, GA_GENS, seed, rnd, start, min(S, start + WINDOW_CHUNK),
+                                            todo, touched, tol, wstats)
+            rounds += 1
+            return improved
+
+        all_slots = np.ones(S, np.int64)
+        touched = np.zeros(S, np.int64)
+        if mode == "local":
+            local_search(all_slots)
+        todo = all_slots
+        rnd = 0
+        while rounds < rounds_cap and not out_of_time() and G > 1:
+            improved = window_pass(rnd, todo)
+            rnd += 1
+            if improved == 0:
+                break
+            local_search(touched.copy())
+            todo = touched.copy()
+        if mode == "ga":
+            local_search(all_slots)
+
+    if counts[:G].all() and not counts[G:].any():
+        out = lab  # the same groups (ids) as the input: keep its numbering
+    else:
+        out = renumber(lab)  # groups disappeared or appeared
+    sse_after = _k.partition_sse(Z, out, int(out.max()) + 1)
+    moves = int(stats[0]) + 2 * int(stats[1]) + int(wstats[1])
+    return RefineResult(labels=out, sse_before=float(sse_before), sse_after=float(sse_after), rounds=rounds,
+                        moves=moves, seconds=time.perf_counter() - t0)
