@@ -28,7 +28,13 @@ def _add_bin_args(p: argparse.ArgumentParser) -> None:
 
 def _add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=int, default=3, help="minimum group size (default 3)")
-    p.add_argument("--method", choices=METHODS, default="mdav", help="microaggregation method (default mdav)")
+    p.add_argument("--method", choices=METHODS + ("maxent", "mnqia"), default="mdav",
+                   help="microaggregation method (default mdav); maxent / mnqia generalize to ranges")
+    p.add_argument("--sa", default=None, help="sensitive attribute for --method maxent")
+    p.add_argument("--epsilon", type=float, default=None,
+                   help="maxent: minimum class entropy in bits (default: the table's SA entropy)")
+    p.add_argument("--numeric-output", choices=("range", "mean"), default="range",
+                   help="maxent / mnqia: numeric QIs as <col>_min/<col>_max (default) or the class mean")
     p.add_argument("--gamma", type=float, default=None,
                    help="gamma of vmdav (default 0.2) or ivmdav (default 1.16)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all cores)")
@@ -131,6 +137,16 @@ def _emit(report, args) -> None:
 
 def _cmd_anonymize(args) -> int:
     from .coordinator import run
+
+    if args.method in ("maxent", "mnqia"):
+        from .sensitive import anonymize_sensitive
+
+        k = args.k if (args.method == "mnqia" or "--k" in sys.argv) else None
+        _, _, rep = anonymize_sensitive(args.input, args.output, args.qi, args.method, sa=args.sa, k=k,
+                                        epsilon=args.epsilon, seed=args.seed, numeric_output=args.numeric_output,
+                                        tmp_dir=args.tmp_dir)
+        _emit(rep, args)
+        return 0
 
     cfg = _settings(args, args.qi)
     result = run(args.input, cfg, args.output, tmp_dir=args.tmp_dir)
