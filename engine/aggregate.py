@@ -41,15 +41,19 @@ def aggregate_block(Z: np.ndarray, method_code: int, k: int, gamma: float,
 
 
 def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, k: int, gamma: float,
-                     labels: np.ndarray, threads: int, progress: Progress | None = None) -> int:
+                     labels: np.ndarray, threads: int, progress: Progress | None = None, leaf: int = 0) -> int:
     """Run the method on every unit of spilled blocks (``store.units``), ``threads`` at a time; write global
     group ids into ``labels`` (by row id) and return the number of groups.
+
+    With ``leaf`` > 0 each unit is cut into leaves of at most ``leaf`` rows by
+    median splits and the method runs on each leaf (``engine.kernels.leaf``).
 
     Blocks are stitched in block order whatever order they finish in, so group ids
     do not depend on the thread count. Workers call only serial (``nogil``) kernels.
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    from .kernels.leaf import aggregate_leaves
     from .kernels.partition import scatter_labels
     from .partition import standardized
 
@@ -57,7 +61,7 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
         ids, X = store.read_many(unit)
         Z = standardized(X, profile, cols)
         del X
-        local = aggregate_block(Z, method_code, k, gamma)
+        local = aggregate_leaves(Z, method_code, k, gamma, leaf) if leaf else aggregate_block(Z, method_code, k, gamma)
         return ids, local, int(local.max()) + 1
 
     next_id = 0
@@ -65,14 +69,19 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
     with ThreadPoolExecutor(max_workers=threads) as pool:
         pending = []
         b = 0
-        while b < len(units) or pending:
-            while b < len(units) and len(pending) < threads + 1:
-                pending.append(pool.submit(work, units[b]))
-                b += 1
-            ids, local, g = pending.pop(0).result()
-            scatter_labels(ids, local, next_id, labels)
-            next_id += g
-            done += ids.shape[0]
-            if progress is not None:
-                progress.update(done)
+        try:
+            while b < len(units) or pending:
+                while b < len(units) and len(pending) < threads + 1:
+                    pending.append(pool.submit(work, units[b]))
+                    b += 1
+                ids, local, g = pending.pop(0).result()
+                scatter_labels(ids, local, next_id, labels)
+                next_id += g
+                done += ids.shape[0]
+                if progress is not None:
+                    progress.update(done)
+        except BaseException:  # an error or Ctrl-C / SIGTERM: queued blocks never start, so the
+            for f in pending:  # pool's shutdown waits only for the blocks already running
+                f.cancel()
+            raise
     return next_id

@@ -1,20 +1,26 @@
 """The ``microagg`` command: parse, validate, call the coordinator, render the report.
 
 Exit codes: 0 success, 2 bad input or settings (one line on stderr, nothing
-written), 130 interrupted, 1 unexpected internal error.
+written), 130 interrupted (SIGINT), 143 terminated (SIGTERM; both remove the
+temporary files and leave nothing at OUTPUT), 1 unexpected internal error, a run
+whose output failed its own verification (nothing written), or (``verify``) a
+guarantee that does not hold.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 
 from .config import METHODS, REFINE_MODES, RunConfig
-from .errors import EngineError
+from .errors import EngineError, VerificationError
 
 DEMO_QI = ("age", "education_years", "hours_per_week", "wage_income", "other_income",
            "property_tax", "household_size", "commute_minutes")
@@ -42,6 +48,9 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
                    help="memory budget, e.g. 1GiB or 512MiB: sizes blocks and chunks (default: no limit)")
     p.add_argument("--block-size", type=int, default=None, metavar="ROWS",
                    help="rows per spatial block (default 20000; a table this small runs as one exact block)")
+    p.add_argument("--leaf-size", type=int, default=None, metavar="ROWS",
+                   help="with several blocks, run the method on leaves of at most ROWS rows cut from each "
+                        "block by median splits (default 256; 0: on whole blocks, slower, a little less loss)")
     p.add_argument("--refine", choices=REFINE_MODES, default=None,
                    help="improve the partition: local moves/swaps, or the genetic hybrid (default: none)")
     p.add_argument("--refine-rounds", type=int, default=None, metavar="N", help="cap on refinement rounds")
@@ -74,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--qi", required=True, help="comma-separated quasi-identifier columns (numeric)")
     a.add_argument("--group-column", metavar="NAME", help="add each row's group id as column NAME")
     a.add_argument("--tmp-dir", help="folder for temporary files (default: beside OUTPUT)")
+    a.add_argument("--risk", action="store_true",
+                   help="after writing, measure disclosure risk (DBRL, interval disclosure) into the report")
     _add_method_args(a)
 
     d = sub.add_parser("demo", help="run the main job on a built-in synthetic census-like table",
@@ -95,7 +106,78 @@ def build_parser() -> argparse.ArgumentParser:
                     help="key attributes: top N by degree (EMAD); default seed 000's Definition 5")
     pr.add_argument("--threads", type=int, default=None)
     pr.add_argument("--json", metavar="FILE", help="also write the profile as JSON")
+
+    v = sub.add_parser("verify", help="check a release's guarantees (k-anonymity, l-diversity, unchanged columns)",
+                       description="Independently re-check a published table: class sizes, SA diversity and, "
+                                   "with --original, row count, unchanged non-QI columns and information loss. "
+                                   "Exit 0 when every guarantee holds, 1 when one fails, 2 on bad input.")
+    v.add_argument("output", help="the release: CSV or Parquet file, folder of Parquet files, or glob")
+    v.add_argument("--qi", required=True, help="comma-separated quasi-identifiers (c, or c_min/c_max ranges)")
+    v.add_argument("--k", type=int, required=True, help="minimum class size to check")
+    v.add_argument("--sa", default=None, help="sensitive attribute, with --l or --epsilon")
+    vg = v.add_mutually_exclusive_group()
+    vg.add_argument("--l", type=int, default=None, help="l-diversity: distinct SA values per class")
+    vg.add_argument("--epsilon", type=float, default=None, help="entropy l-diversity: class SA entropy in bits")
+    v.add_argument("--original", metavar="INPUT", default=None,
+                   help="the table the release was made from: check rows and non-QI columns, report IL")
+    v.add_argument("--chunk-rows", type=int, default=100_000, help="rows per streamed chunk (default 100000)")
+    v.add_argument("--json", metavar="FILE", help="also write the result as JSON")
+
+    r = sub.add_parser("risk", help="disclosure risk of a release: DBRL and interval disclosure",
+                       description="Distance-based record linkage and interval disclosure of MASKED against "
+                                   "ORIGINAL on numeric quasi-identifiers (rows in the same order).")
+    r.add_argument("original", help="the original table (CSV/Parquet)")
+    r.add_argument("masked", help="the release (CSV/Parquet), rows in the original's order")
+    r.add_argument("--qi", required=True, help="comma-separated numeric quasi-identifiers")
+    r.add_argument("--p", type=float, default=0.05,
+                   help="interval disclosure half-width in standard deviations (default 0.05)")
+    r.add_argument("--chunk-rows", type=int, default=100_000, help="rows per streamed chunk (default 100000)")
+    r.add_argument("--json", metavar="FILE", help="also write the result as JSON")
     return parser
+
+
+def _write_json(path, text: str) -> None:
+    from .io.sink import atomic_output
+
+    with atomic_output(path) as tmp:
+        with open(tmp, "w") as fh:
+            fh.write(text)
+
+
+def _cmd_verify(args) -> int:
+    from .verify import verify_release
+
+    res = verify_release(args.output, args.qi, args.k, sa=args.sa, l=args.l, epsilon=args.epsilon,
+                         original=args.original, chunk_rows=args.chunk_rows)
+    if args.json:
+        _write_json(args.json, res.to_json())
+    print(res.summary())
+    if not res.ok:
+        print(f"microagg: verify failed: {'; '.join(c['name'] for c in res.failures)}", file=sys.stderr)
+    return 0 if res.ok else 1
+
+
+def _cmd_risk(args) -> int:
+    from .risk import disclosure_risk
+
+    res = disclosure_risk(args.original, args.masked, args.qi, p=args.p, chunk_rows=args.chunk_rows)
+    if args.json:
+        _write_json(args.json, res.to_json())
+    print(res.summary())
+    return 0
+
+
+def _anonymize_risk(args, qi):
+    """Disclosure risk of a finished run, on the QIs that are numeric in the input."""
+    from .io.source import open_source
+    from .risk import disclosure_risk
+    from .verify import is_numeric, parse_columns
+
+    schema = open_source(args.input).schema
+    numeric = [c for c in parse_columns(qi) if c in schema and is_numeric(schema[c])]
+    if not numeric:
+        return None
+    return disclosure_risk(args.input, args.output, numeric, chunk_rows=args.chunk_rows)
 
 
 def _cmd_profile(args) -> int:
@@ -118,7 +200,7 @@ def _settings(args, qi) -> RunConfig:
     return RunConfig.make(qi=qi, k=args.k, method=args.method, gamma=args.gamma,
                           group_column=getattr(args, "group_column", None), threads=args.threads,
                           chunk_rows=args.chunk_rows, progress=progress, memory_limit=args.memory_limit,
-                          block_size=args.block_size, refine=args.refine, refine_rounds=args.refine_rounds,
+                          block_size=args.block_size, leaf_size=args.leaf_size, refine=args.refine, refine_rounds=args.refine_rounds,
                           refine_seconds=args.refine_budget, seed=args.seed, select=args.select,
                           select_count=args.select_count, select_measure=args.measure, width=args.width,
                           bins=args.bins)
@@ -144,12 +226,22 @@ def _cmd_anonymize(args) -> int:
         k = args.k if (args.method == "mnqia" or "--k" in sys.argv) else None
         _, _, rep = anonymize_sensitive(args.input, args.output, args.qi, args.method, sa=args.sa, k=k,
                                         epsilon=args.epsilon, seed=args.seed, numeric_output=args.numeric_output,
-                                        tmp_dir=args.tmp_dir)
+                                        tmp_dir=args.tmp_dir, block_size=args.block_size,
+                                        memory_limit=args.memory_limit, chunk_rows=args.chunk_rows,
+                                        threads=args.threads,
+                                        progress=args.progress if args.progress is not None else sys.stderr.isatty())
+        risk = _anonymize_risk(args, args.qi) if args.risk else None
+        if risk is not None:
+            rep.metrics["risk"] = risk.to_dict()
         _emit(rep, args)
+        if risk is not None and not args.quiet:
+            print(risk.brief(), file=sys.stderr)
         return 0
 
     cfg = _settings(args, args.qi)
     result = run(args.input, cfg, args.output, tmp_dir=args.tmp_dir)
+    if args.risk:  # after the output is complete: it reads the input and the output
+        result.report.risk = _anonymize_risk(args, cfg.qi).to_dict()
     _emit(result.report, args)
     return 0
 
@@ -175,7 +267,41 @@ def _cmd_demo(args) -> int:
     return 0
 
 
-COMMANDS = {"anonymize": _cmd_anonymize, "demo": _cmd_demo, "profile": _cmd_profile}
+COMMANDS = {"anonymize": _cmd_anonymize, "demo": _cmd_demo, "profile": _cmd_profile, "verify": _cmd_verify,
+            "risk": _cmd_risk}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that the
+    same cleanups run (spill folder and temporary output removed)."""
+
+
+@contextlib.contextmanager
+def _signals_as_interrupts():
+    """While a command runs, SIGINT raises KeyboardInterrupt and SIGTERM raises
+    Terminated in the main thread. Only the first signal raises: a repeated one while
+    the run unwinds is ignored, so that the cleanup is not cut short. A signal the
+    parent set to be ignored (``nohup``, background jobs) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired = []
+
+    def handler(signum, frame):
+        if fired:
+            return
+        fired.append(signum)
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
 
 
 def main(argv=None) -> int:
@@ -183,12 +309,20 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="microagg: %(message)s")
     try:
-        return COMMANDS[args.command](args)
+        with _signals_as_interrupts():
+            return COMMANDS[args.command](args)
+    except VerificationError as exc:  # the engine broke its own guarantee: a bug, not bad input
+        print(f"microagg: error: {exc}; nothing was written", file=sys.stderr)
+        return 1
     except EngineError as exc:
         print(f"microagg: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("\nmicroagg: terminated (SIGTERM); temporary files removed, no partial output left",
+              file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
-        print("\nmicroagg: interrupted; nothing was written", file=sys.stderr)
+        print("\nmicroagg: interrupted; temporary files removed, no partial output left", file=sys.stderr)
         return 130
     except Exception as exc:  # pragma: no cover - a bug, not bad input
         if os.environ.get("MICROAGG_DEBUG"):

@@ -17,6 +17,7 @@ SELECT = ("emad",)
 SELECT_MEASURES = ("mi-distance", "emim", "chi2", "gaussian")
 REFINE_MODES = ("local", "ga")
 DEFAULT_BLOCK_SIZE = 20_000
+DEFAULT_LEAF_SIZE = 256  # rows per leaf of the streamed aggregate pass (engine/kernels/leaf.py)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2, "mb": 1000**2, "mib": 1 << 20,
           "g": 1000**3, "gb": 1000**3, "gib": 1 << 30, "t": 1000**4, "tb": 1000**4, "tib": 1 << 40}
 
@@ -57,6 +58,7 @@ class RunConfig:
     progress: bool = False
     memory_limit: int | None = None
     block_size: int | None = None
+    leaf_size: int | None = None
     refine: str | None = None
     refine_rounds: int | None = None
     refine_seconds: float | None = None
@@ -88,9 +90,13 @@ class RunConfig:
             return float(self.gamma)
         return DEFAULT_GAMMA.get(self.method, 0.0)
 
+    @property
+    def effective_leaf_size(self) -> int:
+        return DEFAULT_LEAF_SIZE if self.leaf_size is None else self.leaf_size
+
     @classmethod
     def make(cls, *, qi, k, method="mdav", gamma=None, group_column=None, chunk_rows=100_000,
-             threads=None, progress=False, memory_limit=None, block_size=None, refine=None,
+             threads=None, progress=False, memory_limit=None, block_size=None, leaf_size=None, refine=None,
              refine_rounds=None, refine_seconds=None, seed=0, select=None, select_count=None,
              select_measure=None, width=None, bins=None) -> "RunConfig":
         if isinstance(qi, str):
@@ -103,7 +109,7 @@ class RunConfig:
             memory_limit = parse_bytes(memory_limit)
         cfg = cls(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
                   chunk_rows=chunk_rows, threads=threads, progress=progress, memory_limit=memory_limit,
-                  block_size=block_size, refine=refine, refine_rounds=refine_rounds,
+                  block_size=block_size, leaf_size=leaf_size, refine=refine, refine_rounds=refine_rounds,
                   refine_seconds=refine_seconds, seed=seed, select=select, select_count=select_count,
                   select_measure=select_measure, width=width, bins=bins)
         cfg._check()
@@ -145,6 +151,9 @@ class RunConfig:
         if self.block_size is not None and (not _is_int(self.block_size) or self.block_size < 2 * self.k):
             raise EngineError(f"block size must be a whole number of at least 2k={2 * self.k}, "
                               f"got {self.block_size!r}")
+        if self.leaf_size is not None and (not _is_int(self.leaf_size) or self.leaf_size < 0):
+            raise EngineError(f"leaf size must be a whole number >= 0 (0: exact MDAV on each block), "
+                              f"got {self.leaf_size!r}")
         if self.refine is not None and self.refine not in REFINE_MODES:
             raise EngineError(f"unknown refine mode {self.refine!r} (choose from {', '.join(REFINE_MODES)})")
         if self.refine_rounds is not None and (not _is_int(self.refine_rounds) or self.refine_rounds < 1):

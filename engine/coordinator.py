@@ -111,13 +111,14 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
 
         t = time.perf_counter()
         table = None
+        verified: dict = {}  # the write pass's own count of the published classes
         if dest is None:
             sse, sst, table, col_sse, col_sst = write_pass(source, None, "parquet", profile, groups, cfg.group_column,
-                                         budget.chunk_rows, cfg.progress)
+                                         budget.chunk_rows, cfg.progress, k=cfg.k, verified=verified)
         else:
             with atomic_output(dest, tmp_dir) as tmp:
                 sse, sst, _, col_sse, col_sst = write_pass(source, tmp, fmt, profile, groups, cfg.group_column,
-                                         budget.chunk_rows, cfg.progress)
+                                         budget.chunk_rows, cfg.progress, k=cfg.k, verified=verified)
         passes["write"] = time.perf_counter() - t
         rss.sample()
 
@@ -141,6 +142,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         block_rows_min=int(min(blocks)),
         block_rows_max=int(max(blocks)),
         block_size=budget.block_size,
+        leaf_size=None if single else cfg.effective_leaf_size,
         memory_limit=cfg.memory_limit,
         refine=refined or None,
         key_attributes=list(key) if key is not None else None,
@@ -148,6 +150,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
             float(100.0 * col_sse[cols].sum() / col_sst[cols].sum()) if key is not None and col_sst[cols].sum() > 0
             else None),
         group_size_counts={str(int(s)): int(c) for s, c in zip(sizes, counts)},
+        verified=verified,
     )
     log.info("done: %d groups, IL %.4f %%", report.groups, report.information_loss_percent)
     return RunResult(report, groups.labels, table)
@@ -218,10 +221,10 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
 
     t = time.perf_counter()
     labels = np.empty(rows, np.int32) if not budget.labels_on_disk else \
-        np.memmap(store.path / "labels.i32", dtype=np.int32, mode="w+", shape=(rows,))
+        np.memmap(store.private_file("labels.i32", 4 * rows), dtype=np.int32, mode="r+", shape=(rows,))
     with Progress("aggregate", rows, cfg.progress) as bar:
         n_groups = aggregate_blocks(store, units, profile, cols, cfg.method_code, cfg.k,
-                                    cfg.effective_gamma, labels, threads, bar)
+                                    cfg.effective_gamma, labels, threads, bar, leaf=cfg.effective_leaf_size)
     passes["aggregate"] = time.perf_counter() - t
     release_memory()
     if cfg.refine is not None:

@@ -7,3 +7,9 @@ class EngineError(ValueError):
     The CLI prints ``microagg: error: <message>`` and exits with status 2; the
     message names the column, row, parameter or path at fault.
     """
+
+
+class VerificationError(EngineError):
+    """A run's own output failed its self-check (a published class smaller than k, or
+    a row count that does not add up). Nothing is written; the CLI exits with 1,
+    as this points at a bug rather than at the input."""

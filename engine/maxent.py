@@ -251,7 +251,7 @@ def encode_table(df: pl.DataFrame, qi, sa: str | None = None, kinds: dict | None
 # ---------------------------------------------------------------- validation
 
 
-def _prepare(Q, sa_codes, qi_kinds, cardinalities, weights, k, qi_names, sa_name):
+def _prepare(Q, sa_codes, qi_kinds, cardinalities, weights, k, qi_names, sa_name, ranges=None):
     Q = np.ascontiguousarray(np.asarray(Q, dtype=np.float64))
     if Q.ndim != 2:
         raise EngineError(f"Q: expected a 2-D array of quasi-identifiers, got shape {Q.shape}")
@@ -291,10 +291,16 @@ def _prepare(Q, sa_codes, qi_kinds, cardinalities, weights, k, qi_names, sa_name
         raise EngineError(f"fewer rows ({n}) than one class needs ({need})")
     num = [j for j in range(d) if kinds[j] == "numeric"]
     cat = [j for j in range(d) if kinds[j] == "categorical"]
+    if ranges is not None:
+        ranges = np.asarray(ranges, dtype=np.float64)
+        if ranges.shape != (d, 2):
+            raise EngineError(f"ranges: expected one (min, max) pair per QI column, got shape {ranges.shape}")
     Xn = np.zeros((n, len(num)))
     for t, j in enumerate(num):
         x = Q[:, j]
-        lo, hi = x.min(), x.max()
+        lo, hi = (x.min(), x.max()) if ranges is None else (ranges[j, 0], ranges[j, 1])
+        if ranges is not None and (x.min() < lo or x.max() > hi):
+            raise EngineError(f"column {names[j]!r}: values outside the given range [{lo}, {hi}]")
         if hi > lo:
             Xn[:, t] = (x - lo) / (hi - lo)
     C = np.zeros((n, len(cat)), np.int64)
@@ -398,7 +404,7 @@ def entropy_histogram(ent, sizes, width=0.25):
 
 def maxent_partition(Q, sa_codes, epsilon=None, k=None, seed=0, som_units=None, qi_kinds=None, *,
                      cardinalities=None, weights=None, som_epochs=10, cluster_size=None,
-                     hist_width=0.25, qi_names=None, sa_name=None) -> MaxEntResult:
+                     hist_width=0.25, qi_names=None, sa_name=None, ranges=None) -> MaxEntResult:
     """Maximum-entropy classes (seed 001; the reading is in the module docstring).
 
     Q: (n, d) QIs; numeric columns in any units, categorical columns as integer
@@ -409,11 +415,13 @@ def maxent_partition(Q, sa_codes, epsilon=None, k=None, seed=0, som_units=None, 
     of Fig. 3. som_units: SOM units per round (default: remaining rows /
     cluster_size, at most 400; cluster_size defaults to 10 * m).
     weights: NCP (and SOM) weight per QI. qi_names / sa_name: for messages, and
-    to reject an SA that is also a QI.
+    to reject an SA that is also a QI. ranges: (d, 2) per-QI (min, max) that
+    scale the numeric QIs (the |A| of eq. 4; default: the min and max of ``Q``);
+    the block-by-block driver passes the whole table's, so NCP is the table's.
     """
     t0 = time.perf_counter()
     Q, sa, Xn, C, card, off, w, names, num, cat = _prepare(Q, sa_codes, qi_kinds, cardinalities, weights, k,
-                                                            qi_names, sa_name)
+                                                            qi_names, sa_name, ranges)
     n = Q.shape[0]
     san = sa_name or "sa"
     m = int(sa.max()) + 1

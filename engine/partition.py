@@ -103,8 +103,9 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
             if order.shape[0] < h:
                 order = np.empty(h, np.int64)
             counting_order(leaf, plan.n_blocks, order[:h], start)
+            # the chunk's records sorted by block once; each block gets a view
+            rec = store.records(ids[order[:h]], X[order[:h]])
             for b in np.flatnonzero(np.diff(start)):
-                sel = order[start[b]: start[b + 1]]
-                store.append(int(b), ids[sel], X[sel])
+                store.append_records(int(b), rec[start[b]: start[b + 1]])
             bar.update(offset + h)
     store.flush()

@@ -70,11 +70,15 @@ class Report:
     block_rows_min: int = 0
     block_rows_max: int = 0
     block_size: int = 0
+    leaf_size: int | None = None  # None: one exact block, leaves not used
     memory_limit: int | None = None
     refine: dict | None = None
     key_attributes: list | None = None
     projected_information_loss_percent: float | None = None
+    # the write pass's self-check: rows written, published classes, smallest class
+    verified: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
+    risk: dict | None = None  # engine.risk.RiskResult.to_dict(), with anonymize --risk / risk=True
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -92,6 +96,10 @@ class Report:
             f"wall {self.wall_seconds:.2f} s  peak RSS {self.peak_rss_bytes / 2**20:.0f} MiB  [{timing}]",
             f"groups by size: {sizes}",
         ]
+        if self.verified:
+            v = self.verified
+            lines.append(f"verified: {v['rows']:,} rows written, {v['classes']:,} published classes, "
+                         f"smallest {v['min_class_size']} (k={self.k})")
         if self.blocks > 1:
             lines.append(f"blocks {self.blocks:,} of {self.block_rows_min:,}..{self.block_rows_max:,} rows "
                          f"(block size {self.block_size:,})")
@@ -102,4 +110,7 @@ class Report:
             r = self.refine
             lines.append(f"refine {r['mode']}: SSE {r['sse_before']:.4f} -> {r['sse_after']:.4f}, "
                          f"{r['moves']:,} moves in {r['rounds']} rounds")
+        if self.risk:
+            lines.append(f"disclosure risk: DBRL {100 * self.risk['dbrl']:.4f} %, interval disclosure "
+                         f"(p={self.risk['p']:g}) {100 * self.risk['interval_disclosure']:.4f} %")
         return "\n".join(lines)

@@ -2,19 +2,98 @@
 
 Both publish *generalized* quasi-identifiers (``<col>_min`` / ``<col>_max`` ranges,
 or the class mean; categorical QIs as the set of their values) rather than
-centroids, so they have their own driver beside the MDAV coordinator:
-validate -> load the QI and SA columns -> partition (``engine.maxent`` /
-``engine.mnqia``) -> generalize -> write through a temporary file -> report.
+centroids, so they have their own driver beside the MDAV coordinator. It reuses
+the coordinator's streaming machinery (``engine.profile``, ``engine.partition``,
+``engine.io.spill``, ``engine.budget``, ``engine.write``'s writer).
 
-Limitation (documented in the README): these methods run on the whole table in
-memory (the QI and SA columns only); they are not yet split into blocks by the
-streaming coordinator.
+Two paths, chosen as the coordinator chooses (``block_size`` / ``memory_limit``,
+same defaults, sized by :func:`engine.budget.plan_budget`):
+
+* **One block** (rows <= block size): validate -> load the whole table ->
+  partition (``engine.maxent`` / ``engine.mnqia``) -> generalize -> write through
+  a temporary file -> report. This is the exact, seed-faithful run.
+* **Block by block** (more rows), memory bounded by the block size:
+
+  1. *Dictionary pass* (maxent only): one streaming pass over the categorical QIs
+     and the SA: nulls are rejected (column and row named), every column's
+     distinct values are collected and sorted (the order ``encode_table`` uses),
+     so a value has the same integer code in every block; the SA's value counts
+     give the table's SA entropy H, the default epsilon, and the checks "single
+     distinct value" and "epsilon > H" before any heavy work.
+  2. *Profile pass*: ``profile_columns`` over the spilled columns (numeric QIs in
+     original units, then categorical QI codes, then the SA code, all float64 --
+     codes are small integers, exact in float64), read through a thin adapter
+     that encodes each chunk with the global dictionaries. It checks numeric QIs
+     for nulls/NaN and keeps the sample of the partition plan.
+  3. *Partition pass*: ``plan_blocks`` (kd median splits on a standardized sample)
+     and ``partition_pass`` (one streaming pass spilling each row, with its global
+     row id, to its block's file in a ``BlockStore``), exactly as the coordinator
+     does. **Partition columns:** the numeric QIs; when maxent has only
+     categorical QIs, their codes (standardized like numbers). Codes follow the
+     sorted category labels, so a block holds a contiguous range of categories of
+     the split column and rows sharing a value stay together except where a
+     median split cuts a run of ties (ties are split by row id). The store (a
+     small ``BlockStore`` subclass) also counts each block's SA values.
+     ``store.units`` fuses nearly empty neighbouring blocks (at least 2k rows,
+     and at least 2 for maxent without k).
+  4. *Per unit*, in parallel (``threads``, results taken in unit order, so the
+     output does not depend on the thread count): the unit's rows are read in row
+     order and partitioned by ``maxent_partition`` / ``mnqia_partition``; class ids
+     are offset to global ids and written into an int32 row -> class map
+     (memory-mapped in the spill folder when the budget says so). Only per-class
+     statistics are kept: size, per numeric QI min / max / sum, per categorical QI
+     the set of codes (a bit mask, bounded by the cardinality), for maxent the SA
+     counts.
+  5. *Write pass*: the input is streamed again in its order; each row's class
+     gives ``<col>_min`` / ``<col>_max`` (the column's dtype) or the mean
+     (Float64), and the categorical sets (sorted, joined by ``|``); other columns
+     pass through. Written with ``engine.write``'s writer (Parquet row groups of a
+     fixed size), so the file's bytes do not depend on the chunk size, through
+     ``atomic_output``.
+
+  The spill folder is a context manager: removed on success, error and Ctrl-C.
+
+**maxent, epsilon per block.** epsilon is global: by default the SA entropy of
+the whole table (from the dictionary pass), else ``epsilon``. Every unit is run
+with that same epsilon, which ``maxent_partition`` can meet only if the unit's own
+SA entropy reaches it. So before running, units are fused in block order (which
+is kd depth-first order: neighbours in QI space): walking forwards, a unit whose
+SA entropy is below epsilon (or that has a single SA value, or fewer than k rows)
+absorbs the next one until the union reaches it; a failing remainder at the end
+is fused backwards into the previous unit(s) until it reaches it. The whole table
+reaches epsilon <= H (checked), so this always ends. ``unit_fusions`` reports how
+many fusions were needed; each unit's own class merges (reaching epsilon or k
+inside the unit, as in memory) are summed in ``merges``. Every class is then at
+or above epsilon, re-checked from the spilled SA codes before anything is
+written. The degenerate default epsilon = H with coprime SA counts (only the
+whole table can reach it, see ``engine.maxent``) is detected from the global
+counts: the result is one class, published without partitioning. With epsilon
+close to H, fusions can grow a unit well past the block size (memory then
+follows the largest unit, reported as ``block_rows_max``); a warning is logged
+when a unit exceeds four blocks.
+
+**mnqia per block.** k applies per block (every unit has at least 2k rows). The
+1-D segmentation (the 95 % rule) is computed per unit. The LM-style IL of eqs.
+1-5 uses the *table's* attribute ranges (from the profile), computed from the
+per-class min / max; the MDAV-range baseline runs MDAV per unit on z-scores of
+the table's mean and sd (the coordinator's blocked MDAV), with the same loss.
+
+**Numeric ranges** are carried as float64 (as in the spill files and the MDAV
+path) and cast back to the column's dtype: exact for integers up to 2**53.
+
+Identical output for any chunk size and thread count; randomness only through
+``seed`` (every unit's SOM and Fig. 3 draws use it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import math
+import os
 import time
+from collections import deque
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -23,7 +102,10 @@ import polars as pl
 from .errors import EngineError
 from .io.sink import atomic_output, check_destination, output_format, write_frame
 from .io.source import open_source
+from .io.spill import BlockStore
 from .report import PeakRSS
+
+log = logging.getLogger("engine")
 
 SENSITIVE_METHODS = ("maxent", "mnqia")
 
@@ -38,6 +120,12 @@ class SensitiveReport:
     wall_seconds: float
     peak_rss_bytes: int
     metrics: dict = field(default_factory=dict)
+    blocks: int = 1
+    block_rows_min: int = 0
+    block_rows_max: int = 0
+    block_size: int = 0
+    memory_limit: int | None = None
+    passes: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -48,27 +136,59 @@ class SensitiveReport:
     def summary(self) -> str:
         m = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in self.metrics.items()
                       if not isinstance(v, (dict, list)))
+        blocks = f"  blocks {self.blocks:,}" if self.blocks > 1 else ""
         return (f"rows {self.rows:,}  classes {self.classes:,}  class size {self.min_class_size}.."
-                f"{self.max_class_size}  (method {self.method})\n{m}\n"
+                f"{self.max_class_size}  (method {self.method}){blocks}\n{m}\n"
                 f"wall {self.wall_seconds:.2f} s  peak RSS {self.peak_rss_bytes / 2**20:.0f} MiB")
 
 
+def _is_numeric(dtype) -> bool:
+    return dtype.is_numeric() and dtype != pl.Boolean
+
+
 def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None, seed=0,
-                        numeric_output="range", tmp_dir=None):
+                        numeric_output="range", tmp_dir=None, block_size=None, memory_limit=None,
+                        chunk_rows=100_000, threads=None, progress=False, _force_blocks=False):
     """Run ``maxent`` or ``mnqia``; write to ``dest`` (or return the table when None).
+
+    A table of more than ``block_size`` rows (default 20,000, or what
+    ``memory_limit``, e.g. ``"1GiB"``, allows) is processed block by block
+    (module docstring); ``chunk_rows`` rows are read at a time; ``threads`` blocks
+    run at once (default: Numba's thread count). ``_force_blocks`` (tests) takes
+    the block path even for one block.
 
     Returns ``(table or None, labels, SensitiveReport)``.
     """
-    from .maxent import encode_table, generalize, maxent_partition
-    from .mnqia import mdav_range_loss, mnqia_partition
+    from .budget import plan_budget
+    from .config import RunConfig
+    from .coordinator import numba_threads
+
+    import numba
 
     if method not in SENSITIVE_METHODS:
         raise EngineError(f"unknown method {method!r}")
     if isinstance(qi, str):
         qi = [c.strip() for c in qi.split(",") if c.strip()]
     qi = list(qi)
+    if not qi:
+        raise EngineError("--qi: at least one quasi-identifier column is needed")
+    if numeric_output not in ("range", "mean"):
+        raise EngineError(f"numeric_output: 'range' or 'mean', got {numeric_output!r}")
+    if method == "maxent":
+        if not sa:
+            raise EngineError("method maxent needs a sensitive attribute: sa (--sa COL)")
+        if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
+            raise EngineError(f"k: must be a positive integer, got {k!r}")
+    else:
+        if k is None:
+            raise EngineError("method mnqia needs k")
+        if sa:
+            raise EngineError("method mnqia takes no sa")
+        if isinstance(k, bool) or int(k) != k or k < 2:
+            raise EngineError(f"k: must be an integer >= 2, got {k!r}")
     t0 = time.perf_counter()
-    with PeakRSS() as rss:
+    passes: dict[str, float] = {}
+    with PeakRSS() as rss, numba_threads(threads), contextlib.ExitStack() as cleanup:
         source = open_source(data)
         fmt = None
         if dest is not None:
@@ -77,48 +197,535 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
         for c in qi + ([sa] if sa else []):
             if c not in source.columns:
                 raise EngineError(f"column {c!r} not found in {source.label}")
-        df = source.collect()
-        if df.height == 0:
-            raise EngineError(f"{source.label} has no rows")
-        if method == "maxent":
-            if not sa:
-                raise EngineError("method maxent needs a sensitive attribute: sa (--sa COL)")
-            enc = encode_table(df, qi, sa)
-            res = maxent_partition(enc.Q, enc.sa_codes, epsilon=epsilon, k=k, seed=seed, qi_kinds=enc.kinds,
-                                   cardinalities=enc.cardinalities, qi_names=qi, sa_name=sa)
-            labels, kinds = res.labels, dict(zip(qi, enc.kinds))
-            metrics = {"epsilon": res.epsilon, "table_entropy": res.table_entropy,
-                       "entropy_min": res.entropy_min, "entropy_mean": res.entropy_mean, "ncp": res.ncp,
-                       "ncp_normalized": res.ncp_normalized, "cdm": res.cdm, "merges": res.merges,
-                       "forced_single_class": bool(res.forced_single_class),
-                       "entropy_hist": _plain(res.entropy_hist)}
-        else:
-            if k is None:
-                raise EngineError("method mnqia needs k")
-            if sa:
-                raise EngineError("method mnqia takes no sa")
+        seen = set()
+        for c in qi:
+            if c in seen:
+                raise EngineError(f"column {c!r}: listed twice in --qi")
+            seen.add(c)
+        if sa is not None and sa in seen:
+            raise EngineError(f"column {sa!r}: the sensitive attribute is also listed as a quasi-identifier")
+        schema = source.schema
+        if method == "mnqia":
             for c in qi:
-                if not (df.schema[c].is_numeric() and df.schema[c] != pl.Boolean):
-                    raise EngineError(f"column {c!r} is not numeric ({df.schema[c]}); mnqia needs numeric QIs")
-                if df[c].null_count() or df[c].cast(pl.Float64).is_nan().any():
-                    raise EngineError(f"column {c!r} has a missing value")
-            X = np.ascontiguousarray(df.select(qi).cast(pl.Float64).to_numpy())
-            res = mnqia_partition(X, k)
-            labels, kinds = res.labels, None
-            il_mdav = mdav_range_loss(X, k)
-            metrics = {"il": res.il, "il_percent": res.il_percent, "mdav_range_il": il_mdav[0],
-                       "mdav_range_il_percent": il_mdav[1]}
-        table = generalize(df, labels, qi, kinds=kinds, numeric_output=numeric_output)
-        sizes = np.bincount(labels)
+                if not _is_numeric(schema[c]):
+                    raise EngineError(f"column {c!r} is not numeric ({schema[c]}); mnqia needs numeric QIs")
+        out_names = set(source.columns) - set(qi)
+        for c in qi:
+            if numeric_output == "range" and _is_numeric(schema[c]):
+                for name in (f"{c}_min", f"{c}_max"):
+                    if name in out_names:
+                        raise EngineError(f"column {name!r} already exists in {source.label}; it would hold "
+                                          f"the range of {c!r}")
+                out_names |= {f"{c}_min", f"{c}_max"}
+        rows = source.count_rows()
+        if rows == 0:
+            raise EngineError(f"{source.label} has no rows")
+        need = max(2, int(k or 0))
+        if rows < need:
+            if method == "mnqia":
+                raise EngineError(f"fewer rows ({rows}) than one group of k = {int(k)} needs")
+            raise EngineError(f"fewer rows ({rows}) than one class needs ({need})")
+        cfg = RunConfig.make(qi=qi, k=need, chunk_rows=chunk_rows, threads=threads, memory_limit=memory_limit,
+                             block_size=block_size, seed=seed)
+        nthreads = cfg.threads or numba.get_num_threads()
+        spilled = len(qi) + (1 if method == "maxent" else 0)
+        # a unit's working set (the method's arrays beside the spilled record) is about
+        # twice the coordinator's per-row estimate: budget for 2d + 2 columns
+        budget = plan_budget(cfg, rows, 2 * spilled + 2, len(source.columns), nthreads)
+        if rows <= budget.block_size and not _force_blocks:
+            t = time.perf_counter()
+            table, labels, metrics = _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output)
+            passes["in_memory"] = time.perf_counter() - t
+            sizes = np.bincount(labels)
+            blocks = [rows]
+            if dest is not None:
+                t = time.perf_counter()
+                with atomic_output(dest, tmp_dir) as tmp:
+                    write_frame(table, tmp, fmt)
+                table = None
+                passes["write"] = time.perf_counter() - t
+        else:
+            folder = tmp_dir if tmp_dir is not None else (os.path.dirname(os.path.abspath(dest)) if dest else None)
+            table, labels, sizes, metrics, blocks = _blocked(
+                source, rows, qi, method, sa, k, epsilon, seed, numeric_output, budget, nthreads, dest, fmt,
+                tmp_dir, folder, cleanup, bool(progress), passes)
         if sizes.min() < (k or 1):
             raise EngineError(f"internal check failed: a class has {int(sizes.min())} rows, fewer than k={k}")
-        if dest is not None:
-            with atomic_output(dest, tmp_dir) as tmp:
-                write_frame(table, tmp, fmt)
-            table = None
-    rep = SensitiveReport(method, int(labels.shape[0]), int(sizes.shape[0]), int(sizes.min()), int(sizes.max()),
-                          time.perf_counter() - t0, int(rss.peak), metrics)
+        rss.sample()
+    rep = SensitiveReport(method, int(rows), int(sizes.shape[0]), int(sizes.min()), int(sizes.max()),
+                          time.perf_counter() - t0, int(rss.peak), metrics, blocks=len(blocks),
+                          block_rows_min=int(min(blocks)), block_rows_max=int(max(blocks)),
+                          block_size=int(budget.block_size), memory_limit=cfg.memory_limit,
+                          passes={p: round(s, 4) for p, s in passes.items()})
     return table, labels, rep
+
+
+# ---------------------------------------------------------------- one block, in memory
+
+
+def _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output):
+    from .maxent import encode_table, generalize, maxent_partition
+    from .mnqia import mdav_range_loss, mnqia_partition
+
+    df = source.collect()
+    if method == "maxent":
+        enc = encode_table(df, qi, sa)
+        res = maxent_partition(enc.Q, enc.sa_codes, epsilon=epsilon, k=k, seed=seed, qi_kinds=enc.kinds,
+                               cardinalities=enc.cardinalities, qi_names=qi, sa_name=sa)
+        labels, kinds = res.labels, dict(zip(qi, enc.kinds))
+        metrics = {"epsilon": res.epsilon, "table_entropy": res.table_entropy,
+                   "entropy_min": res.entropy_min, "entropy_mean": res.entropy_mean, "ncp": res.ncp,
+                   "ncp_normalized": res.ncp_normalized, "cdm": res.cdm, "merges": res.merges,
+                   "forced_single_class": bool(res.forced_single_class),
+                   "entropy_hist": _plain(res.entropy_hist)}
+    else:
+        for c in qi:
+            if df[c].null_count() or df[c].cast(pl.Float64).is_nan().any():
+                raise EngineError(f"column {c!r} has a missing value")
+        X = np.ascontiguousarray(df.select(qi).cast(pl.Float64).to_numpy())
+        res = mnqia_partition(X, k)
+        labels, kinds = res.labels, None
+        il_mdav = mdav_range_loss(X, k)
+        metrics = {"il": res.il, "il_percent": res.il_percent, "mdav_range_il": il_mdav[0],
+                   "mdav_range_il_percent": il_mdav[1]}
+    table = generalize(df, labels, qi, kinds=kinds, numeric_output=numeric_output)
+    return table, labels, metrics
+
+
+# ---------------------------------------------------------------- block by block
+
+
+class _EncodedSource:
+    """The source, with categorical columns handed out as their global integer codes
+    (Float64), so that ``profile_columns`` and ``partition_pass`` read them like numbers."""
+
+    def __init__(self, source, dicts: dict):
+        self.source = source
+        self.dicts = dicts  # column -> sorted Series of its distinct values
+        self.label = source.label
+        self._codes = {c: pl.Series("code", np.arange(len(v), dtype=np.float64)) for c, v in dicts.items()}
+
+    def count_rows(self) -> int:
+        return self.source.count_rows()
+
+    def iter_frames(self, columns, chunk_rows):
+        for offset, frame in self.source.iter_frames(columns, chunk_rows):
+            enc = [frame.get_column(c).replace_strict(self.dicts[c], self._codes[c], return_dtype=pl.Float64)
+                   for c in frame.columns if c in self.dicts]
+            yield offset, frame.with_columns(enc) if enc else frame
+
+    def iter_arrays(self, columns, chunk_rows):
+        from .io.source import frame_to_array
+
+        cols = list(columns)
+        for offset, frame in self.iter_frames(cols, chunk_rows):
+            yield offset, frame_to_array(frame, cols)
+
+
+class _SAStore(BlockStore):
+    """A BlockStore that also counts the SA codes (spilled column ``sa_col``) per block."""
+
+    def __init__(self, n_blocks, d, folder, sa_col=None, m=0):
+        super().__init__(n_blocks, d, folder)
+        self.sa_col = sa_col
+        self.sa_counts = np.zeros((n_blocks, max(m, 1)), np.int64)
+
+    def append_records(self, block, rec):
+        # records: the row id's bits, then the spilled columns (``BlockStore.records``);
+        # ``append`` goes through here too. The driver checks the counts add up.
+        if self.sa_col is not None and rec.shape[0]:
+            self.sa_counts[block] += np.bincount(rec[:, 1 + self.sa_col].astype(np.int64),
+                                                 minlength=self.sa_counts.shape[1])
+        super().append_records(block, rec)
+
+
+def _dictionary_pass(source, cat, sa, chunk_rows, rows, progress):
+    """Sorted distinct values of the categorical QIs and the SA, and the SA counts."""
+    from .progress import Progress
+
+    cols = list(cat) + [sa]
+    uniq: dict[str, list] = {c: [] for c in cat}
+    counts: list[pl.DataFrame] = []
+    with Progress("dictionary", rows, progress) as bar:
+        for offset, frame in source.iter_frames(cols, chunk_rows):
+            for c in cols:
+                s = frame.get_column(c)
+                if s.null_count():
+                    row = offset + int(s.is_null().arg_max()) + 1
+                    what = "null sensitive value" if c == sa else "null quasi-identifier"
+                    raise EngineError(f"column {c!r}: {what} at row {row} (rows counted from 1)")
+                if c == sa and s.dtype.is_float() and not s.is_finite().all():
+                    row = offset + int((~s.is_finite()).arg_max()) + 1
+                    raise EngineError(f"column {sa!r}: NaN or infinite sensitive value at row {row} "
+                                      f"(rows counted from 1)")
+            for c in cat:
+                uniq[c].append(frame.get_column(c).unique())
+                if len(uniq[c]) > 32:
+                    uniq[c] = [pl.concat(uniq[c]).unique()]
+            counts.append(frame.get_column(sa).value_counts(name="n"))
+            if len(counts) > 32:
+                counts = [pl.concat(counts).group_by(sa).agg(pl.col("n").sum())]
+            bar.update(offset + frame.height)
+    dicts = {c: pl.concat(uniq[c]).unique().sort() for c in cat}
+    vc = pl.concat(counts).group_by(sa).agg(pl.col("n").sum()).sort(sa)
+    dicts[sa] = vc.get_column(sa)
+    return dicts, vc.get_column("n").to_numpy().astype(np.int64)
+
+
+def _entropy_counts(cnt) -> float:
+    """Entropy (bits) of a count vector; the formula of ``engine.maxent.entropy_bits``."""
+    cnt = np.asarray(cnt)
+    total = cnt.sum()
+    if total == 0:
+        return 0.0
+    p = cnt[cnt > 0] / total
+    return float(-(p * np.log2(p)).sum())
+
+
+def fuse_units(units, block_counts, eps, min_rows, tol):
+    """Fuse consecutive units until each has >= 2 distinct SA values, SA entropy >=
+    eps - tol and >= min_rows rows (module docstring). Returns ``(units, fusions)``."""
+    def ok(c):
+        return np.count_nonzero(c) >= 2 and c.sum() >= min_rows and _entropy_counts(c) >= eps - tol
+
+    out: list[tuple[list, np.ndarray]] = []
+    cur, cc = [], np.zeros(block_counts.shape[1], np.int64)
+    for u in units:
+        cur = cur + list(u)
+        cc = cc + block_counts[u].sum(axis=0)
+        if ok(cc):
+            out.append((cur, cc))
+            cur, cc = [], np.zeros_like(cc)
+    if cur:
+        out.append((cur, cc))
+    while len(out) > 1 and not ok(out[-1][1]):
+        last = out.pop()
+        prev = out.pop()
+        out.append((prev[0] + last[0], prev[1] + last[1]))
+    return [u for u, _ in out], len(units) - len(out)
+
+
+def _ordered_map(fn, items, threads):
+    """``fn`` over ``items``, ``threads`` at a time, results yielded in item order."""
+    if threads <= 1 or len(items) <= 1:
+        for it in items:
+            yield fn(it)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        pending: deque = deque()
+        i = 0
+        try:
+            while i < len(items) or pending:
+                while i < len(items) and len(pending) < threads + 1:
+                    pending.append(pool.submit(fn, items[i]))
+                    i += 1
+                yield pending.popleft().result()
+        except BaseException:  # an error, Ctrl-C, or the consumer stopped: queued units never
+            for f in pending:  # start, so the pool's shutdown waits only for the running ones
+                f.cancel()
+            raise
+
+
+@dataclass
+class _Stats:
+    """Per-class statistics of one unit (class ids local to the unit)."""
+
+    ids: np.ndarray
+    local: np.ndarray
+    g: int
+    size: np.ndarray
+    mn: np.ndarray
+    mx: np.ndarray
+    sums: np.ndarray
+    masks: list
+    sacnt: np.ndarray | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _class_stats(ids, Xnum, codes, local, g, words, sa=None, m=0) -> _Stats:
+    from .kernels import sensitive as K
+    from .kernels.groups import accumulate_group_sums
+
+    size = np.bincount(local, minlength=g).astype(np.int64)
+    if Xnum.shape[1]:
+        mn, mx = K.group_minmax(Xnum, local, g)
+        sums = np.zeros((g, Xnum.shape[1]))
+        accumulate_group_sums(Xnum, local, sums, np.zeros(g, np.int64))
+    else:
+        mn = mx = sums = np.zeros((g, 0))
+    masks = []
+    for j, nw in enumerate(words):
+        c = codes[:, j]
+        mask = np.zeros((g, nw), np.uint64)
+        np.bitwise_or.at(mask, (local, c >> 6), np.left_shift(np.uint64(1), (c & 63).astype(np.uint64)))
+        masks.append(mask)
+    sacnt = None
+    if sa is not None:
+        sacnt = np.bincount(local * m + sa, minlength=g * m).reshape(g, m)
+    return _Stats(ids, local, g, size, mn, mx, sums, masks, sacnt)
+
+
+def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, budget, threads, dest, fmt,
+             tmp_dir, folder, cleanup, progress, passes):
+    from .aggregate import aggregate_block
+    from .kernels.groups import count_labels
+    from .kernels.mdav import MDAV
+    from .kernels.partition import scatter_labels
+    from .maxent import ENTROPY_TOL, discernibility, entropy_histogram, maxent_partition
+    from .mnqia import mnqia_partition
+    from .partition import partition_pass, plan_blocks, sample_stride, standardized
+    from .profile import profile_columns
+    from .progress import Progress
+
+    schema = source.schema
+    num = [c for c in qi if _is_numeric(schema[c])]
+    cat = [c for c in qi if not _is_numeric(schema[c])]
+    dn, dc = len(num), len(cat)
+    chunk_rows = budget.chunk_rows
+    dicts: dict = {}
+    metrics: dict = {}
+    eps = H = None
+    forced = False
+    m = 0
+    if method == "maxent":
+        t = time.perf_counter()
+        dicts, sa_total = _dictionary_pass(source, cat, sa, chunk_rows, rows, progress)
+        passes["dictionary"] = time.perf_counter() - t
+        m = int(sa_total.shape[0])
+        if m < 2:
+            raise EngineError(f"column {sa!r}: the sensitive attribute has a single distinct value "
+                              f"(entropy 0 cannot be diversified)")
+        H = _entropy_counts(sa_total)
+        eps = H if epsilon is None else float(epsilon)
+        if not math.isfinite(eps) or eps < 0:
+            raise EngineError(f"epsilon: must be a finite number >= 0, got {epsilon!r}")
+        if eps > H + ENTROPY_TOL:
+            raise EngineError(f"epsilon: {eps:.6g} bits exceeds the SA entropy of the whole table ({H:.6g} bits); "
+                              f"no partition can reach it")
+        forced = eps >= H - ENTROPY_TOL and math.gcd(*[int(c) for c in sa_total]) == 1
+    spill = num + cat + ([sa] if method == "maxent" else [])
+    cards = [len(dicts[c]) for c in cat]
+    words = [(cd + 63) // 64 for cd in cards]
+    enc = _EncodedSource(source, dicts)
+
+    t = time.perf_counter()
+    profile = profile_columns(enc, spill, chunk_rows, progress, rows=rows,
+                              sample_stride=0 if forced else sample_stride(rows, budget.block_size))
+    passes["profile"] = time.perf_counter() - t
+    gmin = profile.min[:dn].copy()
+    gmax = profile.max[:dn].copy()
+    R = gmax - gmin
+
+    labels = None
+    if forced:
+        # epsilon = H(table) with coprime SA counts: only the whole table qualifies
+        labels = np.zeros(rows, np.int32)
+        st = _Stats(None, None, 1, np.array([rows], np.int64), gmin[None, :], gmax[None, :],
+                    (profile.mean[:dn] * profile.scale[:dn] * rows)[None, :],
+                    [_all_codes(cd) for cd in cards], sa_total[None, :])
+        stats = [st]
+        blocks = [rows]
+        metrics.update(merges=0, unit_fusions=0)
+        G = 1
+    else:
+        t = time.perf_counter()
+        cols = np.arange(dn) if dn else np.arange(dn, dn + dc)
+        Zs = standardized(profile.sample, profile, cols)
+        plan = plan_blocks(Zs, profile.sample_ids, rows, budget.block_size)
+        del Zs
+        store = cleanup.enter_context(_SAStore(plan.n_blocks, len(spill), folder,
+                                               sa_col=len(spill) - 1 if method == "maxent" else None, m=m))
+        partition_pass(enc, profile, cols, plan, store, chunk_rows, progress)
+        if method == "maxent" and not np.array_equal(store.sa_counts.sum(axis=1), store.rows):
+            raise EngineError("internal check failed: the SA counts of the spilled blocks do not add up")
+        need = max(2, int(k or 0))
+        units = store.units(2 * need)
+        if method == "maxent":
+            units, fusions = fuse_units(units, store.sa_counts, eps, need, ENTROPY_TOL)
+            metrics["unit_fusions"] = int(fusions)
+            big = max(int(store.rows[u].sum()) for u in units)
+            if big > 4 * budget.block_size:
+                log.warning("maxent: reaching epsilon = %.4g bits needed a unit of %d rows (block size %d); "
+                            "memory follows the largest unit", eps, big, budget.block_size)
+        passes["partition"] = time.perf_counter() - t
+        blocks = [int(store.rows[u].sum()) for u in units]
+
+        labels = np.empty(rows, np.int32) if not budget.labels_on_disk else \
+            np.memmap(store.private_file("labels.i32", 4 * rows), dtype=np.int32, mode="r+", shape=(rows,))
+        ranges = np.zeros((dn + dc, 2))
+        ranges[:dn, 0], ranges[:dn, 1] = gmin, gmax
+        ranges[dn:, 1] = np.maximum(np.array(cards, float) - 1, 0) if dc else 0
+        kinds = ["numeric"] * dn + ["categorical"] * dc
+        cardl = [0] * dn + cards
+
+        def work(unit):
+            ids, X = store.read_many(unit)
+            if len(unit) > 1:
+                o = np.argsort(ids, kind="stable")
+                ids, X = ids[o], np.ascontiguousarray(X[o])
+            Xnum = np.ascontiguousarray(X[:, :dn])
+            codes = X[:, dn:dn + dc].astype(np.int64)
+            if method == "maxent":
+                sac = X[:, dn + dc].astype(np.int64)
+                res = maxent_partition(np.ascontiguousarray(X[:, :dn + dc]), sac, epsilon=eps, k=k, seed=seed,
+                                       qi_kinds=kinds, cardinalities=cardl, qi_names=num + cat, sa_name=sa,
+                                       ranges=ranges)
+                st = _class_stats(ids, Xnum, codes, res.labels, res.n_classes, words, sac, m)
+                st.extra = {"merges": res.merges, "ncp": res.ncp, "forced": res.forced_single_class}
+            else:
+                res = mnqia_partition(Xnum, k)
+                st = _class_stats(ids, Xnum, codes, res.labels, res.n_groups, words)
+                Z = standardized(Xnum, profile, np.arange(dn))
+                base = aggregate_block(Z, MDAV, int(k), 0.0)
+                gb = int(base.max()) + 1
+                bst = _class_stats(ids, Xnum, codes, base, gb, [])
+                st.extra = {"relaxed": res.relaxed_picks, "leftovers": res.leftovers,
+                            "base_il_sum": _il_sum(bst.size, bst.mn, bst.mx, R)}
+            return st
+
+        t = time.perf_counter()
+        stats = []
+        G = 0
+        done = 0
+        with Progress(method, rows, progress) as bar:
+            for st in _ordered_map(work, units, threads):
+                scatter_labels(st.ids, st.local, G, labels)
+                G += st.g
+                done += st.ids.shape[0]
+                st.ids = st.local = None
+                stats.append(st)
+                bar.update(done)
+        passes[method] = time.perf_counter() - t
+        if method == "maxent":
+            metrics["merges"] = int(sum(s.extra["merges"] for s in stats))
+            metrics["units_forced_single_class"] = int(sum(bool(s.extra["forced"]) for s in stats))
+
+    size = np.concatenate([s.size for s in stats])
+    mn = np.concatenate([s.mn for s in stats])
+    mx = np.concatenate([s.mx for s in stats])
+    sums = np.concatenate([s.sums for s in stats])
+    masks = [np.concatenate([s.masks[j] for s in stats]) for j in range(dc)]
+    # independent recount before anything is written
+    recount = count_labels(labels, G)
+    if (labels < 0).any() or not np.array_equal(recount, size) or int(size.sum()) != rows:
+        raise EngineError("internal check failed: a row was not assigned to exactly one class")
+    if method == "maxent":
+        sacnt = np.concatenate([s.sacnt for s in stats])
+        ent = _entropy_rows(sacnt)
+        if (np.count_nonzero(sacnt, axis=1) < 2).any() or ent.min() < eps - ENTROPY_TOL:
+            raise EngineError("internal check failed: a class misses the entropy target")
+        if k is not None and size.min() < k:
+            raise EngineError(f"internal check failed: a class has {int(size.min())} rows, fewer than k={k}")
+        per = np.zeros(G)
+        if dn:
+            per += np.where(R > 0, (mx - mn) / np.where(R > 0, R, 1.0), 0.0).sum(axis=1)
+        for j in range(dc):
+            z = _popcount(masks[j])
+            per += np.where(z > 1, z / cards[j], 0.0)
+        ncp = float((per * size).sum())
+        metrics = {"epsilon": eps, "table_entropy": H, "entropy_min": float(ent.min()),
+                   "entropy_mean": float(ent.mean()), "ncp": ncp, "ncp_normalized": ncp / (rows * len(qi)),
+                   "cdm": discernibility(size, k, rows), "merges": metrics["merges"],
+                   "forced_single_class": bool(forced), "unit_fusions": metrics["unit_fusions"],
+                   **({"units_forced_single_class": metrics["units_forced_single_class"]}
+                      if "units_forced_single_class" in metrics else {}),
+                   "entropy_hist": _plain(entropy_histogram(ent, size, 0.25))}
+    else:
+        il = _il_sum(size, mn, mx, R) / rows
+        il_b = sum(s.extra["base_il_sum"] for s in stats) / rows
+        metrics = {"il": il, "il_percent": 100.0 * il / dn, "mdav_range_il": il_b,
+                   "mdav_range_il_percent": 100.0 * il_b / dn,
+                   "relaxed_picks": int(sum(s.extra["relaxed"] for s in stats)),
+                   "leftovers": int(sum(s.extra["leftovers"] for s in stats))}
+    del stats
+
+    # publish: per class, what each generalized column holds
+    pub = {}
+    for j, c in enumerate(num):
+        dt = schema[c]
+        if numeric_output == "range":
+            pub[c] = [pl.Series(f"{c}_min", mn[:, j]).cast(dt), pl.Series(f"{c}_max", mx[:, j]).cast(dt)]
+        else:
+            pub[c] = [pl.Series(c, sums[:, j] / size, dtype=pl.Float64)]
+    sets = {}
+    for j, c in enumerate(cat):
+        uniq, inv = np.unique(masks[j], axis=0, return_inverse=True)
+        values = dicts[c].cast(pl.String).to_list()
+        text = ["|".join(sorted(values[i] for i in _codes_of(row))) for row in uniq]
+        sets[c] = (pl.Series(c, text, dtype=pl.String), inv.reshape(-1).astype(np.int32))
+
+    t = time.perf_counter()
+    if dest is None:
+        table = _write_pass(source, None, "parquet", labels, pub, sets, chunk_rows, progress, rows)
+    else:
+        with atomic_output(dest, tmp_dir) as tmp:
+            table = _write_pass(source, tmp, fmt, labels, pub, sets, chunk_rows, progress, rows)
+    passes["write"] = time.perf_counter() - t
+    return table, labels, size, metrics, blocks
+
+
+def _all_codes(card):
+    mask = np.zeros((1, (card + 63) // 64), np.uint64)
+    for c in range(card):
+        mask[0, c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+    return mask
+
+
+def _codes_of(row):
+    return [64 * w + b for w in range(row.shape[0]) for b in range(64) if (int(row[w]) >> b) & 1]
+
+
+def _popcount(mask):
+    out = np.zeros(mask.shape[0], np.int64)
+    for w in range(mask.shape[1]):
+        v = mask[:, w].copy()
+        for b in range(64):
+            out += ((v >> np.uint64(b)) & np.uint64(1)).astype(np.int64)
+    return out
+
+
+def _entropy_rows(cnt):
+    cnt = cnt.astype(np.float64)
+    N = cnt.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(cnt > 0, cnt / N, 1.0)
+        return -(np.where(cnt > 0, p * np.log2(p), 0.0)).sum(axis=1)
+
+
+def _il_sum(size, mn, mx, R):
+    """Sum over rows of the seed-002 LM loss (sum over QIs of range / table range)."""
+    share = np.where(R > 0, (mx - mn) / np.where(R > 0, R, 1.0)[None, :], 0.0)
+    return float((size[:, None] * share).sum())
+
+
+def _write_pass(source, path, fmt, labels, pub, sets, chunk_rows, progress, rows):
+    """Stream the input in order; each row's class gives its generalized QIs."""
+    from .progress import Progress
+    from .write import _Writer
+
+    writer = _Writer(path, fmt)
+    try:
+        with Progress("write", rows, progress) as bar:
+            for offset, frame in source.iter_frames(None, chunk_rows):
+                h = frame.height
+                lab = np.asarray(labels[offset: offset + h])
+                out = []
+                for c in frame.columns:
+                    if c in pub:
+                        out += [s.gather(lab) for s in pub[c]]
+                    elif c in sets:
+                        text, sid = sets[c]
+                        out.append(text.gather(sid[lab]))
+                    else:
+                        out.append(frame.get_column(c))
+                writer.add(pl.DataFrame(out))
+                bar.update(offset + h)
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise
 
 
 def _plain(x):

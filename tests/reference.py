@@ -184,3 +184,65 @@ def information_loss(Z, labels):
         sse += float(((G - G.mean(axis=0)) ** 2).sum())
     sst = float(((Z - Z.mean(axis=0)) ** 2).sum())
     return 100.0 * sse / sst, sse, sst
+
+
+def split_leaves(X, leaf):
+    """Leaves of ``engine.kernels.leaf.split_leaves`` as sorted index arrays, left to
+    right: cut at position n // 2 of the rows sorted by (value, row index) in the
+    column of largest variance (population variance, ties to the lowest column)."""
+    X = np.asarray(X, dtype=np.float64)
+    out = []
+
+    def rec(idx):
+        if idx.shape[0] <= leaf:
+            out.append(np.sort(idx))
+            return
+        sub = X[idx]
+        var = [((sub[:, j] - sub[:, j].mean()) ** 2).sum() for j in range(X.shape[1])]
+        j = int(np.argmax(var))
+        order = np.lexsort((idx, sub[:, j]))
+        h = idx.shape[0] // 2
+        rec(idx[order[:h]])
+        rec(idx[order[h:]])
+
+    rec(np.arange(X.shape[0]))
+    return out
+
+
+def nearest_with_ties(X, q):
+    """Brute force for ``engine.kernels.risk.nearest_with_ties``: the least squared
+    distance from ``q`` to a row of ``X`` and how many rows attain it exactly."""
+    d = sq_dists(X, q)
+    best = d.min()
+    return float(best), int((d == best).sum())
+
+
+def dbrl(X, M):
+    """Distance-based record linkage by definition: standardize both tables with the
+    mean and population sd of the original ``X`` (constant column -> 0), link every
+    masked row to its nearest original rows; row i scores 1/t when original i is
+    among the t tied nearest. Returns the share (sum of scores / rows)."""
+    X = np.asarray(X, dtype=np.float64)
+    M = np.asarray(M, dtype=np.float64)
+    mean, sd = X.mean(axis=0), X.std(axis=0)
+    nz = sd > 0
+    Zx, Zm = np.zeros_like(X), np.zeros_like(M)
+    Zx[:, nz] = (X[:, nz] - mean[nz]) / sd[nz]
+    Zm[:, nz] = (M[:, nz] - mean[nz]) / sd[nz]
+    score = 0.0
+    for i in range(M.shape[0]):
+        d = sq_dists(Zx, Zm[i])
+        tied = np.flatnonzero(d == d.min())
+        if i in tied:
+            score += 1.0 / tied.shape[0]
+    return score / M.shape[0]
+
+
+def interval_disclosure(X, M, p=0.05):
+    """Share of rows whose original values all lie within p * sd (sample sd of the
+    original column) of the masked values."""
+    X = np.asarray(X, dtype=np.float64)
+    M = np.asarray(M, dtype=np.float64)
+    sd = X.std(axis=0, ddof=1) if X.shape[0] > 1 else np.zeros(X.shape[1])
+    inside = np.all(np.abs(X - M) <= p * sd, axis=1)
+    return float(inside.mean())

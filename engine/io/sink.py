@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import stat
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import polars as pl
 
 from ..errors import EngineError
+from .tempfiles import TMP_SUFFIX, clean_stale, io_errno, os_reason, private_file
 
-TMP_SUFFIX = ".microagg-tmp"
+__all__ = ["TMP_SUFFIX", "atomic_output", "check_destination", "output_format", "write_frame"]
 
 
 def output_format(dest: str | os.PathLike) -> str:
@@ -35,6 +36,8 @@ def check_destination(dest: str | os.PathLike, inputs: Sequence[str] = ()) -> Pa
     output_format(path)
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
+        if folder.exists():
+            raise EngineError(f"output folder is not a folder: {folder}")
         raise EngineError(f"output folder does not exist: {folder}")
     if not os.access(folder, os.W_OK):
         raise EngineError(f"output folder is not writable: {folder}")
@@ -47,22 +50,77 @@ def check_destination(dest: str | os.PathLike, inputs: Sequence[str] = ()) -> Pa
     return path
 
 
+def _umask() -> int:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # fallback (not thread-safe, hence the /proc read first)
+    os.umask(mask)
+    return mask
+
+
+def _same_device(a: Path, b: Path) -> bool:
+    try:
+        return os.stat(a).st_dev == os.stat(b).st_dev
+    except OSError:
+        return True  # let mkstemp report the problem
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_output(dest: str | os.PathLike, tmp_dir: str | os.PathLike | None = None) -> Iterator[str]:
-    """Yield a private temporary path; rename it to ``dest`` if the block succeeds."""
+    """Yield a private temporary path (mode 0600); if the block succeeds, flush it to disk
+    and rename it to ``dest`` (then with the mode of the file it replaces, or the
+    umask's). On any error or interrupt the temporary file is removed; an OSError in
+    the block (a full disk, say) becomes a one-line EngineError naming ``dest``.
+
+    The temporary file goes to ``tmp_dir`` only if that is on the same file system
+    as ``dest`` (a rename cannot cross file systems), otherwise beside ``dest``.
+    Temporaries of dead runs in that folder are removed first (see ``tempfiles``).
+    """
     path = Path(dest)
-    folder = Path(tmp_dir) if tmp_dir is not None else (path.parent if str(path.parent) else Path("."))
+    parent = path.parent if str(path.parent) else Path(".")
+    folder = Path(tmp_dir) if tmp_dir is not None and _same_device(Path(tmp_dir), parent) else parent
+    clean_stale(folder)
+    tmp = private_file(folder, path.name)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=folder)
-    except OSError as exc:
-        raise EngineError(f"cannot create a temporary file in {folder}: {exc.strerror}") from None
-    os.close(fd)  # mkstemp created it with mode 0600
-    try:
-        yield tmp
+        try:
+            yield tmp
+            try:
+                mode = stat.S_IMODE(os.stat(path).st_mode)
+            except OSError:
+                mode = 0o666 & ~_umask()
+            with open(tmp, "rb+") as fh:  # durable before it becomes visible
+                os.fsync(fh.fileno())
+            os.chmod(tmp, mode)
+        except EngineError:
+            raise
+        except Exception as exc:
+            if not (isinstance(exc, OSError) or io_errno(exc)):  # a bug, not the file system
+                raise
+            where = "" if folder == parent else f" (temporary file in {folder})"
+            raise EngineError(f"cannot write {path}{where}: {os_reason(exc)}") from None
         try:
             os.replace(tmp, path)
         except OSError as exc:
-            raise EngineError(f"cannot move the result to {path}: {exc.strerror}") from None
+            raise EngineError(f"cannot move the result to {path}: {os_reason(exc)}") from None
+        _fsync_dir(parent)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -76,5 +134,7 @@ def write_frame(frame: pl.DataFrame, path: str, fmt: str) -> None:
             frame.write_parquet(path, statistics=False)
         else:
             frame.write_csv(path)
-    except OSError as exc:
-        raise EngineError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except Exception as exc:  # OSError, or Polars' ComputeError quoting one
+        if not (isinstance(exc, OSError) or io_errno(exc)):
+            raise
+        raise EngineError(f"cannot write {path}: {os_reason(exc)}") from None

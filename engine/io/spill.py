@@ -12,24 +12,21 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import EngineError
+from .tempfiles import SPILL_PREFIX, clean_stale, os_reason, private_dir, private_opener
 
-SPILL_PREFIX = ".microagg-spill-"
+__all__ = ["SPILL_PREFIX", "BlockStore"]
 
 
 class BlockStore:
     def __init__(self, n_blocks: int, d: int, folder: str | os.PathLike | None = None,
                  buffer_bytes: int = 32 << 20):
-        try:
-            self.path = Path(tempfile.mkdtemp(prefix=SPILL_PREFIX, dir=folder))
-        except OSError as exc:
-            raise EngineError(f"cannot create a temporary folder in {folder or tempfile.gettempdir()}: "
-                              f"{exc.strerror}") from None
+        clean_stale(folder)  # spill folders of killed runs
+        self.path = Path(private_dir(folder))
         self.n_blocks = n_blocks
         self.d = d
         self.rows = np.zeros(n_blocks, np.int64)
@@ -40,13 +37,21 @@ class BlockStore:
     def _file(self, block: int) -> Path:
         return self.path / f"block-{block:06d}.bin"
 
-    def append(self, block: int, row_ids: np.ndarray, X: np.ndarray) -> None:
-        m = row_ids.shape[0]
-        if m == 0:
-            return
-        rec = np.empty((m, 1 + self.d), np.float64)
+    def records(self, row_ids: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """The spill records of some rows: (m, 1 + d) float64, the row id's int64 bits first."""
+        rec = np.empty((row_ids.shape[0], 1 + self.d), np.float64)
         rec.view(np.int64)[:, 0] = row_ids
         rec[:, 1:] = X
+        return rec
+
+    def append(self, block: int, row_ids: np.ndarray, X: np.ndarray) -> None:
+        self.append_records(block, self.records(row_ids, X))
+
+    def append_records(self, block: int, rec: np.ndarray) -> None:
+        """Append records (from ``records``; a view is kept until the next flush)."""
+        m = rec.shape[0]
+        if m == 0:
+            return
         self._buf.setdefault(block, []).append(rec)
         self.rows[block] += m
         self._buffered += rec.nbytes
@@ -56,13 +61,28 @@ class BlockStore:
     def flush(self) -> None:
         try:
             for block in sorted(self._buf):
-                with open(self._file(block), "ab") as fh:
-                    for rec in self._buf[block]:
-                        rec.tofile(fh)
+                with open(self._file(block), "ab", opener=private_opener) as fh:
+                    parts = self._buf[block]
+                    (np.concatenate(parts) if len(parts) > 1 else parts[0]).tofile(fh)
         except OSError as exc:
-            raise EngineError(f"cannot write temporary data in {self.path}: {exc.strerror or exc}") from None
+            raise EngineError(f"cannot write temporary data in {self.path}: {os_reason(exc)}") from None
         self._buf.clear()
         self._buffered = 0
+
+    def private_file(self, name: str, size: int) -> Path:
+        """A new file of ``size`` bytes (mode 0600) in the folder, its space reserved now so
+        that a full disk is an error here rather than a crash when it is mapped."""
+        path = self.path / name
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                if size > 0:
+                    os.posix_fallocate(fd, 0, size) if hasattr(os, "posix_fallocate") else os.ftruncate(fd, size)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise EngineError(f"cannot write temporary data in {self.path}: {os_reason(exc)}") from None
+        return path
 
     def read(self, block: int) -> tuple[np.ndarray, np.ndarray]:
         """``(row_ids int64, X float64 C-contiguous (m, d))`` of one block, in row order."""

@@ -65,3 +65,31 @@ def count_labels(labels, n_groups):
     for i in range(labels.shape[0]):
         out[labels[i]] += 1
     return out
+
+
+@njit(cache=True, nogil=True)
+def publish_rows(X, labels, centroid, scale, mean, sd, out, col_sse, col_sum, col_sq):
+    """The write pass's kernel, serial (it shares the CPU with the background writer):
+
+    ``out[i] = centroid[labels[i]]``; with ``z`` the standardized input and ``c``
+    the standardized published value (``(v / scale - mean) / sd``, 0 when sd = 0),
+    ``col_sse[j] += (z - c)^2``, ``col_sum[j] += z``, ``col_sq[j] += z^2``, in row
+    order, so the sums do not depend on the chunking.
+    """
+    n, d = X.shape
+    for i in range(n):
+        g = labels[i]
+        for j in range(d):
+            v = centroid[g, j]
+            out[i, j] = v
+            if sd[j] > 0.0:
+                inv = 1.0 / scale[j]
+                z = (X[i, j] * inv - mean[j]) / sd[j]
+                c = (v * inv - mean[j]) / sd[j]
+            else:
+                z = 0.0
+                c = 0.0
+            t = z - c
+            col_sse[j] += t * t
+            col_sum[j] += z
+            col_sq[j] += z * z

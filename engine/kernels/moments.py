@@ -21,6 +21,7 @@ def accumulate_moments(X, scale, shift, out_sum, out_sq, out_min, out_max, out_b
     """
     n, d = X.shape
     for j in prange(d):
+        inv = 1.0 / scale[j]  # scale is a power of two: multiplying by inv is exact division
         s = out_sum[j]
         q = out_sq[j]
         mn = out_min[j]
@@ -35,7 +36,7 @@ def accumulate_moments(X, scale, shift, out_sum, out_sq, out_min, out_max, out_b
                 mn = v
             if v > mx:
                 mx = v
-            t = v / scale[j] - shift[j]
+            t = v * inv - shift[j]
             s += t
             q += t * t
         out_sum[j] = s
@@ -48,10 +49,11 @@ def accumulate_moments(X, scale, shift, out_sum, out_sq, out_min, out_max, out_b
 def standardize_into(X, scale, mean, sd, out):
     """``out = (X / scale - mean) / sd`` per column; a constant column (sd 0) becomes 0."""
     n, d = X.shape
+    inv = 1.0 / scale  # powers of two: exact
     for i in prange(n):
         for j in range(d):
             if sd[j] > 0.0:
-                out[i, j] = (X[i, j] / scale[j] - mean[j]) / sd[j]
+                out[i, j] = (X[i, j] * inv[j] - mean[j]) / sd[j]
             else:
                 out[i, j] = 0.0
 
@@ -67,6 +69,6 @@ def standardize_serial(X, scale, mean, sd, cols, out):
         for jj in range(cols.shape[0]):
             j = cols[jj]
             if sd[j] > 0.0:
-                out[i, jj] = (X[i, j] / scale[j] - mean[j]) / sd[j]
+                out[i, jj] = (X[i, j] * (1.0 / scale[j]) - mean[j]) / sd[j]
             else:
                 out[i, jj] = 0.0

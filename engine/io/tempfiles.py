@@ -1,0 +1,140 @@
+"""Private temporary files and folders, named after the process that owns them.
+
+Every temporary the engine creates carries its owner in its name::
+
+    .{output name}.{pid}.{host}-XXXXXXXX.microagg-tmp    the output (or report) being written
+    .microagg-spill-{pid}.{host}-XXXXXXXX                 a folder of spilled blocks
+
+``host`` is 8 hex digits of a hash of the host name, so that a folder shared by
+several machines (or containers with their own process ids) is never cleaned by
+the wrong one. Files are created with mode 0600, folders with 0700 (also the files
+inside spill folders).
+
+A run killed with SIGKILL cannot clean up after itself. The next run that uses
+the same folder removes the temporaries of *dead* runs: names that match the
+patterns above exactly, with this host's tag, owned by this user, whose process
+id is not alive. Live runs' files (of this or another process), other hosts'
+files and anything else are never touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shutil
+import socket
+import stat
+import tempfile
+
+from ..errors import EngineError
+
+log = logging.getLogger("engine")
+
+TMP_SUFFIX = ".microagg-tmp"
+SPILL_PREFIX = ".microagg-spill-"
+HOST_TAG = hashlib.blake2s(socket.gethostname().encode(), digest_size=4).hexdigest()
+
+_OWNER = r"(?P<pid>[0-9]+)\.(?P<host>[0-9a-f]{8})"
+_RAND = r"[a-z0-9_]{8}"  # tempfile's random part
+TMP_FILE_RE = re.compile(rf"^\..+\.{_OWNER}-{_RAND}{re.escape(TMP_SUFFIX)}$")
+SPILL_DIR_RE = re.compile(rf"^{re.escape(SPILL_PREFIX)}{_OWNER}-{_RAND}$")
+
+
+def owner_tag() -> str:
+    """``{pid}.{host}`` of the calling process (read at each call: a fork changes the pid)."""
+    return f"{os.getpid()}.{HOST_TAG}"
+
+
+_OS_ERROR = re.compile(r"os error (\d+)|\[errno (\d+)\]", re.IGNORECASE)
+
+
+def io_errno(exc: BaseException) -> int | None:
+    """The errno behind ``exc``: an OSError's, or one quoted by Polars / Arrow
+    (``... (os error 28)``), else None."""
+    if isinstance(exc, OSError) and exc.errno:
+        return exc.errno
+    m = _OS_ERROR.search(str(exc))
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def os_reason(exc: BaseException) -> str:
+    """The OS's words for ``exc``, e.g. ``No space left on device``."""
+    code = io_errno(exc)
+    if code:
+        return os.strerror(code)
+    if getattr(exc, "strerror", None):
+        return exc.strerror
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def private_file(folder, name: str) -> str:
+    """Create an empty file (mode 0600) for the output ``name`` in ``folder``; return its path."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.{owner_tag()}-", suffix=TMP_SUFFIX, dir=folder)
+    except OSError as exc:
+        raise EngineError(f"cannot create a temporary file in {folder}: {os_reason(exc)}") from None
+    os.close(fd)
+    return tmp
+
+
+def private_dir(folder) -> str:
+    """Create a spill folder (mode 0700) in ``folder`` (None: the system's temp folder)."""
+    try:
+        return tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{owner_tag()}-", dir=folder)
+    except OSError as exc:
+        raise EngineError(f"cannot create a temporary folder in {folder or tempfile.gettempdir()}: "
+                          f"{os_reason(exc)}") from None
+
+
+def private_opener(path, flags):
+    """``open(..., opener=private_opener)``: a new file gets mode 0600 whatever the umask."""
+    return os.open(path, flags, 0o600)
+
+
+def pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: alive, another user's
+        return True
+    return True
+
+
+def clean_stale(folder) -> list[str]:
+    """Remove the temporaries of dead runs from ``folder``; return their paths."""
+    folder = folder if folder is not None else tempfile.gettempdir()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    removed = []
+    for e in entries:
+        m = TMP_FILE_RE.match(e.name)
+        is_dir = m is None
+        if m is None and (m := SPILL_DIR_RE.match(e.name)) is None:
+            continue
+        if m["host"] != HOST_TAG or pid_alive(int(m["pid"])):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+            if uid is not None and st.st_uid != uid:
+                continue
+            if is_dir and stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(e.path, ignore_errors=True)
+            elif not is_dir and stat.S_ISREG(st.st_mode):
+                os.unlink(e.path)
+            else:
+                continue
+        except OSError:  # another run cleaned it first
+            continue
+        removed.append(e.path)
+    if removed:
+        log.info("removed %d temporary file(s) of dead runs in %s", len(removed), folder)
+    return removed

@@ -1,0 +1,71 @@
+"""The write pass's self-check: count the published classes from what is written.
+
+Every row handed to the writer is hashed on its published QI values (Polars'
+64-bit row hash) and counted in a hash table (``kernels/classcount.py``); this
+uses the written values only, not the group labels that produced them, so a bug
+anywhere upstream (labels, centroids, the gather, the frame assembly) that
+leaves a combination of QI values on fewer than k rows is caught before the
+output is renamed into place. Two groups that publish identical values are one
+class, as a reader of the output sees them. A hash collision could only merge two
+classes (hiding a small one) with probability about classes / 2^64 per class.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from .errors import VerificationError
+from .kernels.classcount import count_keys
+
+_SEED = 0x6D6963726F616767  # any fixed seed
+
+
+class ClassCounter:
+    def __init__(self, qi, expected_classes: int):
+        self.qi = list(qi)
+        bits = 10
+        while (1 << bits) < 2 * max(int(expected_classes), 1):  # load <= 1/2 as expected
+            bits += 1
+        self._alloc(bits)
+        self.rows = 0
+
+    def _alloc(self, bits: int) -> None:
+        self.bits = bits
+        self.keys = np.zeros(1 << bits, np.uint64)
+        self.counts = np.zeros(1 << bits, np.int64)
+        self.used = 0
+
+    def _insert(self, keys: np.ndarray, counts: np.ndarray) -> None:
+        i = 0
+        while True:
+            i, self.used = count_keys(keys, counts, i, self.keys, self.counts, self.used,
+                                      int(0.7 * self.keys.shape[0]), self.bits)
+            if i >= keys.shape[0]:
+                return
+            full = self.counts > 0  # more classes than expected: grow, re-insert
+            old_keys, old_counts = self.keys[full], self.counts[full]
+            self._alloc(self.bits + 1)
+            self._insert(old_keys, old_counts)
+
+    def add(self, frame: pl.DataFrame) -> None:
+        """Count the rows of ``frame`` (the frame as it is handed to the writer)."""
+        if frame.height == 0:
+            return
+        h = frame.select(self.qi).hash_rows(seed=_SEED).to_numpy()
+        self._insert(np.ascontiguousarray(h, dtype=np.uint64), np.ones(h.shape[0], np.int64))
+        self.rows += frame.height
+
+    def check(self, k: int | None, rows: int) -> dict:
+        """Raise VerificationError unless ``rows`` rows were counted and every class has
+        at least ``k`` of them; return ``{"rows", "classes", "min_class_size"}``."""
+        if self.rows != rows:
+            raise VerificationError(f"verification failed: {self.rows:,} rows were written, "
+                                    f"but the input has {rows:,}")
+        c = self.counts[self.counts > 0]
+        smallest = int(c.min()) if c.size else 0
+        if k is not None and c.size and smallest < k:
+            small = int((c < k).sum())
+            raise VerificationError(f"verification failed: a published class of {smallest} row(s) is smaller "
+                                    f"than k={k} ({small:,} of {c.size:,} classes below k)")
+        return {"rows": int(self.rows), "classes": int(c.size), "min_class_size": smallest}

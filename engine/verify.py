@@ -1,0 +1,500 @@
+"""``microagg verify``: check a published table's guarantees, independently of how it was made.
+
+This module reads the release (and, optionally, the table it was made from) and
+re-derives everything it reports. It does not import the coordinator, the
+aggregation, stitching or writing code, so a bug there cannot hide itself here.
+
+Checks
+------
+* **k-anonymity.** An equivalence class is a set of rows with identical published
+  QI values. For a QI named ``c`` the published value is column ``c``; if ``c`` is
+  absent but ``c_min`` and ``c_max`` exist (``--method maxent|mnqia`` range
+  output), the pair ``(c_min, c_max)`` is used. Any dtype works (a categorical QI
+  published as a ``|``-joined set is a string). Null is a value of its own;
+  ``0.0`` and ``-0.0`` are the same value, and so are all NaNs (Polars grouping).
+  Fails when the smallest class has fewer than k rows.
+* **l-diversity** (``sa`` with ``l``): every class holds at least ``l`` distinct
+  SA values (null counts as one value). **Entropy l-diversity** (``sa`` with
+  ``epsilon``): every class's SA entropy, in bits, is at least ``epsilon``
+  (compared with a tolerance of 1e-9 bits, as the maxent method does).
+* **With the original table:** the row count matches; every non-QI column of the
+  original is in the release, in the same relative order, with equal values row
+  by row (nulls equal nulls, NaN equals NaN; values are compared, not dtypes, so
+  a CSV round trip of an integer or date column still matches); and the
+  information loss on the QIs published as one number (centroid or class mean).
+  Release columns that are neither QIs nor original columns (a ``--group-column``)
+  are listed, not failed.
+
+Counting scales: each chunk is reduced by ``group_by`` on the *exact* published
+values (no hashing, so two classes can never be merged by a collision and hide a
+small class), and the partial counts are merged whenever they outgrow the merged
+table, so the work is amortized linear. Memory holds one row per distinct class
+(with an SA: per distinct (class, SA value) pair): for a release that passes,
+at most ``rows / k`` rows of the QI columns, plus one chunk of the release.
+
+Information loss. ``IL = 100 * SSE / SST`` on the QIs standardized by the
+original's mean and population standard deviation, the engine's definition
+(``engine/write.py``): SST around the original column means, SSE between original
+and published values, columns with a constant original value left out of both.
+Since a standardized column's SST is n, this equals the mean over the non-constant
+QIs of ``100 * SSE_j / SST_j`` in raw units, which is what is accumulated here in
+one streaming pass (Chan's merge of chunk moments, in units of a running power of
+two so that values near 1e308 do not overflow).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Iterator, Sequence
+
+import numpy as np
+import polars as pl
+
+from .errors import EngineError
+from .io.source import Source, open_source
+
+ENTROPY_TOLERANCE = 1e-9
+_COUNT = "__microagg_verify_count__"
+_SIZE = "__microagg_verify_size__"
+_DISTINCT = "__microagg_verify_distinct__"
+_ENTROPY = "__microagg_verify_entropy__"
+
+
+# --- shared helpers (also used by engine.risk) --------------------------------------
+
+
+def parse_columns(qi, what: str = "qi") -> list[str]:
+    """``"a,b"`` or a list of names -> list; empty, blank or repeated names are errors."""
+    if isinstance(qi, str):
+        names = [c.strip() for c in qi.split(",")] if qi.strip() else []
+    else:
+        try:
+            names = [c.strip() if isinstance(c, str) else c for c in qi]
+        except TypeError:
+            raise EngineError(f"{what} must be a list of column names") from None
+    if not names:
+        raise EngineError(f"{what} is empty: name at least one quasi-identifier column")
+    for c in names:
+        if not isinstance(c, str) or not c:
+            raise EngineError(f"{what} has an invalid column name: {c!r}")
+    seen = set()
+    for c in names:
+        if c in seen:
+            raise EngineError(f"{what} lists column {c!r} twice")
+        seen.add(c)
+    return names
+
+
+def published_columns(source: Source, qi: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Per QI, the release columns that publish it: ``(c,)`` or ``(c_min, c_max)``."""
+    cols = set(source.columns)
+    out = {}
+    for c in qi:
+        if c in cols:
+            out[c] = (c,)
+        elif f"{c}_min" in cols and f"{c}_max" in cols:
+            out[c] = (f"{c}_min", f"{c}_max")
+        else:
+            raise EngineError(f"column {c!r} not found in {source.label} (nor {c}_min/{c}_max)")
+    return out
+
+
+def is_numeric(dtype) -> bool:
+    return dtype.is_numeric() and dtype != pl.Boolean
+
+
+def check_whole(value, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise EngineError(f"{name} must be a whole number, got {value!r}")
+    if value < minimum:
+        raise EngineError(f"{name} must be at least {minimum}, got {value}")
+    return int(value)
+
+
+def aligned_frames(a: Source, b: Source, columns_a, columns_b, chunk_rows: int
+                   ) -> Iterator[tuple[int, pl.DataFrame, pl.DataFrame]]:
+    """Walk two tables of equal length side by side: ``(offset, frame_a, frame_b)``
+    with equal heights, whatever each reader's own batch boundaries are."""
+    it_a = (f for _, f in a.iter_frames(columns_a, chunk_rows))
+    it_b = (f for _, f in b.iter_frames(columns_b, chunk_rows))
+    fa = fb = None
+    offset = 0
+    while True:
+        if fa is None or fa.height == 0:
+            fa = next(it_a, None)
+        if fb is None or fb.height == 0:
+            fb = next(it_b, None)
+        if fa is None or fb is None:
+            return
+        h = min(fa.height, fb.height)
+        yield offset, fa.slice(0, h), fb.slice(0, h)
+        fa, fb = fa.slice(h), fb.slice(h)
+        offset += h
+
+
+class ScaledMoments:
+    """Streaming per-column count, mean, M2 (sum of squared deviations), min, max and,
+    optionally, the sum of squared differences to a second array of the same shape.
+
+    Values are held in units of ``scale``, a power of two per column at least half
+    the largest absolute value seen, raised as larger values arrive (rescaling by a
+    power of two is exact), so squares never overflow. Chunks merge by Chan's rule.
+    """
+
+    def __init__(self, d: int):
+        self.n = 0
+        self._scale = np.zeros(d)  # 0 until a non-zero value arrives
+        self.mean = np.zeros(d)
+        self.m2 = np.zeros(d)
+        self.sse = np.zeros(d)
+        self.min = np.full(d, np.inf)
+        self.max = np.full(d, -np.inf)
+
+    def add(self, X: np.ndarray, Y: np.ndarray | None = None) -> None:
+        h = X.shape[0]
+        if h == 0:
+            return
+        amax = np.abs(X).max(axis=0)
+        if Y is not None:
+            amax = np.maximum(amax, np.abs(Y).max(axis=0))
+        _, e = np.frexp(amax)  # amax < 2**e
+        need = np.where(amax > 0, np.ldexp(1.0, e.astype(np.int64) - 1), 0.0)  # values / need in (-2, 2)
+        new = np.maximum(self._scale, need)
+        r = np.where(new > 0, self._scale / np.where(new > 0, new, 1.0), 0.0)
+        self.mean *= r
+        self.m2 *= r * r
+        self.sse *= r * r
+        self._scale = new
+        Xs = X / self.scale
+        cm = Xs.mean(axis=0)
+        cm2 = ((Xs - cm) ** 2).sum(axis=0)
+        n = self.n + h
+        delta = cm - self.mean
+        self.mean += delta * (h / n)
+        self.m2 += cm2 + delta * delta * (self.n * h / n)
+        if Y is not None:
+            self.sse += ((Xs - Y / self.scale) ** 2).sum(axis=0)
+        self.n = n
+        self.min = np.minimum(self.min, X.min(axis=0))
+        self.max = np.maximum(self.max, X.max(axis=0))
+
+    @property
+    def scale(self) -> np.ndarray:
+        """The unit of ``mean``, ``m2`` and ``sse``: a power of two per column (1 while all zero)."""
+        return np.where(self._scale > 0, self._scale, 1.0)
+
+    def sd(self, ddof: int = 0) -> np.ndarray:
+        """Standard deviation in raw units (0 for a constant column)."""
+        if self.n - ddof <= 0:
+            return np.zeros_like(self.m2)
+        out = np.sqrt(np.maximum(self.m2, 0.0) / (self.n - ddof)) * self.scale
+        out[self.min == self.max] = 0.0
+        return out
+
+
+# --- class counting ------------------------------------------------------------------
+
+
+class ClassCounter:
+    """Counts rows per distinct key (exact values), chunk by chunk."""
+
+    def __init__(self, by: list[str], merge_rows: int):
+        self.by = by
+        self.merge_rows = merge_rows
+        self.merged: pl.DataFrame | None = None
+        self.parts: list[pl.DataFrame] = []
+        self.part_rows = 0
+
+    def add(self, frame: pl.DataFrame) -> None:
+        part = frame.select(self.by).group_by(self.by).agg(pl.len().cast(pl.Int64).alias(_COUNT))
+        self.parts.append(part)
+        self.part_rows += part.height
+        if self.part_rows > max(self.merge_rows, self.merged.height if self.merged is not None else 0):
+            self._merge()
+
+    def _merge(self) -> None:
+        frames = ([self.merged] if self.merged is not None else []) + self.parts
+        if frames:
+            self.merged = pl.concat(frames).group_by(self.by).agg(pl.col(_COUNT).sum())
+        self.parts, self.part_rows = [], 0
+
+    def finish(self) -> pl.DataFrame:
+        self._merge()
+        return self.merged
+
+
+# --- the result ----------------------------------------------------------------------
+
+
+@dataclass
+class VerifyResult:
+    output: str
+    ok: bool
+    rows: int
+    qi: list[str]
+    key_columns: list[str]
+    k: int
+    classes: int
+    min_class_size: int
+    max_class_size: int
+    classes_below_k: int
+    rows_below_k: int
+    smallest_class: dict
+    sa: str | None = None
+    l: int | None = None
+    epsilon: float | None = None
+    min_distinct_sa: int | None = None
+    min_entropy_bits: float | None = None
+    classes_below_l: int | None = None
+    original: str | None = None
+    original_rows: int | None = None
+    columns_compared: list[str] = field(default_factory=list)
+    columns_changed: list[str] = field(default_factory=list)
+    extra_columns: list[str] = field(default_factory=list)
+    information_loss_percent: float | None = None
+    information_loss_by_column: dict = field(default_factory=dict)
+    information_loss_skipped: dict = field(default_factory=dict)
+    checks: list[dict] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+    @property
+    def failures(self) -> list[dict]:
+        return [c for c in self.checks if not c["ok"]]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, default=_plain)
+
+    def summary(self) -> str:
+        lines = [f"verify {self.output}: {'PASS' if self.ok else 'FAIL'}  "
+                 f"({self.rows:,} rows, {self.wall_seconds:.2f} s)"]
+        for c in self.checks:
+            lines.append(f"  [{'ok' if c['ok'] else 'FAIL'}] {c['name']}: {c['detail']}")
+        if self.information_loss_percent is not None:
+            per = ", ".join(f"{c} {v:.4f}" for c, v in self.information_loss_by_column.items())
+            lines.append(f"  information loss {self.information_loss_percent:.4f} %  (per QI: {per})")
+        for c, why in self.information_loss_skipped.items():
+            lines.append(f"  information loss leaves out {c}: {why}")
+        if self.extra_columns:
+            lines.append(f"  release columns not in the original (not checked): {', '.join(self.extra_columns)}")
+        return "\n".join(lines)
+
+
+def _plain(x):
+    if isinstance(x, np.generic):
+        return x.item()
+    return str(x)
+
+
+def _check(result: VerifyResult, name: str, ok: bool, detail: str) -> None:
+    result.checks.append({"name": name, "ok": bool(ok), "detail": detail})
+
+
+def _describe(row: dict) -> str:
+    return ", ".join(f"{c}={v!r}" for c, v in row.items())
+
+
+# --- comparison with the original ----------------------------------------------------
+
+
+def _first_difference(a: pl.Series, b: pl.Series) -> int:
+    """Index of the first row where ``a`` and ``b`` differ (null == null, NaN == NaN), or -1."""
+    try:
+        same = a.eq_missing(b)
+    except Exception:  # incomparable dtypes (a CSV round trip of a date, say): compare as text
+        try:
+            same = a.cast(pl.String).eq_missing(b.cast(pl.String))
+        except Exception:
+            return 0
+    same = same.fill_null(False)
+    if same.all():
+        return -1
+    return int((~same).arg_max())
+
+
+# --- the check -----------------------------------------------------------------------
+
+
+def verify_release(output, qi, k: int, *, sa: str | None = None, l: int | None = None,
+                   epsilon: float | None = None, original=None, chunk_rows: int = 100_000) -> VerifyResult:
+    """Verify the release ``output`` (CSV/Parquet file, folder or glob); see the module docstring.
+
+    Returns a :class:`VerifyResult` whose ``ok`` says whether every guarantee holds
+    (``checks`` lists each with a one-line detail). Raises ``EngineError`` on bad
+    input: a missing file, an unknown column, ``k < 1``, ``sa`` without ``l`` or
+    ``epsilon`` (or with both), an empty release.
+    """
+    t0 = time.perf_counter()
+    qi = parse_columns(qi)
+    k = check_whole(k, "k", 1)
+    chunk_rows = check_whole(chunk_rows, "chunk_rows", 1)
+    if sa is not None:
+        if not isinstance(sa, str) or not sa:
+            raise EngineError(f"sa must be a column name, got {sa!r}")
+        if sa in qi:
+            raise EngineError(f"sensitive attribute {sa!r} is also a qi column")
+        if (l is None) == (epsilon is None):
+            raise EngineError("with a sensitive attribute give exactly one of l (--l) or epsilon (--epsilon)")
+    elif l is not None or epsilon is not None:
+        raise EngineError("l and epsilon need a sensitive attribute: sa (--sa COL)")
+    if l is not None:
+        l = check_whole(l, "l", 1)
+    if epsilon is not None:
+        if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not math.isfinite(epsilon) \
+                or epsilon < 0:
+            raise EngineError(f"epsilon must be a non-negative number of bits, got {epsilon!r}")
+        epsilon = float(epsilon)
+
+    out = open_source(output)
+    pub = published_columns(out, qi)
+    keys = [c for cols in pub.values() for c in cols]
+    if sa is not None and sa not in out.columns:
+        raise EngineError(f"sensitive attribute {sa!r} not found in {out.label}")
+    rows = out.count_rows()
+    if rows == 0:
+        raise EngineError(f"{out.label} has no rows")
+
+    orig = orig_rows = None
+    if original is not None:
+        orig = open_source(original)
+        for c in qi:
+            if c not in orig.columns:
+                raise EngineError(f"column {c!r} not found in {orig.label}")
+        orig_rows = orig.count_rows()
+
+    result = VerifyResult(output=out.label, ok=True, rows=rows, qi=qi, key_columns=keys, k=k, classes=0,
+                          min_class_size=0, max_class_size=0, classes_below_k=0, rows_below_k=0,
+                          smallest_class={}, sa=sa, l=l, epsilon=epsilon)
+    counter = ClassCounter(keys + ([sa] if sa is not None else []), max(chunk_rows, 1 << 16))
+    later: list[tuple[str, bool, str]] = []  # checks against the original, listed after the class checks
+
+    if orig is None or orig_rows != rows:
+        for _, frame in out.iter_frames(keys + ([sa] if sa is not None else []), chunk_rows):
+            counter.add(frame)
+    if orig is not None:
+        result.original, result.original_rows = orig.label, orig_rows
+        qi_set, orig_set = set(qi), set(orig.columns)
+        others = [c for c in orig.columns if c not in qi_set]
+        present = [c for c in others if c in set(out.columns)]
+        missing = [c for c in others if c not in set(out.columns)]
+        in_release = [c for c in out.columns if c in set(others)]
+        result.extra_columns = [c for c in out.columns if c not in set(keys) and c not in orig_set]
+        result.columns_compared = present
+        detail = []
+        if missing:
+            detail.append(f"missing from the release: {', '.join(missing)}")
+        if in_release != present:
+            detail.append(f"order changed: {', '.join(in_release)} (original: {', '.join(present)})")
+        later.append(("row count", orig_rows == rows,
+                      f"{rows:,} rows, as the original" if orig_rows == rows
+                      else f"the release has {rows:,} rows, the original {orig_rows:,}"))
+        if orig_rows != rows:
+            detail.append("values not compared (row counts differ)")
+            later.append(("other columns", False, "; ".join(detail)))
+        else:
+            for c in qi:
+                if pub[c] != (c,):
+                    result.information_loss_skipped[c] = "published as a range"
+                elif not is_numeric(out.schema[c]):
+                    result.information_loss_skipped[c] = f"not numeric in the release ({out.schema[c]})"
+                elif not is_numeric(orig.schema[c]):
+                    result.information_loss_skipped[c] = f"not numeric in the original ({orig.schema[c]})"
+            il_cols = [c for c in qi if c not in result.information_loss_skipped]
+            moments = ScaledMoments(len(il_cols)) if il_cols else None
+            changed: dict[str, int] = {}
+            bad_il: dict[str, int] = {}
+            out_cols = list(dict.fromkeys(keys + ([sa] if sa is not None else []) + present))
+            orig_cols = present + il_cols or [qi[0]]
+            for offset, f_out, f_orig in aligned_frames(out, orig, out_cols, orig_cols, chunk_rows):
+                counter.add(f_out)
+                for c in present:
+                    if c not in changed:
+                        at = _first_difference(f_out.get_column(c), f_orig.get_column(c))
+                        if at >= 0:
+                            changed[c] = offset + at
+                if moments is not None and not bad_il:
+                    X = np.column_stack([f_orig.get_column(c).cast(pl.Float64).to_numpy() for c in il_cols])
+                    Y = np.column_stack([f_out.get_column(c).cast(pl.Float64).to_numpy() for c in il_cols])
+                    fin = np.isfinite(X) & np.isfinite(Y)
+                    if not fin.all():
+                        i, j = np.argwhere(~fin)[0]
+                        bad_il[il_cols[j]] = offset + int(i)
+                        continue
+                    moments.add(X, Y)
+            for c, at in bad_il.items():
+                result.information_loss_skipped[c] = f"missing or non-finite value at row {at + 1}"
+            if moments is not None and not bad_il:
+                keep = moments.min < moments.max
+                per = np.where(keep, 100.0 * moments.sse / np.where(moments.m2 > 0, moments.m2, 1.0), 0.0)
+                for j, c in enumerate(il_cols):
+                    if keep[j]:
+                        result.information_loss_by_column[c] = float(per[j])
+                    else:
+                        result.information_loss_skipped[c] = "constant in the original"
+                result.information_loss_percent = float(per[keep].mean()) if keep.any() else 0.0
+            result.columns_changed = [c for c in present if c in changed]
+            if result.columns_changed:
+                first = min(result.columns_changed, key=lambda c: changed[c])
+                detail.append(f"{len(result.columns_changed)} changed ({', '.join(result.columns_changed)}); "
+                              f"first: column {first!r} at row {changed[first] + 1}")
+            later.append(("other columns", not detail,
+                          "; ".join(detail) if detail else (f"{len(present)} unchanged, same order" if present
+                                                               else "none besides the QIs")))
+
+    merged = counter.finish()
+    if sa is None:
+        per_class = merged.rename({_COUNT: _SIZE})
+    else:
+        n = pl.col(_COUNT)
+        p = n / n.sum()
+        per_class = merged.group_by(keys).agg(n.sum().alias(_SIZE), pl.len().cast(pl.Int64).alias(_DISTINCT),
+                                              (-(p * p.log(2)).sum()).alias(_ENTROPY))
+    sizes = per_class.get_column(_SIZE)
+    result.classes = per_class.height
+    result.min_class_size = int(sizes.min())
+    result.max_class_size = int(sizes.max())
+    small = per_class.filter(pl.col(_SIZE) < k)
+    result.classes_below_k = small.height
+    result.rows_below_k = int(small.get_column(_SIZE).sum()) if small.height else 0
+    smallest = per_class.sort([_SIZE] + keys, nulls_last=True).row(0, named=True)
+    result.smallest_class = {c: smallest[c] for c in keys}
+    if result.classes_below_k:
+        detail = (f"{result.classes_below_k:,} of {result.classes:,} classes are smaller than k={k} "
+                  f"({result.rows_below_k:,} rows); smallest has {result.min_class_size} row"
+                  f"{'s' if result.min_class_size != 1 else ''}: {_describe(result.smallest_class)}")
+    else:
+        detail = f"{result.classes:,} classes of {result.min_class_size}..{result.max_class_size} rows (k={k})"
+    _check(result, "k-anonymity", result.classes_below_k == 0, detail)
+
+    if sa is not None:
+        result.min_distinct_sa = int(per_class.get_column(_DISTINCT).min())
+        result.min_entropy_bits = max(0.0, float(per_class.get_column(_ENTROPY).min()))
+        if l is not None:
+            bad = per_class.filter(pl.col(_DISTINCT) < l)
+            result.classes_below_l = bad.height
+            detail = (f"smallest number of distinct {sa!r} values in a class: {result.min_distinct_sa} (l={l})")
+            if bad.height:
+                worst = bad.sort([_DISTINCT] + keys, nulls_last=True).row(0, named=True)
+                detail += f"; {bad.height:,} classes below l, e.g. {_describe({c: worst[c] for c in keys})}"
+            _check(result, "l-diversity", bad.height == 0, detail)
+        else:
+            bad = per_class.filter(pl.col(_ENTROPY) < epsilon - ENTROPY_TOLERANCE)
+            result.classes_below_l = bad.height
+            detail = (f"lowest class entropy of {sa!r}: {result.min_entropy_bits:.4f} bits "
+                      f"(epsilon={epsilon:g})")
+            if bad.height:
+                worst = bad.sort([_ENTROPY] + keys, nulls_last=True).row(0, named=True)
+                detail += f"; {bad.height:,} classes below, e.g. {_describe({c: worst[c] for c in keys})}"
+            _check(result, "entropy l-diversity", bad.height == 0, detail)
+
+    for name, ok, detail in later:
+        _check(result, name, ok, detail)
+    result.ok = all(c["ok"] for c in result.checks)
+    result.wall_seconds = time.perf_counter() - t0
+    return result
