@@ -19,7 +19,7 @@ import numpy as np
 from .io.source import Source
 from .io.spill import BlockStore
 from .kernels.moments import standardize_serial
-from .kernels.partition import assign_leaves, counting_order
+from .kernels.partition import assign_leaves, counting_order, gather_records
 from .profile import Profile
 from .progress import Progress
 
@@ -104,7 +104,8 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
                 order = np.empty(h, np.int64)
             counting_order(leaf, plan.n_blocks, order[:h], start)
             # the chunk's records sorted by block once; each block gets a view
-            rec = store.records(ids[order[:h]], X[order[:h]])
+            rec = np.empty((h, 1 + X.shape[1]))
+            gather_records(X, offset, order[:h], rec)
             for b in np.flatnonzero(np.diff(start)):
                 store.append_records(int(b), rec[start[b]: start[b + 1]])
             bar.update(offset + h)

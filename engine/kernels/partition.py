@@ -55,3 +55,16 @@ def scatter_labels(row_ids, local, offset, out):
 def take_labels(row_ids, labels, out):
     for i in range(row_ids.shape[0]):
         out[i] = labels[row_ids[i]]
+
+
+@njit(cache=True, nogil=True)
+def gather_records(X, first_id, order, out):
+    """Spill records in block order: ``out[p] = [bits of row id, X[order[p]]]``, the row
+    id ``first_id + order[p]`` stored as int64 bits in a float64 slot."""
+    d = X.shape[1]
+    ids = out.view(np.int64)
+    for p in range(order.shape[0]):
+        i = order[p]
+        ids[p, 0] = first_id + i
+        for j in range(d):
+            out[p, 1 + j] = X[i, j]
