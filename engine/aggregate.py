@@ -41,18 +41,25 @@ def aggregate_block(Z: np.ndarray, method_code: int, k: int, gamma: float,
 
 
 def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, k: int, gamma: float,
-                     labels: np.ndarray, threads: int, progress: Progress | None = None, leaf: int = 0) -> int:
+                     labels: np.ndarray, threads: int, progress: Progress | None = None, leaf: int = 0,
+                     sums: tuple[np.ndarray, np.ndarray] | None = None) -> int:
     """Run the method on every unit of spilled blocks (``store.units``), ``threads`` at a time; write global
     group ids into ``labels`` (by row id) and return the number of groups.
 
     With ``leaf`` > 0 each unit is cut into leaves of at most ``leaf`` rows by
     median splits and the method runs on each leaf (``engine.kernels.leaf``).
 
+    With ``sums = (sx, cnt)`` (arrays of at least as many rows as groups), the
+    workers also add each group's values (divided by ``profile.scale``) and row
+    count there, in the block's row order: what ``stitch_blocks`` would compute,
+    without reading the blocks again.
+
     Blocks are stitched in block order whatever order they finish in, so group ids
     do not depend on the thread count. Workers call only serial (``nogil``) kernels.
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    from .kernels.groups import accumulate_group_sums
     from .kernels.leaf import aggregate_leaves
     from .kernels.partition import scatter_labels
     from .partition import standardized
@@ -60,9 +67,14 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
     def work(unit):
         ids, X = store.read_many(unit)
         Z = standardized(X, profile, cols)
-        del X
         local = aggregate_leaves(Z, method_code, k, gamma, leaf) if leaf else aggregate_block(Z, method_code, k, gamma)
-        return ids, local, int(local.max()) + 1
+        del Z
+        g = int(local.max()) + 1
+        part = None
+        if sums is not None:
+            part = (np.zeros((g, X.shape[1])), np.zeros(g, np.int64))
+            accumulate_group_sums(X / profile.scale, local, part[0], part[1])  # exact: powers of two
+        return ids, local, g, part
 
     next_id = 0
     done = 0
@@ -74,8 +86,11 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
                 while b < len(units) and len(pending) < threads + 1:
                     pending.append(pool.submit(work, units[b]))
                     b += 1
-                ids, local, g = pending.pop(0).result()
+                ids, local, g, part = pending.pop(0).result()
                 scatter_labels(ids, local, next_id, labels)
+                if part is not None:
+                    sums[0][next_id: next_id + g] = part[0]
+                    sums[1][next_id: next_id + g] = part[1]
                 next_id += g
                 done += ids.shape[0]
                 if progress is not None:

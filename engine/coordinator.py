@@ -21,7 +21,7 @@ from .aggregate import aggregate_block, aggregate_blocks
 from .budget import plan_budget
 from .config import RunConfig
 from .errors import EngineError
-from .io.sink import atomic_output, check_destination, output_format
+from .io.sink import atomic_output, check_destination, check_tmp_dir, output_format
 from .io.source import open_source
 from .io.spill import BlockStore
 from .kernels.groups import count_labels
@@ -32,7 +32,7 @@ from .refine import refine_partition
 from .report import PeakRSS, Report
 from .border import refine_borders
 from .partition import partition_pass, plan_blocks, sample_stride, standardized
-from .stitch import Groups, Stitcher, standardize, stitch_blocks
+from .stitch import Groups, Stitcher, groups_from_sums, standardize, stitch_blocks
 from .write import write_pass
 
 log = logging.getLogger("engine")
@@ -72,6 +72,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         if dest is not None:
             check_destination(dest, source.paths)
             fmt = output_format(dest)
+        check_tmp_dir(tmp_dir)
         rows = source.count_rows()
         if rows == 0:
             raise EngineError(f"{source.label} has no rows")
@@ -222,9 +223,12 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
     t = time.perf_counter()
     labels = np.empty(rows, np.int32) if not budget.labels_on_disk else \
         np.memmap(store.private_file("labels.i32", 4 * rows), dtype=np.int32, mode="r+", shape=(rows,))
+    # without refinement the workers also sum each group's values: no stitch pass over the blocks
+    sums = None if cfg.refine is not None else (np.zeros((rows // cfg.k, len(cfg.qi))), np.zeros(rows // cfg.k, np.int64))
     with Progress("aggregate", rows, cfg.progress) as bar:
         n_groups = aggregate_blocks(store, units, profile, cols, cfg.method_code, cfg.k,
-                                    cfg.effective_gamma, labels, threads, bar, leaf=cfg.effective_leaf_size)
+                                    cfg.effective_gamma, labels, threads, bar, leaf=cfg.effective_leaf_size,
+                                    sums=sums)
     passes["aggregate"] = time.perf_counter() - t
     release_memory()
     if cfg.refine is not None:
@@ -234,8 +238,12 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         passes["refine"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    with Progress("stitch", rows, cfg.progress) as bar:
-        groups = stitch_blocks(store, units, profile, labels, n_groups, bar)
+    if sums is None:
+        with Progress("stitch", rows, cfg.progress) as bar:
+            groups = stitch_blocks(store, units, profile, labels, n_groups, bar)
+    else:
+        groups = groups_from_sums(labels, sums[0][:n_groups], sums[1][:n_groups], profile)
+        del sums
     passes["stitch"] = time.perf_counter() - t
     sizes = [int(store.rows[u].sum()) for u in units]
     return groups, sizes

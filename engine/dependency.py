@@ -298,10 +298,15 @@ def plan_bins(
         if lo == hi:
             plans.append(BinPlan(c, "constant", 1, lo=lo, hi=hi))
             continue
+        if not math.isfinite((hi - lo) * max(float(n_q), 1.0)):  # e.g. -1e308 .. 1e308: codes would overflow
+            raise EngineError(f"column {c!r} spans {lo:g} .. {hi:g}: too wide to bin for the dependency "
+                              f"profile (its bin codes overflow a float); rescale the column")
         span = hi - lo + 1
         if t == "int" and width is None and span <= (bins if bins is not None else levels):
             plans.append(BinPlan(c, "value", int(span), lo=lo, hi=hi))
         elif width is not None:
+            if not math.isfinite((hi - lo) / width):
+                raise EngineError(f"width {width:g} is too small for column {c!r} ({lo:g} .. {hi:g})")
             plans.append(BinPlan(c, "width", int(math.floor((hi - lo) / width)) + 1, lo=lo, hi=hi, den=float(width)))
         elif binning == "quantile":
             q = np.asarray(row.get(f"q:{c}") or [], dtype=np.float64)

@@ -180,7 +180,7 @@ def encode_table(df: pl.DataFrame, qi, sa: str | None = None, kinds: dict | None
     Numeric dtypes are numeric QIs unless ``kinds`` says "categorical"; other
     dtypes (strings, categoricals, booleans) are categorical, coded in sorted
     order of their values. Raises EngineError (one line, naming the column and
-    row) for: an unknown or repeated column, an SA also listed as a QI, nulls in
+    row, counted from 1 as in the streaming passes) for: an unknown or repeated column, an SA also listed as a QI, nulls in
     a QI or the SA, NaN/infinite numeric QIs, an SA with a single distinct value.
     """
     if isinstance(df, pl.LazyFrame):
@@ -209,7 +209,7 @@ def encode_table(df: pl.DataFrame, qi, sa: str | None = None, kinds: dict | None
         s = df[c]
         if s.null_count():
             row = int(np.flatnonzero(s.is_null().to_numpy())[0])
-            raise EngineError(f"column {c!r}: null quasi-identifier at row {row}")
+            raise EngineError(f"column {c!r}: null quasi-identifier at row {row + 1} (rows counted from 1)")
         kind = kinds.get(c, "numeric" if s.dtype.is_numeric() else "categorical")
         if kind not in ("numeric", "categorical"):
             raise EngineError(f"column {c!r}: unknown kind {kind!r} (numeric or categorical)")
@@ -219,7 +219,8 @@ def encode_table(df: pl.DataFrame, qi, sa: str | None = None, kinds: dict | None
             x = s.cast(pl.Float64).to_numpy()
             bad = ~np.isfinite(x)
             if bad.any():
-                raise EngineError(f"column {c!r}: NaN or infinite value at row {int(np.flatnonzero(bad)[0])}")
+                raise EngineError(f"column {c!r}: NaN or infinite value at row {int(np.flatnonzero(bad)[0]) + 1} "
+                                  f"(rows counted from 1)")
             Q[:, j] = x
             cards.append(0)
             cats.append(None)
@@ -234,12 +235,13 @@ def encode_table(df: pl.DataFrame, qi, sa: str | None = None, kinds: dict | None
         s = df[sa]
         if s.null_count():
             row = int(np.flatnonzero(s.is_null().to_numpy())[0])
-            raise EngineError(f"column {sa!r}: null sensitive value at row {row}")
+            raise EngineError(f"column {sa!r}: null sensitive value at row {row + 1} (rows counted from 1)")
         if s.dtype.is_float():
             x = s.to_numpy()
             if not np.isfinite(x).all():
                 row = int(np.flatnonzero(~np.isfinite(x))[0])
-                raise EngineError(f"column {sa!r}: NaN or infinite sensitive value at row {row}")
+                raise EngineError(f"column {sa!r}: NaN or infinite sensitive value at row {row + 1} "
+                                  f"(rows counted from 1)")
         codes, labels = _codes(s)
         if len(labels) < 2:
             raise EngineError(f"column {sa!r}: the sensitive attribute has a single distinct value "

@@ -58,7 +58,8 @@ def check_columns(source: Source, qi: Sequence[str], numeric: bool = True) -> No
 def _power_of_two(absmax: np.ndarray) -> np.ndarray:
     out = np.ones_like(absmax)
     nz = absmax > 0
-    out[nz] = np.exp2(np.ceil(np.log2(absmax[nz])))
+    # a normal, finite power of two: 2^1024 is inf, and a subnormal scale breaks the division
+    out[nz] = np.exp2(np.clip(np.ceil(np.log2(absmax[nz])), -1022, 1023))
     return out
 
 
@@ -118,10 +119,13 @@ def profile_columns(source: Source, qi: Sequence[str], chunk_rows: int, progress
     n, s, q, mn, mx, shift, sample = _moment_pass(source, qi, chunk_rows, scale, total, progress, sample_stride)
     if n == 0:
         raise EngineError(f"{source.label} has no rows")
-    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(s))):
-        # values so large that their squares overflow: measure again in units of a
-        # power of two (exact, so the standardized values do not change otherwise)
-        scale = _power_of_two(np.maximum(np.abs(mn), np.abs(mx)))
+    absmax = np.maximum(np.abs(mn), np.abs(mx))
+    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(s))) or np.any(absmax > 2.0 ** 400) \
+            or np.any((absmax > 0) & (absmax < 2.0 ** -400)):
+        # values so large that their squares overflow, or so small that they underflow
+        # (1e-300: the column would look constant): measure again in units of a power
+        # of two (exact, so the standardized values do not change otherwise)
+        scale = _power_of_two(absmax)
         n, s, q, mn, mx, shift, sample = _moment_pass(source, qi, chunk_rows, scale, total, progress,
                                                       sample_stride)
     mean = shift + s / n

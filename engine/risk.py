@@ -62,7 +62,7 @@ from .kernels.risk import find_rows, nearest_all, score_rows
 from .verify import ClassCounter, ScaledMoments, aligned_frames, check_whole, is_numeric, parse_columns, \
     published_columns
 
-LEAF_SIZE = 16
+LEAF_SIZE = 32
 
 
 @dataclass

@@ -75,8 +75,9 @@ when a unit exceeds four blocks.
 **mnqia per block.** k applies per block (every unit has at least 2k rows). The
 1-D segmentation (the 95 % rule) is computed per unit. The LM-style IL of eqs.
 1-5 uses the *table's* attribute ranges (from the profile), computed from the
-per-class min / max; the MDAV-range baseline runs MDAV per unit on z-scores of
-the table's mean and sd (the coordinator's blocked MDAV), with the same loss.
+per-class min / max; the MDAV-range baseline runs exact MDAV per unit (on the
+unit's z-scores, as ``mdav_range_loss`` does in memory) and generalizes its groups
+to ranges, with the same loss and the same table ranges.
 
 **Numeric ranges** are carried as float64 (as in the spill files and the MDAV
 path) and cast back to the column's dtype: exact for integers up to 2**53.
@@ -91,6 +92,7 @@ import contextlib
 import json
 import logging
 import math
+import numbers
 import os
 import time
 from collections import deque
@@ -142,6 +144,10 @@ class SensitiveReport:
                 f"wall {self.wall_seconds:.2f} s  peak RSS {self.peak_rss_bytes / 2**20:.0f} MiB")
 
 
+def _whole(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and int(x) == x
+
+
 def _is_numeric(dtype) -> bool:
     return dtype.is_numeric() and dtype != pl.Boolean
 
@@ -177,14 +183,14 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
     if method == "maxent":
         if not sa:
             raise EngineError("method maxent needs a sensitive attribute: sa (--sa COL)")
-        if k is not None and (isinstance(k, bool) or int(k) != k or k < 1):
+        if k is not None and (not _whole(k) or k < 1):
             raise EngineError(f"k: must be a positive integer, got {k!r}")
     else:
         if k is None:
             raise EngineError("method mnqia needs k")
         if sa:
             raise EngineError("method mnqia takes no sa")
-        if isinstance(k, bool) or int(k) != k or k < 2:
+        if not _whole(k) or k < 2:
             raise EngineError(f"k: must be an integer >= 2, got {k!r}")
     t0 = time.perf_counter()
     passes: dict[str, float] = {}
@@ -279,9 +285,16 @@ def _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output):
                    "forced_single_class": bool(res.forced_single_class),
                    "entropy_hist": _plain(res.entropy_hist)}
     else:
-        for c in qi:
-            if df[c].null_count() or df[c].cast(pl.Float64).is_nan().any():
-                raise EngineError(f"column {c!r} has a missing value")
+        for c in qi:  # the messages of the streaming profile pass
+            x = df[c]
+            if x.null_count():
+                raise EngineError(f"column {c!r} has a missing value at row {int(x.is_null().arg_max()) + 1} "
+                                  f"(rows counted from 1)")
+            bad = ~np.isfinite(x.cast(pl.Float64).to_numpy())
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise EngineError(f"column {c!r} has a non-finite value ({x[i]}) at row {i + 1} "
+                                  f"(rows counted from 1)")
         X = np.ascontiguousarray(df.select(qi).cast(pl.Float64).to_numpy())
         res = mnqia_partition(X, k)
         labels, kinds = res.labels, None
@@ -469,12 +482,11 @@ def _class_stats(ids, Xnum, codes, local, g, words, sa=None, m=0) -> _Stats:
 
 def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, budget, threads, dest, fmt,
              tmp_dir, folder, cleanup, progress, passes):
-    from .aggregate import aggregate_block
+    from .coordinator import release_memory
     from .kernels.groups import count_labels
-    from .kernels.mdav import MDAV
     from .kernels.partition import scatter_labels
     from .maxent import ENTROPY_TOL, discernibility, entropy_histogram, maxent_partition
-    from .mnqia import mnqia_partition
+    from .mnqia import mdav_range_loss, mnqia_partition
     from .partition import partition_pass, plan_blocks, sample_stride, standardized
     from .profile import profile_columns
     from .progress import Progress
@@ -514,6 +526,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
     profile = profile_columns(enc, spill, chunk_rows, progress, rows=rows,
                               sample_stride=0 if forced else sample_stride(rows, budget.block_size))
     passes["profile"] = time.perf_counter() - t
+    release_memory()
     gmin = profile.min[:dn].copy()
     gmax = profile.max[:dn].copy()
     R = gmax - gmin
@@ -554,6 +567,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
 
         labels = np.empty(rows, np.int32) if not budget.labels_on_disk else \
             np.memmap(store.private_file("labels.i32", 4 * rows), dtype=np.int32, mode="r+", shape=(rows,))
+        labels[:] = -1  # a row no unit assigns stays -1 and fails the recount
         ranges = np.zeros((dn + dc, 2))
         ranges[:dn, 0], ranges[:dn, 1] = gmin, gmax
         ranges[dn:, 1] = np.maximum(np.array(cards, float) - 1, 0) if dc else 0
@@ -573,12 +587,11 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
                                        qi_kinds=kinds, cardinalities=cardl, qi_names=num + cat, sa_name=sa,
                                        ranges=ranges)
                 st = _class_stats(ids, Xnum, codes, res.labels, res.n_classes, words, sac, m)
-                st.extra = {"merges": res.merges, "ncp": res.ncp, "forced": res.forced_single_class}
+                st.extra = {"merges": res.merges, "forced": res.forced_single_class}
             else:
                 res = mnqia_partition(Xnum, k)
                 st = _class_stats(ids, Xnum, codes, res.labels, res.n_groups, words)
-                Z = standardized(Xnum, profile, np.arange(dn))
-                base = aggregate_block(Z, MDAV, int(k), 0.0)
+                base = mdav_range_loss(Xnum, k)[2]  # MDAV on the unit's z-scores, as in memory
                 gb = int(base.max()) + 1
                 bst = _class_stats(ids, Xnum, codes, base, gb, [])
                 st.extra = {"relaxed": res.relaxed_picks, "leftovers": res.leftovers,
@@ -598,6 +611,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
                 stats.append(st)
                 bar.update(done)
         passes[method] = time.perf_counter() - t
+        release_memory()
         if method == "maxent":
             metrics["merges"] = int(sum(s.extra["merges"] for s in stats))
             metrics["units_forced_single_class"] = int(sum(bool(s.extra["forced"]) for s in stats))
@@ -608,8 +622,8 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
     sums = np.concatenate([s.sums for s in stats])
     masks = [np.concatenate([s.masks[j] for s in stats]) for j in range(dc)]
     # independent recount before anything is written
-    recount = count_labels(labels, G)
-    if (labels < 0).any() or not np.array_equal(recount, size) or int(size.sum()) != rows:
+    if (labels < 0).any() or (labels >= G).any() or not np.array_equal(count_labels(labels, G), size) \
+            or int(size.sum()) != rows:
         raise EngineError("internal check failed: a row was not assigned to exactly one class")
     if method == "maxent":
         sacnt = np.concatenate([s.sacnt for s in stats])

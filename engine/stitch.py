@@ -86,6 +86,12 @@ def stitch_blocks(store, units, profile: Profile, labels: np.ndarray, n_groups: 
         done += ids.shape[0]
         if progress is not None:
             progress.update(done)
+    return groups_from_sums(labels, sx, cnt, profile)
+
+
+def groups_from_sums(labels: np.ndarray, sx: np.ndarray, cnt: np.ndarray, profile: Profile) -> Groups:
+    """Groups from per-group sums of ``X / scale`` and counts; empty ids are compacted
+    away (in place in ``labels``), keeping their order."""
     keep = cnt > 0
     if not keep.all():
         new_id = np.cumsum(keep) - 1

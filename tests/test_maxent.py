@@ -210,7 +210,7 @@ def test_bad_input():
                        "s1": ["u", "u", "u", "u"], "sn": ["u", None, "v", "u"], "s": ["u", "v", "u", "v"]})
     cases = [
         (lambda: encode_table(df, ["x"], "s1"), "single distinct value"),
-        (lambda: encode_table(df, ["x"], "sn"), "null sensitive value at row 1"),
+        (lambda: encode_table(df, ["x"], "sn"), "null sensitive value at row 2 (rows counted from 1)"),
         (lambda: encode_table(df, ["x", "s"], "s"), "also listed as a quasi-identifier"),
         (lambda: encode_table(df, ["x", "x"], "s"), "listed twice"),
         (lambda: encode_table(df, ["nope"], "s"), "'nope'"),

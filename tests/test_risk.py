@@ -106,7 +106,9 @@ def test_extreme_values(tmp_path):
     M = np.array([[1e300, 1.5], [-1e300, 1.5], [1e300, 3.5], [-1e300, 3.5]])
     o, m, names = _files(tmp_path, X, M)
     r = disclosure_risk(o, m, names)
-    assert r.dbrl == pytest.approx(0.5) and r.interval_disclosure == 0.0
+    assert r.dbrl == 1.0 and r.interval_disclosure == 0.0  # each masked row is nearest its own original
+    unit = np.array([2.0 ** 996, 1.0])  # the reference would overflow without it
+    assert r.dbrl == ref.dbrl(X / unit, M / unit)
 
 
 def test_range_release_uses_midpoints(tmp_path):
@@ -199,3 +201,14 @@ def test_api_risk(tmp_path):
     assert engine.anonymize(src, tmp_path / "o.parquet", qi=qi, k=4).risk is None
     with pytest.raises(EngineError):
         engine.disclosure_risk(src, tmp_path / "o.parquet", qi, p=float("nan"))
+
+
+def test_anonymize_range_method_with_risk(tmp_path):
+    rng = np.random.default_rng(5)
+    frame = pl.DataFrame({"x": rng.normal(size=40), "y": rng.integers(0, 9, 40), "t": ["a"] * 40})
+    src, out, rep = tmp_path / "in.csv", tmp_path / "out.parquet", tmp_path / "rep.json"
+    frame.write_csv(src)
+    assert main(["anonymize", str(src), str(out), "--qi", "x,y", "--method", "mnqia", "--k", "4", "--risk",
+                 "--report", str(rep), "--quiet"]) == 0
+    risk = json.loads(rep.read_text())["metrics"]["risk"]
+    assert risk["range_qis"] == ["x", "y"] and 0 <= risk["dbrl"] <= 0.25 + 1e-12

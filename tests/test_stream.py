@@ -107,7 +107,7 @@ def test_spill_folder_removed_on_success_and_error(census_dir, tmp_path, monkeyp
     def boom(*a, **kw):
         raise EngineError("simulated failure in the stitch pass")
 
-    monkeypatch.setattr(co, "stitch_blocks", boom)
+    monkeypatch.setattr(co, "groups_from_sums", boom)
     out2 = tmp_path / "out2.parquet"
     with pytest.raises(EngineError, match="simulated"):
         engine.anonymize(str(census_dir), out2, qi=QI, k=4, block_size=4_000, tmp_dir=tmp_path)

@@ -18,7 +18,7 @@ import polars as pl
 from ..errors import EngineError
 from .tempfiles import TMP_SUFFIX, clean_stale, io_errno, os_reason, private_file
 
-__all__ = ["TMP_SUFFIX", "atomic_output", "check_destination", "output_format", "write_frame"]
+__all__ = ["TMP_SUFFIX", "atomic_output", "check_destination", "check_tmp_dir", "output_format", "write_frame"]
 
 
 def output_format(dest: str | os.PathLike) -> str:
@@ -48,6 +48,13 @@ def check_destination(dest: str | os.PathLike, inputs: Sequence[str] = ()) -> Pa
         if Path(src).resolve() == target:
             raise EngineError(f"output is the input file: {dest}")
     return path
+
+
+def check_tmp_dir(tmp_dir) -> None:
+    """``--tmp-dir`` must be an existing folder: checked before any work."""
+    if tmp_dir is not None and not Path(tmp_dir).is_dir():
+        what = "is not a folder" if Path(tmp_dir).exists() else "does not exist"
+        raise EngineError(f"temporary folder {what}: {tmp_dir}")
 
 
 def _umask() -> int:
@@ -92,12 +99,14 @@ def atomic_output(dest: str | os.PathLike, tmp_dir: str | os.PathLike | None = N
 
     The temporary file goes to ``tmp_dir`` only if that is on the same file system
     as ``dest`` (a rename cannot cross file systems), otherwise beside ``dest``.
-    Temporaries of dead runs in that folder are removed first (see ``tempfiles``).
+    Temporaries of dead runs in that folder and beside ``dest`` are removed first
+    (see ``tempfiles``).
     """
     path = Path(dest)
     parent = path.parent if str(path.parent) else Path(".")
     folder = Path(tmp_dir) if tmp_dir is not None and _same_device(Path(tmp_dir), parent) else parent
-    clean_stale(folder)
+    for where in {folder, parent}:  # a killed run may have used either
+        clean_stale(where)
     tmp = private_file(folder, path.name)
     try:
         try:

@@ -63,7 +63,9 @@ class BlockStore:
             for block in sorted(self._buf):
                 with open(self._file(block), "ab", opener=private_opener) as fh:
                     parts = self._buf[block]
-                    (np.concatenate(parts) if len(parts) > 1 else parts[0]).tofile(fh)
+                    rec = np.concatenate(parts) if len(parts) > 1 else np.ascontiguousarray(parts[0])
+                    # not ndarray.tofile: on a full disk it reports a short write without errno
+                    fh.write(memoryview(rec).cast("B"))
         except OSError as exc:
             raise EngineError(f"cannot write temporary data in {self.path}: {os_reason(exc)}") from None
         self._buf.clear()

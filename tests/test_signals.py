@@ -1,0 +1,127 @@
+"""SIGINT, SIGTERM and SIGKILL sent to a real ``microagg anonymize`` process.
+
+The run is a 500,000-row Parquet table cut into blocks of 20,000 rows (so it spills),
+started with ``--progress``: the signal is sent when the progress line names the
+pass, so each pass is hit deterministically (a pass shorter than the signal's
+delivery may end first; the test then still checks the outcome, and the run
+cannot have finished: the write pass is the last and it is long enough).
+"""
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from engine.io.tempfiles import HOST_TAG, SPILL_PREFIX, TMP_SUFFIX
+from engine.synth import NUMERIC_QI, census_like
+
+ROOT = Path(__file__).resolve().parents[1]
+QI_ARG = ",".join(NUMERIC_QI)
+ROWS = 500_000
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    d = tmp_path_factory.mktemp("signals-in")
+    path = d / "in.parquet"
+    census_like(ROWS, seed=3).write_parquet(path, row_group_size=50_000)
+    return path
+
+
+def _start(src, out, tmp_dir, *extra):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "engine", "anonymize", str(src), str(out), "--qi", QI_ARG,
+                             "--k", "5", "--block-size", "20000", "--chunk-rows", "50000", "--tmp-dir",
+                             str(tmp_dir), "--progress", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+
+
+def _wait_for_pass(proc, name, timeout=120.0):
+    """Read the child's stderr until its progress line names the pass ``name``."""
+    want = f"\r{name:<10} [".encode()
+    buf = b""
+    fd = proc.stderr.fileno()
+    deadline = time.monotonic() + timeout
+    while want not in buf:
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"pass {name!r} not seen in {timeout} s: {buf[-500:]!r}")
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                pytest.fail(f"the run ended before pass {name!r}: {buf[-2000:]!r}")
+            buf += chunk
+    return buf
+
+
+def _ours(*folders):
+    return sorted(p.name for f in folders for p in Path(f).iterdir() if "microagg" in p.name)
+
+
+PASSES = ["profile", "partition", "aggregate", "stitch", "write"]
+
+
+@pytest.mark.parametrize("sig,code,passes", [
+    (signal.SIGTERM, 143, PASSES),
+    (signal.SIGINT, 130, ["partition", "write"]),
+], ids=["SIGTERM", "SIGINT"])
+def test_signal_at_each_pass_leaves_nothing(big, tmp_path, sig, code, passes):
+    before = (os.stat(big).st_mtime_ns, os.stat(big).st_size)
+    for name in passes:
+        out_dir, tmp_dir = tmp_path / f"out-{name}", tmp_path / f"tmp-{name}"
+        out_dir.mkdir()
+        tmp_dir.mkdir()
+        out = out_dir / "out.parquet"
+        proc = _start(big, out, tmp_dir)
+        _wait_for_pass(proc, name)
+        if name in ("partition", "aggregate", "stitch"):  # the spill folder exists now
+            assert [n for n in _ours(tmp_dir) if n.startswith(SPILL_PREFIX)], name
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        latency = time.monotonic() - sent
+        err = err.decode()
+        assert proc.returncode == code, (name, proc.returncode, err[-1000:])
+        assert "no partial output left" in err.splitlines()[-1], err[-500:]
+        assert "Traceback" not in err
+        assert latency < 10, f"{name}: {latency:.1f} s from the signal to the exit"
+        assert not out.exists(), name
+        assert os.listdir(out_dir) == [] and os.listdir(tmp_dir) == [], (name, _ours(out_dir, tmp_dir))
+    assert (os.stat(big).st_mtime_ns, os.stat(big).st_size) == before
+
+
+def test_sigkill_leaves_nothing_at_output_and_the_next_run_cleans_up(big, tmp_path):
+    out_dir, tmp_dir = tmp_path / "out", tmp_path / "tmp"
+    out_dir.mkdir()
+    tmp_dir.mkdir()
+    out = out_dir / "out.parquet"
+    pids = []
+    for name in ("aggregate", "write"):  # a spill folder, then also the output's temporary file
+        proc = _start(big, out, tmp_dir)
+        pids.append(proc.pid)
+        _wait_for_pass(proc, name)
+        proc.kill()
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        assert not out.exists()
+        stale = _ours(out_dir, tmp_dir)
+        # the killed run's spill folder stays; the second run removed the first run's
+        assert [n for n in stale if n.startswith(SPILL_PREFIX)] == \
+            [n for n in stale if n.startswith(f"{SPILL_PREFIX}{proc.pid}.{HOST_TAG}-")] != [], stale
+    assert any(n.startswith(f".out.parquet.{pids[1]}.{HOST_TAG}-") and n.endswith(TMP_SUFFIX) for n in stale), stale
+    # the next run (a small table, same folders) removes the dead runs' temporaries and succeeds
+    small = tmp_path / "small.parquet"
+    census_like(30_000, seed=4).write_parquet(small)
+    proc = subprocess.run([sys.executable, "-m", "engine", "anonymize", str(small), str(out), "--qi", QI_ARG,
+                           "--k", "5", "--block-size", "20000", "--tmp-dir", str(tmp_dir), "--quiet"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert pl.read_parquet(out).height == 30_000
+    assert os.listdir(out_dir) == ["out.parquet"] and os.listdir(tmp_dir) == []
