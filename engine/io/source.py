@@ -75,7 +75,7 @@ class Source:
         schema = self.schema
         for f in self.paths:
             pf = pq.ParquetFile(f)
-            for batch in pf.iter_batches(batch_size=chunk_rows, columns=columns, use_threads=False):
+            for batch in pf.iter_batches(batch_size=chunk_rows, columns=columns, use_threads=True):
                 frame = pl.from_arrow(batch)
                 if frame.schema != (sub := pl.Schema({c: schema[c] for c in frame.columns})):
                     frame = frame.cast(dict(sub))
