@@ -86,14 +86,14 @@ def main() -> None:
     os.environ.setdefault("NUMBA_CACHE_DIR", str(HERE.parent / "build" / "numba-cache"))
     (HERE / "data").mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="bench_sensitive_", dir=HERE / "data"))
-    sizes = [int(x) for x in args.sizes.split(",")]
+    sizes = [int(x) for x in args.sizes.split(",") if x]  # --sizes "": the baseline only
     methods = args.methods.split(",")
     for n in sorted(set(sizes + ([args.baseline_rows] if args.baseline_rows else []))):
         data = HERE / "data" / f"census_{n}"
         if not data.exists():
             make(data, n)
     # warm the kernel cache (compilation is not measured)
-    warm = HERE / "data" / f"census_{sizes[0]}"
+    warm = HERE / "data" / f"census_{(sizes or [args.baseline_rows])[0]}"
     for method in methods:
         run(warm, work, method, ["--epsilon", "1.0", "--block-size", "5000"] if method == "maxent"
             else ["--block-size", "5000"])

@@ -33,7 +33,8 @@ def _add_bin_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_method_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--k", type=int, default=3, help="minimum group size (default 3)")
+    p.add_argument("--k", type=int, default=None,
+                   help="minimum group size (default 3; maxent: none unless given)")
     p.add_argument("--method", choices=METHODS + ("maxent", "mnqia"), default="mdav",
                    help="microaggregation method (default mdav); maxent / mnqia generalize to ranges")
     p.add_argument("--sa", default=None, help="sensitive attribute for --method maxent")
@@ -197,7 +198,7 @@ def _cmd_profile(args) -> int:
 
 def _settings(args, qi) -> RunConfig:
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
-    return RunConfig.make(qi=qi, k=args.k, method=args.method, gamma=args.gamma,
+    return RunConfig.make(qi=qi, k=3 if args.k is None else args.k, method=args.method, gamma=args.gamma,
                           group_column=getattr(args, "group_column", None), threads=args.threads,
                           chunk_rows=args.chunk_rows, progress=progress, memory_limit=args.memory_limit,
                           block_size=args.block_size, leaf_size=args.leaf_size, refine=args.refine, refine_rounds=args.refine_rounds,
@@ -223,7 +224,7 @@ def _cmd_anonymize(args) -> int:
     if args.method in ("maxent", "mnqia"):
         from .sensitive import anonymize_sensitive
 
-        k = args.k if (args.method == "mnqia" or "--k" in sys.argv) else None
+        k = 3 if (args.k is None and args.method == "mnqia") else args.k
         _, _, rep = anonymize_sensitive(args.input, args.output, args.qi, args.method, sa=args.sa, k=k,
                                         epsilon=args.epsilon, seed=args.seed, numeric_output=args.numeric_output,
                                         tmp_dir=args.tmp_dir, block_size=args.block_size,

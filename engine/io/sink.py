@@ -105,8 +105,8 @@ def atomic_output(dest: str | os.PathLike, tmp_dir: str | os.PathLike | None = N
     path = Path(dest)
     parent = path.parent if str(path.parent) else Path(".")
     folder = Path(tmp_dir) if tmp_dir is not None and _same_device(Path(tmp_dir), parent) else parent
-    for where in {folder, parent}:  # a killed run may have used either
-        clean_stale(where)
+    for used in {folder, parent}:  # a killed run may have used either
+        clean_stale(used)
     tmp = private_file(folder, path.name)
     try:
         try:
