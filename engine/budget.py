@@ -54,7 +54,9 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int) -
         raise EngineError(f"memory limit {_mib(limit)} is too small for {rows:,} rows: the process already "
                           f"uses {_mib(fixed)} and the group table needs {_mib(need)}; raise --memory-limit")
     # half of what is left for chunks, half for blocks
-    chunk = max(1_000, min(chunk, int(left / 2 / (48 * max(columns, 1)))))
+    # per chunk cell: the write pass holds the read frame, its float copy, the published
+    # frame, its Arrow form and up to two more in the background writer (about 24 x 8 bytes)
+    chunk = max(1_000, min(chunk, int(left / 2 / (192 * max(columns, 1)))))
     per_row = 8 * (5 * d + 6)
     fit = int(left / 2 / (per_row * (threads + 1)))
     if cfg.block_size is None:

@@ -50,7 +50,7 @@ class _Writer:
         table = frame.to_arrow(compat_level=pl.CompatLevel.newest())  # no string copies
         if self._pq is None:
             self._pq = pq.ParquetWriter(self.path, table.schema, compression="zstd")
-            self._queue = queue.Queue(maxsize=2)
+            self._queue = queue.Queue(maxsize=1)
             self._thread = threading.Thread(target=self._write_loop, name="microagg-writer", daemon=True)
             self._thread.start()
         self._queue.put(table)
