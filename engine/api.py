@@ -86,10 +86,11 @@ def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: st
 def anonymize(source, sink, qi: Sequence[str], k: int, method: str = "mdav", gamma: float | None = None, *,
               group_column: str | None = None, threads: int | None = None, chunk_rows: int = 100_000,
               progress: bool = False, tmp_dir=None, memory_limit=None, block_size: int | None = None,
-              leaf_size: int | None = None, refine: str | None = None, refine_rounds: int | None = None, refine_seconds: float | None = None,
-              seed: int = 0, select: str | None = None, select_count: int | None = None,
-              select_measure: str | None = None, width: float | None = None, bins: int | None = None,
-              risk: bool = False):
+              leaf_size: int | None = None, refine: str | None = None, refine_rounds: int | None = None,
+              refine_seconds: float | None = None, seed: int = 0, select: str | None = None,
+              select_count: int | None = None, select_measure: str | None = None, width: float | None = None,
+              bins: int | None = None, risk: bool = False, sa: str | None = None, epsilon: float | None = None,
+              numeric_output: str = "range"):
     """Anonymize ``source`` into the file ``sink`` (.csv or .parquet) and return the report.
 
     Streams: ``source`` (a path, glob, folder of Parquet files, or a Polars
@@ -103,7 +104,19 @@ def anonymize(source, sink, qi: Sequence[str], k: int, method: str = "mdav", gam
     With ``risk``, the finished output is compared with ``source`` and the
     disclosure risk (``engine.risk``: DBRL, interval disclosure) goes into
     ``report.risk``.
+
+    ``method="maxent"`` (with ``sa``, optional ``epsilon``; ``k`` may be None) and
+    ``method="mnqia"`` publish generalized ranges instead (``numeric_output``
+    "range" or "mean"); they run block by block above ``block_size`` rows and
+    return their own report (``engine.sensitive.SensitiveReport``).
     """
+    if method in ("maxent", "mnqia"):
+        from .sensitive import anonymize_sensitive
+
+        return anonymize_sensitive(source, str(sink), qi, method, sa=sa, k=k, epsilon=epsilon, seed=seed,
+                                   numeric_output=numeric_output, tmp_dir=tmp_dir, block_size=block_size,
+                                   memory_limit=memory_limit, chunk_rows=chunk_rows, threads=threads,
+                                   progress=progress)[2]
     cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
                          threads=threads, chunk_rows=chunk_rows, progress=progress, memory_limit=memory_limit,
                          block_size=block_size, leaf_size=leaf_size, refine=refine, refine_rounds=refine_rounds,

@@ -61,3 +61,15 @@ def test_bad_input_one_line_nothing_written(adult_small, tmp_path, args, message
     proc = _run(adult_small, out, *args)
     assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1
     assert not out.exists()
+
+
+def test_public_api_dispatches_sensitive_methods(tmp_path):
+    import polars as pl
+
+    import engine
+
+    out = tmp_path / "out.parquet"
+    rep = engine.anonymize(str(DATA / "adult.csv"), out, qi=["age", "hours_per_week"], k=4, method="mnqia")
+    table = pl.read_parquet(out)
+    assert {"age_min", "age_max", "hours_per_week_min", "hours_per_week_max"} <= set(table.columns)
+    assert rep.method == "mnqia" and rep.min_class_size >= 4 and rep.rows == table.height
