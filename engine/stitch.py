@@ -91,11 +91,13 @@ def stitch_blocks(store, units, profile: Profile, labels: np.ndarray, n_groups: 
 
 def groups_from_sums(labels: np.ndarray, sx: np.ndarray, cnt: np.ndarray, profile: Profile) -> Groups:
     """Groups from per-group sums of ``X / scale`` and counts; empty ids are compacted
-    away (in place in ``labels``), keeping their order."""
+    away (in place in ``labels``), keeping their order. ``sx`` is consumed: the
+    centroids are computed in place (fresh pages are slow to fault in)."""
     keep = cnt > 0
     if not keep.all():
         new_id = np.cumsum(keep) - 1
         labels[:] = new_id[labels].astype(labels.dtype)
         sx, cnt = sx[keep], cnt[keep]
-    centroid = sx / cnt[:, None] * profile.scale
-    return Groups(labels, cnt, centroid)
+    sx /= cnt[:, None]
+    sx *= profile.scale
+    return Groups(labels, cnt, sx)
