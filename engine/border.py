@@ -21,7 +21,8 @@ from .partition import standardized
 from .refine import refine_partition
 
 
-def refine_borders(store, units, profile, cols, labels, n_groups: int, cfg, progress=None) -> dict:
+def refine_borders(store, units, profile, cols, labels, n_groups: int, cfg, progress=None) -> tuple[dict, int]:
+    """Refine in place; returns ``(stats, number of group ids now in use)``."""
     sizes = np.bincount(np.asarray(labels), minlength=n_groups).astype(np.int64)
     stats = {"mode": cfg.refine, "sse_before": 0.0, "sse_after": 0.0, "rounds": 0, "moves": 0, "windows": 0}
     if len(units) == 1:
@@ -50,9 +51,13 @@ def refine_borders(store, units, profile, cols, labels, n_groups: int, cfg, prog
                                    budget_seconds=None if cfg.refine_seconds is None
                                    else cfg.refine_seconds / len(windows), seed=cfg.seed)
             new = res.labels
-            # the refined window may use fewer groups (ids renumbered by first appearance)
-            if new.max() + 1 > gid.shape[0]:
-                raise RuntimeError("refinement created more groups than it was given")
+            # the refined window may use fewer groups (ids renumbered by first appearance), or
+            # more (a window of groups re-cut into more groups of k..2k-1): new ids at the end
+            extra = int(new.max()) + 1 - gid.shape[0]
+            if extra > 0:
+                gid = np.concatenate([gid, np.arange(n_groups, n_groups + extra, dtype=gid.dtype)])
+                sizes = np.concatenate([sizes, np.zeros(extra, sizes.dtype)])
+                n_groups += extra
             glob = gid[new]
             labels[ids[sel]] = glob.astype(labels.dtype)
             sizes[gid] = 0
@@ -65,4 +70,4 @@ def refine_borders(store, units, profile, cols, labels, n_groups: int, cfg, prog
         done += ids.shape[0]
         if progress is not None:
             progress.update(min(done, profile.rows))
-    return stats
+    return stats, n_groups

@@ -234,7 +234,8 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
     if cfg.refine is not None:
         t = time.perf_counter()
         with Progress("refine", rows, cfg.progress) as bar:
-            refined.update(refine_borders(store, units, profile, cols, labels, n_groups, cfg, bar))
+            stats, n_groups = refine_borders(store, units, profile, cols, labels, n_groups, cfg, bar)
+            refined.update(stats)
         passes["refine"] = time.perf_counter() - t
 
     t = time.perf_counter()

@@ -350,3 +350,29 @@ def test_bad_arguments(kwargs, word):
     args.update(kwargs)
     with pytest.raises(EngineError, match=word):
         refine_partition(**args)
+
+
+def test_border_refinement_may_create_groups(monkeypatch):
+    """A window's refinement can re-cut its groups into more groups: they get new global
+    ids (this once raised "refinement created more groups than it was given")."""
+    import engine
+    import engine.border as border
+    from engine.cli import DEMO_QI
+    from engine.synth import census_like
+
+    real = border.refine_partition
+    grew = []
+
+    def spy(Z, labels, *a, **kw):
+        res = real(Z, labels, *a, **kw)
+        grew.append(int(res.labels.max()) > int(labels.max()))
+        return res
+
+    monkeypatch.setattr(border, "refine_partition", spy)
+    df = census_like(12_000, seed=1)
+    res = engine.microaggregate(df, qi=list(DEMO_QI), k=5, block_size=3_000, refine="local")
+    assert any(grew)  # the case this test is about happened
+    sizes = np.bincount(res.labels)
+    assert sizes.min() >= 5 and sizes.max() <= 9 and sizes.sum() == 12_000
+    counts = res.table.group_by(list(DEMO_QI)).len()["len"]
+    assert counts.min() >= 5
