@@ -32,19 +32,18 @@ class ClassCounter:
 
     def _alloc(self, bits: int) -> None:
         self.bits = bits
-        self.keys = np.zeros(1 << bits, np.uint64)
-        self.counts = np.zeros(1 << bits, np.int64)
+        self.table = np.zeros((1 << bits, 2), np.uint64)  # (key, count) per slot
         self.used = 0
 
     def _insert(self, keys: np.ndarray, counts: np.ndarray) -> None:
         i = 0
         while True:
-            i, self.used = count_keys(keys, counts, i, self.keys, self.counts, self.used,
-                                      int(0.7 * self.keys.shape[0]), self.bits)
+            i, self.used = count_keys(keys, counts, i, self.table, self.used,
+                                      int(0.7 * self.table.shape[0]), self.bits)
             if i >= keys.shape[0]:
                 return
-            full = self.counts > 0  # more classes than expected: grow, re-insert
-            old_keys, old_counts = self.keys[full], self.counts[full]
+            full = self.table[:, 1] > 0  # more classes than expected: grow, re-insert
+            old_keys, old_counts = self.table[full, 0], self.table[full, 1].astype(np.int64)
             self._alloc(self.bits + 1)
             self._insert(old_keys, old_counts)
 
@@ -62,7 +61,8 @@ class ClassCounter:
         if self.rows != rows:
             raise VerificationError(f"verification failed: {self.rows:,} rows were written, "
                                     f"but the input has {rows:,}")
-        c = self.counts[self.counts > 0]
+        counts = self.table[:, 1].astype(np.int64)
+        c = counts[counts > 0]
         smallest = int(c.min()) if c.size else 0
         if k is not None and c.size and smallest < k:
             small = int((c < k).sum())

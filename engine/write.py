@@ -13,9 +13,11 @@ import threading
 import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
+from polars.io.plugins import register_io_source
 
 from .errors import EngineError, VerificationError
-from .io.source import Source, frame_to_array
+from .io.source import Source, _first_line, frame_to_array
+from .io.tempfiles import io_errno
 from .selfcheck import ClassCounter
 from .kernels.groups import publish_rows
 from .progress import Progress
@@ -24,19 +26,32 @@ from .stitch import Groups
 
 
 ROW_GROUP_ROWS = 65_536
+_CANCEL = object()  # queued by abort(): the sink's source raises _Cancelled
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def sink_parquet(lf: pl.LazyFrame, path: str) -> None:
+    """The Parquet encoding of every output (no statistics, as the in-memory path)."""
+    lf.sink_parquet(path, compression="zstd", statistics=False, row_group_size=ROW_GROUP_ROWS)
 
 
 class _Writer:
-    """Appends frames to the output. Parquet row groups hold exactly ``ROW_GROUP_ROWS``
-    rows (the last fewer), whatever the chunking, so the file's bytes do not depend
-    on the chunk size."""
+    """Appends frames to the output.
+
+    Parquet goes through Polars' streaming sink, which encodes and compresses
+    columns on its own threads: a worker thread runs ``sink_parquet`` on a source
+    that takes frames from a queue (at most one waiting), so the main thread keeps
+    reading, gathering and counting chunks meanwhile, and stays responsive to
+    signals. Row groups hold exactly ``ROW_GROUP_ROWS`` rows (the last fewer)
+    whatever the chunking, so the file's bytes do not depend on the chunk size.
+    """
 
     def __init__(self, path: str | None, fmt: str):
         self.path, self.fmt = path, fmt
         self.frames: list[pl.DataFrame] = []
-        self._pending: list[pl.DataFrame] = []
-        self._pending_rows = 0
-        self._pq = None
         self._fh = None
         self._first = True
         self._thread = None
@@ -44,59 +59,68 @@ class _Writer:
         self._error: BaseException | None = None
 
     def _write_parquet(self, frame: pl.DataFrame) -> None:
-        # compression and writing run on a background thread (pyarrow releases the
-        # GIL), overlapping the next chunk's read and gather; order is kept
         self._check_thread()
-        table = frame.to_arrow(compat_level=pl.CompatLevel.newest())  # no string copies
-        if self._pq is None:
-            self._pq = pq.ParquetWriter(self.path, table.schema, compression="zstd")
+        if self._thread is None:
             self._queue = queue.Queue(maxsize=1)
-            self._thread = threading.Thread(target=self._write_loop, name="microagg-writer", daemon=True)
+            schema = frame.schema
+            self._thread = threading.Thread(target=self._sink, args=(schema,), name="microagg-writer", daemon=True)
             self._thread.start()
-        self._queue.put(table)
-
-    def _write_loop(self) -> None:
-        while True:
-            table = self._queue.get()
-            if table is None:
+        while True:  # wait for room, but notice a failed sink
+            try:
+                self._queue.put(frame, timeout=0.1)
                 return
-            if self._error is None:
+            except queue.Full:
+                self._check_thread()
+                if not self._thread.is_alive():
+                    raise EngineError("cannot write the output: the writer stopped") from None
+
+    def _frames(self, with_columns, predicate, n_rows, batch_size):
+        while True:
+            frame = self._queue.get()
+            if frame is None:
+                return
+            if frame is _CANCEL:
+                raise _Cancelled()
+            yield frame if with_columns is None else frame.select(with_columns)
+
+    def _sink(self, schema) -> None:
+        try:
+            sink_parquet(register_io_source(self._frames, schema=schema), self.path)
+        except BaseException as exc:  # reported by the main thread
+            self._error = exc
+            while True:  # let a producer waiting on the queue go on
                 try:
-                    self._pq.write_table(table, row_group_size=ROW_GROUP_ROWS)
-                except BaseException as exc:  # reported by the main thread
-                    self._error = exc
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    break
 
     def _check_thread(self) -> None:
         if self._error is not None:
             exc, self._error = self._error, None
-            if isinstance(exc, OSError):
+            if isinstance(exc, _Cancelled):
+                return
+            if isinstance(exc, OSError) or io_errno(exc):
                 raise exc
-            raise EngineError(f"cannot write the output: {exc}") from None
+            raise EngineError(f"cannot write the output: {_first_line(exc)}") from None
 
-    def _join(self) -> None:
+    def _join(self, end) -> None:
         if self._thread is not None:
-            self._queue.put(None)
+            while self._thread.is_alive():
+                try:
+                    self._queue.put(end, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
             self._thread.join()
             self._thread = None
-
-    def _drain(self, final: bool) -> None:
-        if self._pending_rows < ROW_GROUP_ROWS and not (final and self._pending_rows):
-            return
-        whole = pl.concat(self._pending, rechunk=False) if len(self._pending) > 1 else self._pending[0]
-        cut = whole.height if final else whole.height - whole.height % ROW_GROUP_ROWS
-        self._write_parquet(whole.slice(0, cut))
-        rest = whole.slice(cut)
-        self._pending = [rest] if rest.height else []
-        self._pending_rows = rest.height
 
     def add(self, frame: pl.DataFrame) -> None:
         try:
             if self.path is None:
                 self.frames.append(frame)
             elif self.fmt == "parquet":
-                self._pending.append(frame)
-                self._pending_rows += frame.height
-                self._drain(False)
+                if frame.height:
+                    self._write_parquet(frame)
             else:
                 if self._fh is None:
                     self._fh = open(self.path, "wb")
@@ -107,12 +131,8 @@ class _Writer:
 
     def close(self) -> pl.DataFrame | None:
         try:
-            if self.path is not None and self.fmt == "parquet":
-                self._drain(True)
-            self._join()
+            self._join(None)
             self._check_thread()
-            if self._pq is not None:
-                self._pq.close()
             if self._fh is not None:
                 self._fh.flush()
                 self._fh.close()
@@ -124,15 +144,14 @@ class _Writer:
 
     def abort(self) -> None:
         try:
-            self._join()
+            self._join(_CANCEL)
         except BaseException:
             pass
-        for h in (self._pq, self._fh):
-            try:
-                if h is not None:
-                    h.close()
-            except Exception:
-                pass
+        try:
+            if self._fh is not None:
+                self._fh.close()
+        except Exception:
+            pass
 
 
 def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, groups: Groups,

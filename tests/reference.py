@@ -246,3 +246,22 @@ def interval_disclosure(X, M, p=0.05):
     sd = X.std(axis=0, ddof=1) if X.shape[0] > 1 else np.zeros(X.shape[1])
     inside = np.all(np.abs(X - M) <= p * sd, axis=1)
     return float(inside.mean())
+
+
+def publish(X, labels, centroid, scale, mean, sd):
+    """The write pass's gather and sums, row by row: (out, sse, sum z, sum z^2) per column."""
+    n, d = X.shape
+    out = np.empty((n, d))
+    sse, zs, zq = np.zeros(d), np.zeros(d), np.zeros(d)
+    for i in range(n):
+        for j in range(d):
+            v = centroid[labels[i], j]
+            out[i, j] = v
+            if sd[j] > 0.0:
+                inv = 1.0 / scale[j]
+                z = (X[i, j] * inv - mean[j]) / sd[j]
+                c = (v * inv - mean[j]) / sd[j]
+                sse[j] += (z - c) * (z - c)
+                zs[j] += z
+                zq[j] += z * z
+    return out, sse, zs, zq

@@ -75,21 +75,22 @@ def publish_rows(X, labels, centroid, scale, mean, sd, out, col_sse, col_sum, co
     the standardized published value (``(v / scale - mean) / sd``, 0 when sd = 0),
     ``col_sse[j] += (z - c)^2``, ``col_sum[j] += z``, ``col_sq[j] += z^2``, in row
     order, so the sums do not depend on the chunking.
+
+    Two loops: the gather alone (a small body, so the CPU overlaps many of its
+    cache misses into the centroid table), then the sums over contiguous rows.
     """
     n, d = X.shape
     for i in range(n):
         g = labels[i]
         for j in range(d):
-            v = centroid[g, j]
-            out[i, j] = v
-            if sd[j] > 0.0:
-                inv = 1.0 / scale[j]
-                z = (X[i, j] * inv - mean[j]) / sd[j]
-                c = (v * inv - mean[j]) / sd[j]
-            else:
-                z = 0.0
-                c = 0.0
-            t = z - c
-            col_sse[j] += t * t
-            col_sum[j] += z
-            col_sq[j] += z * z
+            out[i, j] = centroid[g, j]
+    inv = 1.0 / scale
+    for i in range(n):
+        for j in range(d):
+            if sd[j] > 0.0:  # else z = c = 0: nothing to add
+                z = (X[i, j] * inv[j] - mean[j]) / sd[j]
+                c = (out[i, j] * inv[j] - mean[j]) / sd[j]
+                t = z - c
+                col_sse[j] += t * t
+                col_sum[j] += z
+                col_sq[j] += z * z
