@@ -19,7 +19,7 @@ import numpy as np
 from .io.source import Source
 from .io.spill import BlockStore
 from .kernels.moments import standardize_serial
-from .kernels.partition import assign_leaves, counting_order, gather_records
+from .kernels.partition import assign_leaves, counting_order, gather_records, route_rows
 from .profile import Profile
 from .progress import Progress
 
@@ -39,6 +39,77 @@ class Plan:
         assign_leaves(Z, row_ids, self.dim, self.thr_value, self.thr_row, self.left, self.right,
                       self.leaf_of, out)
         return out
+
+    def raw_bounds(self, profile: Profile, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per node: the raw column it compares, and the raw values ``lo``, ``hi`` such
+        that for every value ``x`` of that column, with ``z(x)`` its standardized value
+        (``(x * (1 / scale) - mean) / sd``, 0 when sd = 0) and ``t`` the threshold:
+        ``z(x) < t`` iff ``x < lo``, and ``z(x) > t`` iff ``x > hi``.
+
+        ``z`` is non-decreasing in ``x`` (each rounded step is), so both sets are
+        intervals; ``lo`` (the least x with z(x) >= t) and ``hi`` (the greatest x
+        with z(x) <= t) are found by bisection over the doubles in order, for all
+        nodes at once, with the same arithmetic as the standardizing kernels."""
+        col = cols[self.dim]
+        inv = 1.0 / profile.scale[col]
+        mean, sd, t = profile.mean[col], profile.sd[col], self.thr_value
+        flat = sd == 0.0
+        sd1 = np.where(flat, 1.0, sd)
+
+        def z(x):
+            with np.errstate(over="ignore", invalid="ignore"):
+                return np.where(flat, 0.0, (x * inv - mean) / sd1)
+
+        def least(pred):  # least finite double x with pred(x) (pred monotone: False... True), else +inf
+            lo_k = np.full(t.shape, _key(-np.finfo(np.float64).max))
+            hi_k = np.full(t.shape, _key(np.finfo(np.float64).max))
+            ok = pred(_double(hi_k))
+            for _ in range(66):
+                mid = (lo_k >> 1) + (hi_k >> 1) + (lo_k & hi_k & 1)  # no overflow
+                up = pred(_double(mid))
+                hi_k = np.where(up, mid, hi_k)
+                lo_k = np.where(up, lo_k, mid)
+            first = np.where(pred(_double(lo_k)), lo_k, hi_k)
+            return np.where(ok, _double(first), np.inf)
+
+        lo = least(lambda x: z(x) >= t)
+        above = least(lambda x: z(x) > t)  # hi is the double just below it
+        hi = np.where(np.isinf(above), np.inf, np.nextafter(above, -np.inf))
+        return col.astype(np.int64), lo, hi
+
+    def _routing(self, bounds):
+        """The arrays of ``route_rows``: leaves become their own children; the depth."""
+        col, lo, hi = bounds
+        me = np.arange(self.dim.shape[0])
+        leaf = self.leaf_of >= 0
+        left = np.where(leaf, me, self.left)
+        right = np.where(leaf, me, self.right)
+        depth = np.zeros(me.shape[0], np.int64)
+        for node in range(me.shape[0]):  # children are numbered after their parent
+            if not leaf[node]:
+                depth[left[node]] = depth[right[node]] = depth[node] + 1
+        col = np.where(leaf, 0, col)
+        return col, lo, hi, left, right, int(depth.max())
+
+    def route(self, X: np.ndarray, first_id: int, bounds, out: np.ndarray) -> np.ndarray:
+        """Leaves of raw rows ``X`` (all QIs, original units) with ids ``first_id, first_id + 1, ...``
+        (``bounds`` from ``raw_bounds``): the same as ``assign(standardized(X, profile, cols), ids)``."""
+        out = out[:X.shape[0]]
+        col, lo, hi, left, right, depth = self._routing(bounds) if len(bounds) == 3 else bounds
+        route_rows(X, first_id, col, lo, hi, self.thr_row, left, right, self.leaf_of, depth, out)
+        return out
+
+
+def _key(x) -> np.ndarray:
+    """Doubles to int64 keys in the same order (-0.0 and 0.0 both 0)."""
+    b = np.asarray(x, np.float64).view(np.int64)
+    return np.where(b < 0, -(b & np.int64(0x7FFFFFFFFFFFFFFF)), b)
+
+
+def _double(k: np.ndarray) -> np.ndarray:
+    k = np.asarray(k, np.int64)
+    b = np.where(k < 0, (-k) | np.int64(-0x8000000000000000), k)
+    return b.view(np.float64)
 
 
 def sample_stride(rows: int, block_size: int) -> int:
@@ -94,19 +165,20 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
     """Route every row to its block and spill it (QI values in original units + row id)."""
     qi = list(profile.columns)
     order = np.empty(chunk_rows, np.int64)
+    leaf = np.empty(chunk_rows, np.int64)
     start = np.empty(plan.n_blocks + 1, np.int64)
+    bounds = plan._routing(plan.raw_bounds(profile, cols))
     with Progress("partition", profile.rows, progress) as bar:
         for offset, X in source.iter_arrays(qi, chunk_rows):
             h = X.shape[0]
-            ids = np.arange(offset, offset + h, dtype=np.int64)
-            leaf = plan.assign(standardized(X, profile, cols), ids)
             if order.shape[0] < h:
                 order = np.empty(h, np.int64)
-            counting_order(leaf, plan.n_blocks, order[:h], start)
+                leaf = np.empty(h, np.int64)
+            leaf_h = plan.route(X, offset, bounds, leaf)
+            counting_order(leaf_h, plan.n_blocks, order[:h], start)
             # the chunk's records sorted by block once; each block gets a view
-            rec = np.empty((h, 1 + X.shape[1]))
+            rec = store.buffer(h)
             gather_records(X, offset, order[:h], rec)
-            for b in np.flatnonzero(np.diff(start)):
-                store.append_records(int(b), rec[start[b]: start[b + 1]])
+            store.append_chunk(rec, start)
             bar.update(offset + h)
     store.flush()

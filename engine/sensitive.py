@@ -354,13 +354,13 @@ class _SAStore(BlockStore):
         self.sa_col = sa_col
         self.sa_counts = np.zeros((n_blocks, max(m, 1)), np.int64)
 
-    def append_records(self, block, rec):
+    def append_records(self, block, rec, **kw):
         # records: the row id's bits, then the spilled columns (``BlockStore.records``);
         # ``append`` goes through here too. The driver checks the counts add up.
         if self.sa_col is not None and rec.shape[0]:
             self.sa_counts[block] += np.bincount(rec[:, 1 + self.sa_col].astype(np.int64),
                                                  minlength=self.sa_counts.shape[1])
-        super().append_records(block, rec)
+        super().append_records(block, rec, **kw)
 
 
 def _dictionary_pass(source, cat, sa, chunk_rows, rows, progress):

@@ -217,3 +217,47 @@ def test_border_refinement_lowers_loss_and_keeps_guarantees(census_dir, blocked,
     sizes = res.group_by("g").len()["len"]
     assert sizes.min() >= 4 and sizes.max() <= 7 and sizes.sum() == 30_000
     assert res.group_by(QI).len()["len"].min() >= 4
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_routing_raw_rows_equals_routing_standardized_rows(seed):
+    """``Plan.route`` compares raw values with bounds derived from the standardized
+    thresholds: the leaves must be exactly those of standardizing, then ``assign``."""
+    from engine.partition import standardized
+    from engine.profile import Profile
+
+    rng = np.random.default_rng(seed)
+    n = 20_000
+    X = np.column_stack([np.round(rng.normal(40, 12, n)),            # integers: many ties
+                         rng.lognormal(10, 1, n),                     # skewed
+                         np.full(n, 7.5),                             # constant: sd 0
+                         rng.normal(0, 1e-3, n) * 3.0 ** seed,        # tiny values
+                         np.round(rng.normal(0, 1, n), 2) * 1e6])     # large, negative too
+    mean_raw, sd_raw = X.mean(0), X.std(0)
+    scale = np.array([1.0, 1.0, 1.0, 2.0 ** -8, 2.0 ** 20])          # powers of two as the profile picks
+    prof = Profile(tuple("abcde"), n, scale, mean_raw / scale, sd_raw / scale, X.min(0), X.max(0))
+    cols = np.array([0, 1, 2, 3, 4]) if seed % 2 == 0 else np.array([1, 3, 4])
+    ids = np.arange(n, dtype=np.int64) + 1_000
+    Z = standardized(X, prof, cols)
+    plan = plan_blocks(Z[::7], ids[::7], n, 600)
+    want = plan.assign(Z, ids)
+    got = plan.route(X, 1_000, plan.raw_bounds(prof, cols), np.empty(n, np.int64))
+    assert np.array_equal(got, want)
+    # rows right at the bounds: each inner node's lo, hi and the doubles just outside them
+    col, lo, hi = plan.raw_bounds(prof, cols)
+    rows = []
+    for node in np.flatnonzero(plan.leaf_of < 0):
+        for v in (lo[node], hi[node], np.nextafter(lo[node], -np.inf), np.nextafter(hi[node], np.inf)):
+            if np.isfinite(v):
+                r = X[node % n].copy()
+                r[col[node]] = v
+                rows.append(r)
+    Xe = np.array(rows)
+    ide = (np.arange(Xe.shape[0], dtype=np.int64) * 7919) % n + 1_000  # ids on both sides of thr_row
+    assert np.array_equal(_route_ids(plan, Xe, ide, prof, cols), plan.assign(standardized(Xe, prof, cols), ide))
+
+
+def _route_ids(plan, X, ids, prof, cols):
+    """``Plan.route`` for arbitrary row ids: row by row, each as its own chunk."""
+    b = plan.raw_bounds(prof, cols)
+    return np.array([plan.route(X[i:i + 1], int(ids[i]), b, np.empty(1, np.int64))[0] for i in range(X.shape[0])])

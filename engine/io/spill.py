@@ -3,7 +3,9 @@
 One binary file per block holds records of ``1 + d`` float64 slots: the row id's
 int64 bits, then the QI values in original units. Rows are appended in input
 order, so a block's content does not depend on the chunk size. Appends are
-buffered (``buffer_bytes`` in all) so that thousands of blocks cost few writes.
+buffered (``buffer_bytes`` in all) so that thousands of blocks cost few writes;
+a full buffer is written by a background thread (file writes release the GIL)
+while the caller goes on, one buffer at a time; ``flush`` waits for everything.
 The folder is created with mode 0700 and removed by ``close`` (also on errors).
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +36,10 @@ class BlockStore:
         self._buf: dict[int, list[np.ndarray]] = {}
         self._buffered = 0
         self.buffer_bytes = buffer_bytes
+        self._writer: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._owned: list[np.ndarray] = []  # whole-chunk buffers (``append_chunk``) in ``_buf``
+        self._free: list[np.ndarray] = []   # ... written out: reused by ``buffer``
 
     def _file(self, block: int) -> Path:
         return self.path / f"block-{block:06d}.bin"
@@ -47,7 +54,7 @@ class BlockStore:
     def append(self, block: int, row_ids: np.ndarray, X: np.ndarray) -> None:
         self.append_records(block, self.records(row_ids, X))
 
-    def append_records(self, block: int, rec: np.ndarray) -> None:
+    def append_records(self, block: int, rec: np.ndarray, *, flush: bool = True) -> None:
         """Append records (from ``records``; a view is kept until the next flush)."""
         m = rec.shape[0]
         if m == 0:
@@ -55,21 +62,63 @@ class BlockStore:
         self._buf.setdefault(block, []).append(rec)
         self.rows[block] += m
         self._buffered += rec.nbytes
+        if flush and self._buffered >= self.buffer_bytes:
+            self._flush_async()
+
+    def buffer(self, rows: int) -> np.ndarray:
+        """A (rows, 1 + d) float64 array for ``append_chunk``: a buffer of an earlier chunk
+        once it is written (no fresh pages per chunk), else a new one."""
+        for i, b in enumerate(self._free):
+            if b.shape[0] >= rows:
+                return self._free.pop(i)[:rows]
+        return np.empty((rows, 1 + self.d))
+
+    def append_chunk(self, rec: np.ndarray, start: np.ndarray) -> None:
+        """Append a chunk's records sorted by block (``rec`` from ``buffer``; block b's rows
+        are ``rec[start[b]:start[b + 1]]``). The store owns ``rec`` from now on."""
+        for b in np.flatnonzero(np.diff(start)):
+            self.append_records(int(b), rec[start[b]: start[b + 1]], flush=False)
+        self._owned.append(rec.base if rec.base is not None else rec)
         if self._buffered >= self.buffer_bytes:
-            self.flush()
+            self._flush_async()
+
+    def _write(self, buf: dict[int, list[np.ndarray]], owned: list[np.ndarray]) -> None:
+        try:
+            for block in sorted(buf):
+                with open(self._file(block), "ab", opener=private_opener) as fh:
+                    # part by part (no concatenated copy); not ndarray.tofile: on a full
+                    # disk it reports a short write without errno
+                    for rec in buf[block]:
+                        fh.write(memoryview(np.ascontiguousarray(rec)).cast("B"))
+            buf.clear()
+            self._free.extend(owned)  # written: the chunk buffers can be filled again
+        except BaseException as exc:  # reported by the caller's thread
+            self._error = exc
+
+    def _wait(self) -> None:
+        if self._writer is not None:
+            self._writer.join()
+            self._writer = None
+        if self._error is not None:
+            exc, self._error = self._error, None
+            if isinstance(exc, OSError):
+                raise EngineError(f"cannot write temporary data in {self.path}: {os_reason(exc)}") from None
+            raise exc
+
+    def _flush_async(self) -> None:
+        self._wait()  # one buffer in flight at a time
+        buf, self._buf, self._buffered = self._buf, {}, 0
+        owned, self._owned = self._owned, []
+        self._writer = threading.Thread(target=self._write, args=(buf, owned), name="microagg-spill", daemon=True)
+        self._writer.start()
 
     def flush(self) -> None:
-        try:
-            for block in sorted(self._buf):
-                with open(self._file(block), "ab", opener=private_opener) as fh:
-                    parts = self._buf[block]
-                    rec = np.concatenate(parts) if len(parts) > 1 else np.ascontiguousarray(parts[0])
-                    # not ndarray.tofile: on a full disk it reports a short write without errno
-                    fh.write(memoryview(rec).cast("B"))
-        except OSError as exc:
-            raise EngineError(f"cannot write temporary data in {self.path}: {os_reason(exc)}") from None
-        self._buf.clear()
-        self._buffered = 0
+        """Write everything appended so far; return when it is on file."""
+        self._wait()
+        buf, self._buf, self._buffered = self._buf, {}, 0
+        self._write(buf, [])
+        self._owned, self._free = [], []  # the pass is over: let the buffers go
+        self._wait()
 
     def private_file(self, name: str, size: int) -> Path:
         """A new file of ``size`` bytes (mode 0600) in the folder, its space reserved now so
@@ -128,7 +177,11 @@ class BlockStore:
         return out
 
     def close(self) -> None:
+        if self._writer is not None:  # an error or Ctrl-C mid-pass: let the write finish first
+            self._writer.join()
+            self._writer = None
         self._buf.clear()
+        self._owned, self._free = [], []
         with contextlib.suppress(FileNotFoundError):
             shutil.rmtree(self.path)
 

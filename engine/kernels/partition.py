@@ -26,6 +26,35 @@ def assign_leaves(Z, row_ids, dim, thr_value, thr_row, left, right, leaf_of, out
         out[i] = leaf_of[node]
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def route_rows(X, first_id, col, lo, hi, thr_row, left, right, leaf_of, depth, out):
+    """``assign_leaves`` on raw rows: ``X`` (n, all QIs) in original units, row ids
+    ``first_id + i``. Node ``node`` compares raw column ``col[node]`` with the raw
+    bounds of its standardized threshold (``Plan.raw_bounds``): ``x < lo`` is
+    ``z < t``, ``x > hi`` is ``z > t``, and in between ``z == t``, where the row
+    id decides. No standardized copy of the chunk, no division per row.
+
+    Leaves are their own children here, so every row takes exactly ``depth``
+    steps; rows go down in batches, level by level, without branches, so the CPU
+    works on many rows' steps at once instead of waiting on one row's path.
+    """
+    n = X.shape[0]
+    B = 64
+    for b in prange((n + B - 1) // B):
+        s = b * B
+        e = min(s + B, n)
+        node = np.zeros(B, np.int64)
+        for _ in range(depth):
+            for r in range(e - s):
+                nd = node[r]
+                x = X[s + r, col[nd]]
+                # right = not (x < lo or (x <= hi and row <= thr))
+                go = (x >= lo[nd]) & ((x > hi[nd]) | (first_id + s + r > thr_row[nd]))
+                node[r] = left[nd] + np.int64(go) * (right[nd] - left[nd])
+        for r in range(e - s):
+            out[s + r] = leaf_of[node[r]]
+
+
 @njit(cache=True, nogil=True)
 def counting_order(keys, n_keys, out_order, out_start):
     """Stable counting sort of ``keys`` in [0, n_keys): ``out_order`` lists row positions
