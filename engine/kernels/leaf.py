@@ -5,12 +5,16 @@ further, in memory, by median cuts into *leaves* of at most ``leaf`` rows, and
 every leaf is microaggregated on its own. Small leaves make MDAV cheap (brute
 force over a leaf is O(leaf) per query, and the leaf fits in L1/L2 cache); the
 price is some information loss at leaf borders, which the border refinement
-(``--refine``) can take back. Measured in ``benchmarks/bench_stream.py``.
+(``--refine``) can take back. Measured in ``benchmarks/bench_stream.py``; the
+kernels alone (old against new layout) in ``benchmarks/bench_leaf.py``.
 
 The split: while a node holds more than ``leaf`` rows, cut it at the median
 (position n // 2 of a stable sort by value, ties by row position) of the column
 with the largest variance (ties: the lowest column). Deterministic: depends only
-on the rows of the block and their order.
+on the rows of the block and their order. (The quickselect runs on a contiguous
+copy of the cut column, with a branch-free partition; it makes exactly the moves
+of the plain version, so the order, and the variance sums that follow it, are
+unchanged.)
 
 ``mdav_brute`` runs MDAV (method 0) or MDAV-single-group (method 1) by brute
 force with exactly the conventions of ``engine.kernels.mdav`` (distances summed in
@@ -18,12 +22,49 @@ column order, centroid = running total / remaining with rows subtracted in the
 order they join, ties to the lowest row index, "the k-1 nearest of r" excludes r),
 so on any block it returns the same labels as ``mdav.microaggregate``: tested.
 V-MDAV and IV-MDAV run their kd-tree kernel on each leaf.
+
+Layout of the brute-force kernel (``_mdav_slots``): the remaining rows of a leaf
+sit compacted, column-major, in a scratch buffer ``C`` (d, capacity): slot ``a``
+holds the row ``orig[a]``. Removing a row moves the last slot into its hole, so
+slot order means nothing and every tie is broken on ``orig``. A scan computes
+``dist[a]`` for all slots at once, the columns fused in one loop over the slots:
+``s = t0*t0; s += t1*t1; ...`` is the same sum, in the same order, as the
+row-by-row ``_sq`` (0.0 + t0*t0 == t0*t0 exactly), so distances are bit-identical,
+and the loop vectorizes across slots without reassociation (no fastmath). The
+selections then read the distances as int64 bit patterns (a non-negative double
+orders like its bits), which lets the max / min reductions vectorize too:
+
+* farthest: the largest distance, then the least ``(orig << sh) | slot`` among
+  the slots at that distance (lowest row index wins, and the key gives its slot);
+* the k-1 nearest of r: r's distance set to +inf; the (k-1)-th smallest
+  distance ``T`` found by passes "least distance above the previous one, and how
+  many rows sit at the previous one" (at most k-1 passes, fewer with ties); then
+  the rows at distance <= ``T`` (k-1 of them, more only with ties) go through the
+  previous bounded insertion by (distance, row index).
+
+MDAV's second seed (the farthest row from r) reuses r's distances, kept in step
+with the slot moves, so an MDAV round scans three times instead of four.
+``aggregate_leaves`` fills ``C`` straight from the block, leaf after leaf, in one
+scratch buffer, and the kernel writes the block's labels itself. These shortcuts
+need finite distances: for data with |x| >= 1e100 (or NaN, inf), no columns or
+k < 1, ``mdav_brute`` runs the plain row-by-row version (``_mdav_brute_rows``, the
+previous implementation), which defines the labels. Data are float64, as
+everywhere in the engine.
 """
 
 import numpy as np
 from numba import njit
 
 from .mdav import MDAV, MDAV_SINGLE, microaggregate
+
+# |x| below this everywhere: squared distances to rows and centroids stay finite
+# (d * (3 n 1e100)**2 is far below the float64 range), so no NaN and no inf
+_FINITE_LIMIT = 1e100
+_INF_BITS = 0x7FF0000000000000  # the bits of +inf: above those of every finite distance
+_MAX_I64 = (1 << 63) - 1
+
+
+# -- the plain row-by-row version: the definition, and the fallback ----------------
 
 
 @njit(cache=True, nogil=True)
@@ -36,7 +77,7 @@ def _sq(X, i, q):
 
 
 @njit(cache=True, nogil=True)
-def _farthest(X, rem, m, q):
+def _farthest_rows(X, rem, m, q):
     best = -1.0
     bi = -1
     for a in range(m):
@@ -49,7 +90,7 @@ def _farthest(X, rem, m, q):
 
 
 @njit(cache=True, nogil=True)
-def _take_group(X, rem, where, m, total, labels, group, r, k, nb, nd):
+def _take_group_rows(X, rem, where, m, total, labels, group, r, k, nb, nd):
     # r and its k-1 nearest remaining rows (not r), by (distance, row index)
     q = X[r].copy()
     found = 0
@@ -71,14 +112,14 @@ def _take_group(X, rem, where, m, total, labels, group, r, k, nb, nd):
             p -= 1
         nd[p] = dd
         nb[p] = i
-    m = _remove(X, rem, where, m, total, labels, group, r)
+    m = _remove_row(X, rem, where, m, total, labels, group, r)
     for a in range(found):
-        m = _remove(X, rem, where, m, total, labels, group, nb[a])
+        m = _remove_row(X, rem, where, m, total, labels, group, nb[a])
     return m
 
 
 @njit(cache=True, nogil=True)
-def _remove(X, rem, where, m, total, labels, group, i):
+def _remove_row(X, rem, where, m, total, labels, group, i):
     labels[i] = group
     for j in range(X.shape[1]):
         total[j] -= X[i, j]
@@ -90,8 +131,8 @@ def _remove(X, rem, where, m, total, labels, group, i):
 
 
 @njit(cache=True, nogil=True)
-def mdav_brute(X, method, k):
-    """MDAV (method 0) or MDAV-single-group (1) on a small block, by brute force."""
+def _mdav_brute_rows(X, method, k):
+    """``mdav_brute`` row by row through an index array (any input)."""
     n, d = X.shape
     labels = np.full(n, -1, np.int64)
     rem = np.arange(n)
@@ -108,18 +149,18 @@ def mdav_brute(X, method, k):
     while m >= 3 * k:
         for j in range(d):
             c[j] = total[j] / m
-        r = _farthest(X, rem, m, c)
-        m = _take_group(X, rem, where, m, total, labels, group, r, k, nb, nd)
+        r = _farthest_rows(X, rem, m, c)
+        m = _take_group_rows(X, rem, where, m, total, labels, group, r, k, nb, nd)
         group += 1
         if method == MDAV:
-            s = _farthest(X, rem, m, X[r])
-            m = _take_group(X, rem, where, m, total, labels, group, s, k, nb, nd)
+            s = _farthest_rows(X, rem, m, X[r])
+            m = _take_group_rows(X, rem, where, m, total, labels, group, s, k, nb, nd)
             group += 1
     if m >= 2 * k:
         for j in range(d):
             c[j] = total[j] / m
-        r = _farthest(X, rem, m, c)
-        m = _take_group(X, rem, where, m, total, labels, group, r, k, nb, nd)
+        r = _farthest_rows(X, rem, m, c)
+        m = _take_group_rows(X, rem, where, m, total, labels, group, r, k, nb, nd)
         group += 1
     if m > 0:
         for a in range(m):
@@ -128,33 +169,294 @@ def mdav_brute(X, method, k):
     return labels
 
 
-@njit(cache=True, nogil=True)
-def _less(X, j, a, b):
-    # the order of a cut: by value in column j, then by row index (a total order)
-    return X[a, j] < X[b, j] or (X[a, j] == X[b, j] and a < b)
+# -- the column-major kernel ----------------------------------------------------------
+# The helpers are inlined into ``_mdav_slots`` (inline="always"): a call of a compiled
+# function increments and decrements the reference count of every array it is
+# passed, which costs more than a scan of a small leaf.
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _dists(C, m, q, dist):
+    """``dist[a] = sum_j (C[j, a] - q[j])**2`` for the slots a < m, summed over j in
+    column order from 0.0 (bit-identical to ``_sq``). Columns go eight, four or one
+    at a time, fused in one vectorizable loop over the slots."""
+    d = C.shape[0]
+    if d >= 8:
+        q0, q1, q2, q3, q4, q5, q6, q7 = q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]
+        for a in range(m):
+            t0 = C[0, a] - q0
+            t1 = C[1, a] - q1
+            t2 = C[2, a] - q2
+            t3 = C[3, a] - q3
+            t4 = C[4, a] - q4
+            t5 = C[5, a] - q5
+            t6 = C[6, a] - q6
+            t7 = C[7, a] - q7
+            s = t0 * t0
+            s += t1 * t1
+            s += t2 * t2
+            s += t3 * t3
+            s += t4 * t4
+            s += t5 * t5
+            s += t6 * t6
+            s += t7 * t7
+            dist[a] = s
+        j = 8
+    elif d >= 4:
+        q0, q1, q2, q3 = q[0], q[1], q[2], q[3]
+        for a in range(m):
+            t0 = C[0, a] - q0
+            t1 = C[1, a] - q1
+            t2 = C[2, a] - q2
+            t3 = C[3, a] - q3
+            s = t0 * t0
+            s += t1 * t1
+            s += t2 * t2
+            s += t3 * t3
+            dist[a] = s
+        j = 4
+    else:
+        q0 = q[0]
+        for a in range(m):
+            t0 = C[0, a] - q0
+            dist[a] = t0 * t0
+        j = 1
+    while j + 4 <= d:
+        q0, q1, q2, q3 = q[j], q[j + 1], q[j + 2], q[j + 3]
+        for a in range(m):
+            t0 = C[j, a] - q0
+            t1 = C[j + 1, a] - q1
+            t2 = C[j + 2, a] - q2
+            t3 = C[j + 3, a] - q3
+            s = dist[a]
+            s += t0 * t0
+            s += t1 * t1
+            s += t2 * t2
+            s += t3 * t3
+            dist[a] = s
+        j += 4
+    while j < d:
+        qj = q[j]
+        for a in range(m):
+            t = C[j, a] - qj
+            dist[a] += t * t
+        j += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _farthest(di, orig, m, sh):
+    """The slot of the largest distance (bits ``di``), ties to the lowest ``orig``."""
+    mx = -1
+    for a in range(m):
+        mx = max(mx, di[a])
+    key = _MAX_I64
+    for a in range(m):
+        kq = (orig[a] << sh) | a  # orders by row index; the low bits give the slot
+        if di[a] == mx:
+            key = min(key, kq)
+    return key & ((1 << sh) - 1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _nearest(di, orig, m, r, kk, cand, nd, no, ns):
+    """The kk >= 1 nearest slots to slot r (not r) by (distance, orig), into
+    ``ns[:kk]`` in that order (``nd``, ``no``: their distance bits and rows).
+    Needs m - 1 >= kk. Overwrites ``di[r]``."""
+    di[r] = _INF_BITS
+    # thr = the kk-th smallest distance: pass i finds the next distinct distance v
+    # and counts the rows at the previous one (prev); cum counts rows <= prev
+    prev = -1
+    cum = 0
+    while True:
+        v = _MAX_I64
+        c = 0
+        for a in range(m):
+            x = di[a]
+            v = min(v, x if x > prev else _MAX_I64)
+            if x == prev:
+                c += 1
+        cum += c
+        if cum >= kk:
+            thr = prev
+            break
+        if cum == kk - 1:  # v holds at least one more row: the kk-th
+            thr = v
+            break
+        prev = v
+    # the candidates: rows at most thr (kk of them, more with ties at thr)
+    c = 0
+    for a in range(m):
+        cand[c] = a
+        c += di[a] <= thr
+    # bounded insertion by (distance, row index), the rule of _take_group_rows
+    found = 0
+    for e in range(c):
+        a = cand[e]
+        dd = di[a]
+        o = orig[a]
+        if found == kk:
+            if dd > nd[kk - 1] or (dd == nd[kk - 1] and o > no[kk - 1]):
+                continue
+            p = kk - 1
+        else:
+            p = found
+            found += 1
+        while p > 0 and (nd[p - 1] > dd or (nd[p - 1] == dd and no[p - 1] > o)):
+            nd[p] = nd[p - 1]
+            no[p] = no[p - 1]
+            ns[p] = ns[p - 1]
+            p -= 1
+        nd[p] = dd
+        no[p] = o
+        ns[p] = a
+    return found
 
 
 @njit(cache=True, nogil=True)
-def _select(X, j, order, s, e, h):
+def _mdav_slots(C, orig, m, total, method, k, labels, group, dist, q, cand, nd, no, ns):
+    """MDAV (0) or MDAV-single-group (1) on the m rows in slots 0..m-1 of ``C``
+    (column-major, ``orig[a]`` = row of slot a, ``total`` = their column sums in row
+    order). Writes ``labels[orig[a]]``, groups numbered from ``group``; returns the
+    next group number. Needs k >= 1, d >= 1 and finite distances (see the module
+    docstring); ``C``, ``orig``, ``total`` and the scratch arrays are overwritten.
+    Scratch: ``dist`` and ``cand`` of C's capacity, ``q`` of d, ``nd``, ``no``, ``ns``
+    of k + 1."""
+    d = C.shape[0]
+    di = dist.view(np.int64)
+    sh = 1  # slot bits of the farthest-row key
+    while (1 << sh) <= C.shape[1]:
+        sh += 1
+    kk = k - 1
+    # one pass of this loop forms one group around a seed r: from the centroid
+    # (MDAV's r) or, for MDAV's second group, the farthest row from the last seed,
+    # whose distances are still in dist
+    from_last = False
+    final = False
+    while True:
+        if not from_last:
+            if m < 2 * k:
+                break
+            final = m < 3 * k  # the last group before the rest: 2k <= m < 3k
+            for j in range(d):
+                q[j] = total[j] / m
+            _dists(C, m, q, dist)
+        r = _farthest(di, orig, m, sh)
+        for j in range(d):
+            q[j] = C[j, r]
+        _dists(C, m, q, dist)
+        found = 0
+        if kk > 0:
+            found = _nearest(di, orig, m, r, kk, cand, nd, no, ns)
+        # the group: r first, then its neighbours by (distance, row index), which is
+        # the order their values leave the running total
+        labels[orig[r]] = group
+        for j in range(d):
+            total[j] -= C[j, r]
+        for b in range(found):
+            p = ns[b]
+            labels[orig[p]] = group
+            for j in range(d):
+                total[j] -= C[j, p]
+        # free their slots, highest first, so that the slot moved into each hole
+        # (the last one) is never one still to be freed; distances move along
+        ns[found] = r
+        for b in range(1, found + 1):
+            v = ns[b]
+            p = b
+            while p > 0 and ns[p - 1] < v:
+                ns[p] = ns[p - 1]
+                p -= 1
+            ns[p] = v
+        for b in range(found + 1):
+            p = ns[b]
+            m -= 1
+            if p != m:
+                for j in range(d):
+                    C[j, p] = C[j, m]
+                orig[p] = orig[m]
+                di[p] = di[m]
+        group += 1
+        if final:
+            break
+        from_last = method == MDAV and not from_last
+    if m > 0:
+        for a in range(m):
+            labels[orig[a]] = group
+        group += 1
+    return group
+
+
+@njit(cache=True, nogil=True)
+def _fits(X):
+    """True if every |x| < _FINITE_LIMIT (False for NaN and inf)."""
+    n, d = X.shape
+    for i in range(n):
+        for j in range(d):
+            if not abs(X[i, j]) < _FINITE_LIMIT:
+                return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def mdav_brute(X, method, k):
+    """MDAV (method 0) or MDAV-single-group (1) on a small block ``X`` (float64,
+    n x d), by brute force: labels, groups numbered from 0 in creation order."""
+    n, d = X.shape
+    if k < 1 or d == 0 or not _fits(X):
+        return _mdav_brute_rows(X, method, k)
+    C = np.empty((d, n))
+    total = np.zeros(d)
+    for i in range(n):
+        for j in range(d):
+            v = X[i, j]
+            C[j, i] = v
+            total[j] += v
+    labels = np.full(n, -1, np.int64)
+    _mdav_slots(C, np.arange(n), n, total, method, k, labels, 0, np.empty(n), np.empty(d),
+                np.empty(n, np.int64), np.empty(k + 1, np.int64), np.empty(k + 1, np.int64),
+                np.empty(k + 1, np.int64))
+    return labels
+
+
+# -- the split ------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _select(key, order, s, e, h):
     """Rearrange ``order[s:e]`` so that ``order[s:h]`` holds the h - s smallest rows by
-    (X[:, j], row index) and ``order[h:e]`` the others (quickselect, median-of-3)."""
+    (cut value, row index) and ``order[h:e]`` the others (quickselect, median-of-3).
+    ``key[a]`` is the cut value of row ``order[a]`` and moves with it."""
     lo = s
     hi = e - 1
     while hi > lo:
         mid = (lo + hi) // 2
-        # median of three to order[hi] as the pivot
-        if _less(X, j, order[mid], order[lo]):
+        # median of three to position hi as the pivot
+        if key[mid] < key[lo] or (key[mid] == key[lo] and order[mid] < order[lo]):
+            key[mid], key[lo] = key[lo], key[mid]
             order[mid], order[lo] = order[lo], order[mid]
-        if _less(X, j, order[hi], order[lo]):
+        if key[hi] < key[lo] or (key[hi] == key[lo] and order[hi] < order[lo]):
+            key[hi], key[lo] = key[lo], key[hi]
             order[hi], order[lo] = order[lo], order[hi]
-        if _less(X, j, order[mid], order[hi]):
+        if key[mid] < key[hi] or (key[mid] == key[hi] and order[mid] < order[hi]):
+            key[mid], key[hi] = key[hi], key[mid]
             order[mid], order[hi] = order[hi], order[mid]
-        pivot = order[hi]
+        pk = key[hi]
+        pi = order[hi]
         store = lo
+        # Lomuto partition without branches (half its comparisons would mispredict):
+        # positions a and store swap when row a is below the pivot, else keep
         for a in range(lo, hi):
-            if _less(X, j, order[a], pivot):
-                order[a], order[store] = order[store], order[a]
-                store += 1
+            ka = key[a]
+            ia = order[a]
+            below = (ka < pk) | ((ka == pk) & (ia < pi))
+            ks = key[store]
+            i_s = order[store]
+            key[a] = ks if below else ka
+            order[a] = i_s if below else ia
+            key[store] = ka if below else ks
+            order[store] = ia if below else i_s
+            store += below
+        key[store], key[hi] = key[hi], key[store]
         order[store], order[hi] = order[hi], order[store]
         if store == h:
             return
@@ -165,11 +467,75 @@ def _select(X, j, order, s, e, h):
 
 
 @njit(cache=True, nogil=True)
+def _widest_column(X, order, s, e, mu, var):
+    """The column of largest variance of the rows ``order[s:e]`` (ties: the lowest
+    column): two passes, sums row by row in that order. Eight columns are summed in
+    registers (the general loop keeps its sums in ``mu`` / ``var``); same sums."""
+    d = X.shape[1]
+    size = e - s
+    if d == 8:
+        m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = 0.0
+        for a in range(s, e):
+            i = order[a]
+            m0 += X[i, 0]
+            m1 += X[i, 1]
+            m2 += X[i, 2]
+            m3 += X[i, 3]
+            m4 += X[i, 4]
+            m5 += X[i, 5]
+            m6 += X[i, 6]
+            m7 += X[i, 7]
+        m0, m1, m2, m3 = m0 / size, m1 / size, m2 / size, m3 / size
+        m4, m5, m6, m7 = m4 / size, m5 / size, m6 / size, m7 / size
+        v0 = v1 = v2 = v3 = v4 = v5 = v6 = v7 = 0.0
+        for a in range(s, e):
+            i = order[a]
+            t0 = X[i, 0] - m0
+            t1 = X[i, 1] - m1
+            t2 = X[i, 2] - m2
+            t3 = X[i, 3] - m3
+            t4 = X[i, 4] - m4
+            t5 = X[i, 5] - m5
+            t6 = X[i, 6] - m6
+            t7 = X[i, 7] - m7
+            v0 += t0 * t0
+            v1 += t1 * t1
+            v2 += t2 * t2
+            v3 += t3 * t3
+            v4 += t4 * t4
+            v5 += t5 * t5
+            v6 += t6 * t6
+            v7 += t7 * t7
+        var[0], var[1], var[2], var[3], var[4], var[5], var[6], var[7] = v0, v1, v2, v3, v4, v5, v6, v7
+    else:
+        for j in range(d):
+            mu[j] = 0.0
+            var[j] = 0.0
+        for a in range(s, e):
+            i = order[a]
+            for j in range(d):
+                mu[j] += X[i, j]
+        for j in range(d):
+            mu[j] /= size
+        for a in range(s, e):
+            i = order[a]
+            for j in range(d):
+                t = X[i, j] - mu[j]
+                var[j] += t * t
+    bj = 0
+    for j in range(1, d):
+        if var[j] > var[bj]:
+            bj = j
+    return bj
+
+
+@njit(cache=True, nogil=True)
 def split_leaves(X, leaf):
     """Order the rows so that leaves are contiguous: returns ``(order, bounds)``;
     leaf ``i`` is ``order[bounds[i]:bounds[i + 1]]``."""
     n, d = X.shape
     order = np.arange(n)
+    key = np.empty(n)  # key[a]: the cut column's value of row order[a]
     bounds = [0]
     # explicit stack of (start, end) ranges of ``order``, processed left to right
     st_s = np.empty(128, np.int64)
@@ -187,27 +553,11 @@ def split_leaves(X, leaf):
         if size <= leaf:
             bounds.append(e)
             continue
-        # the column of largest variance (two passes, row by row)
-        for j in range(d):
-            mu[j] = 0.0
-            var[j] = 0.0
+        bj = _widest_column(X, order, s, e, mu, var)
         for a in range(s, e):
-            i = order[a]
-            for j in range(d):
-                mu[j] += X[i, j]
-        for j in range(d):
-            mu[j] /= size
-        for a in range(s, e):
-            i = order[a]
-            for j in range(d):
-                t = X[i, j] - mu[j]
-                var[j] += t * t
-        bj = 0
-        for j in range(1, d):
-            if var[j] > var[bj]:
-                bj = j
+            key[a] = X[order[a], bj]
         h = s + size // 2
-        _select(X, bj, order, s, e, h)
+        _select(key, order, s, e, h)
         # right half below left half on the stack, so the left is done first
         st_s[sp] = h
         st_e[sp] = e
@@ -221,24 +571,63 @@ def split_leaves(X, leaf):
 def aggregate_leaves(X, method, k, gamma, leaf):
     """Labels for ``X``: split into leaves of at most ``leaf`` rows (``leaf`` is
     raised to 4k so that both halves of a cut keep at least 2k rows), then run
-    ``method`` on every leaf. Groups are numbered leaf by leaf."""
-    n = X.shape[0]
+    ``method`` on every leaf, its rows in increasing row order. Groups are numbered
+    leaf by leaf."""
+    n, d = X.shape
     leaf = max(leaf, 4 * k)
     order, bounds = split_leaves(X, leaf)
+    n_leaves = bounds.shape[0] - 1
+    # the rows of every leaf in increasing row order (ties break as in the whole
+    # block): a counting sort of the rows by leaf, instead of a sort per leaf
+    leaf_of = np.empty(n, np.int64)
+    cap = 0
+    for b in range(n_leaves):
+        cap = max(cap, bounds[b + 1] - bounds[b])
+        for a in range(bounds[b], bounds[b + 1]):
+            leaf_of[order[a]] = b
+    pos = bounds[:-1].copy()
+    for i in range(n):
+        b = leaf_of[i]
+        order[pos[b]] = i
+        pos[b] += 1
     labels = np.empty(n, np.int64)
+    brute = method == MDAV or method == MDAV_SINGLE
+    fast = brute and k >= 1 and d > 0 and _fits(X)
+    # scratch of the column-major kernel, shared by all leaves
+    C = np.empty((d, cap if fast else 0))
+    orig = np.empty(cap, np.int64)
+    total = np.empty(d)
+    dist = np.empty(cap)
+    q = np.empty(d)
+    cand = np.empty(cap, np.int64)
+    nd = np.empty(max(k, 0) + 1, np.int64)
+    no = np.empty(max(k, 0) + 1, np.int64)
+    ns = np.empty(max(k, 0) + 1, np.int64)
     next_id = 0
-    for b in range(bounds.shape[0] - 1):
+    for b in range(n_leaves):
         idx = order[bounds[b]: bounds[b + 1]]
-        idx = np.sort(idx)  # row order inside a leaf: ties break as in the whole block
-        sub = np.empty((idx.shape[0], X.shape[1]))
-        for a in range(idx.shape[0]):
+        m = idx.shape[0]
+        if fast:
+            for j in range(d):
+                total[j] = 0.0
+            for a in range(m):
+                i = idx[a]
+                orig[a] = i
+                for j in range(d):
+                    v = X[i, j]
+                    C[j, a] = v
+                    total[j] += v
+            next_id = _mdav_slots(C, orig, m, total, method, k, labels, next_id, dist, q, cand, nd, no, ns)
+            continue
+        sub = np.empty((m, d))
+        for a in range(m):
             sub[a] = X[idx[a]]
-        if method == MDAV or method == MDAV_SINGLE:
+        if brute:
             local = mdav_brute(sub, method, k)
         else:
             local = microaggregate(sub, method, k, gamma)
         g = 0
-        for a in range(idx.shape[0]):
+        for a in range(m):
             labels[idx[a]] = local[a] + next_id
             if local[a] + 1 > g:
                 g = local[a] + 1
