@@ -19,7 +19,7 @@ import numpy as np
 from .io.source import Source
 from .io.spill import BlockStore
 from .kernels.moments import standardize_serial
-from .kernels.partition import assign_leaves, counting_order, gather_records, route_rows
+from .kernels.partition import assign_leaves, counting_order, gather_records, plan_tree, route_rows
 from .profile import Profile
 from .progress import Progress
 
@@ -126,38 +126,22 @@ def standardized(X: np.ndarray, profile: Profile, cols: np.ndarray) -> np.ndarra
 
 
 def plan_blocks(Zs: np.ndarray, ids: np.ndarray, rows: int, block_size: int) -> Plan:
-    """Median-split plan from the standardized sample ``Zs`` (m, d) and its row ids."""
+    """Median-split plan from the standardized sample ``Zs`` (m, d) and its row ids
+    (increasing): ``kernels.partition.plan_tree`` with leaves of the sample rows that
+    stand for at most ``block_size`` rows."""
     m = Zs.shape[0]
     per_sample_row = rows / max(m, 1)
-    dim, tv, tr, left, right, leaf = [], [], [], [], [], []
-
-    def new_node():
-        for lst, v in ((dim, 0), (tv, 0.0), (tr, 0), (left, -1), (right, -1), (leaf, -1)):
-            lst.append(v)
-        return len(dim) - 1
-
-    n_blocks = 0
-    root = new_node()
-    stack = [(root, np.arange(m))]
-    while stack:
-        node, idx = stack.pop()
-        if idx.shape[0] * per_sample_row <= block_size or idx.shape[0] < 2:
-            leaf[node] = n_blocks
-            n_blocks += 1
-            continue
-        sub = Zs[idx]
-        j = int(np.argmax(sub.var(axis=0)))
-        order = np.lexsort((ids[idx], sub[:, j]))
-        h = idx.shape[0] // 2
-        pivot = idx[order[h - 1]]
-        dim[node], tv[node], tr[node] = j, float(Zs[pivot, j]), int(ids[pivot])
-        lo, hi = new_node(), new_node()
-        left[node], right[node] = lo, hi
-        # depth first, left before right: push right first
-        stack.append((hi, idx[order[h:]]))
-        stack.append((lo, idx[order[:h]]))
-    return Plan(np.array(dim, np.int64), np.array(tv, np.float64), np.array(tr, np.int64),
-                np.array(left, np.int64), np.array(right, np.int64), np.array(leaf, np.int64), n_blocks)
+    leaf = max(1, int(block_size / per_sample_row))  # size * per_sample_row <= block_size
+    while (leaf + 1) * per_sample_row <= block_size:  # guard the rounding of the division
+        leaf += 1
+    while leaf > 1 and leaf * per_sample_row > block_size:
+        leaf -= 1
+    Zs = np.ascontiguousarray(Zs, dtype=np.float64)
+    dim, pivot, left, right, leaf_of, n_blocks = plan_tree(Zs, leaf)
+    inner = pivot >= 0
+    tv = np.where(inner, Zs[np.maximum(pivot, 0), dim], 0.0)
+    tr = np.where(inner, np.asarray(ids, np.int64)[np.maximum(pivot, 0)], 0)
+    return Plan(dim, tv, tr, left, right, leaf_of, int(n_blocks))
 
 
 def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Plan, store: BlockStore,

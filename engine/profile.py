@@ -83,22 +83,22 @@ def _moment_pass(source, qi, chunk_rows, scale, rows, progress, stride=0):
     with Progress("profile", rows, progress) as bar:
         for offset, frame in source.iter_frames(qi, chunk_rows):
             _first_null(frame, qi, offset)
-            X = np.empty((frame.height, d))
+            X = np.empty((d, frame.height))  # column-major: contiguous copies and scans
             for j, c in enumerate(qi):
-                X[:, j] = frame.get_column(c).cast(pl.Float64).to_numpy()
+                X[j] = frame.get_column(c).cast(pl.Float64).to_numpy()
             if shift is None:
-                shift = np.where(np.isfinite(X[0]), X[0], 0.0) / scale
+                shift = np.where(np.isfinite(X[:, 0]), X[:, 0], 0.0) / scale
             bad = np.full(d, -1, np.int64)
             accumulate_moments(X, scale, shift, s, q, mn, mx, bad)
             for j in range(d):
                 if bad[j] >= 0:
-                    v = X[bad[j], j]
+                    v = X[j, bad[j]]
                     raise EngineError(f"column {qi[j]!r} has a non-finite value ({v}) at row "
                                       f"{offset + bad[j] + 1} (rows counted from 1)")
             if stride:
                 first = (-offset) % stride
                 take = np.arange(first, frame.height, stride)
-                samples.append(X[take])
+                samples.append(X[:, take].T)
                 sample_ids.append(take + offset)
             n += frame.height
             bar.update(n)

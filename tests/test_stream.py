@@ -261,3 +261,39 @@ def _route_ids(plan, X, ids, prof, cols):
     """``Plan.route`` for arbitrary row ids: row by row, each as its own chunk."""
     b = plan.raw_bounds(prof, cols)
     return np.array([plan.route(X[i:i + 1], int(ids[i]), b, np.empty(1, np.int64))[0] for i in range(X.shape[0])])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_plan_tree_cuts_at_medians_of_the_widest_column(seed):
+    """The Numba planner against the rule written out: every inner node cuts its
+    sample rows into the size // 2 smallest by (value, row) on a column of largest
+    variance (up to rounding) and the rest; leaves hold at most ``leaf`` rows and are
+    numbered left to right."""
+    from engine.kernels.partition import plan_tree
+
+    rng = np.random.default_rng(seed)
+    m = 3_000
+    Z = np.column_stack([rng.normal(size=m), np.round(rng.normal(size=m) * 2), rng.normal(size=m) * 0.5,
+                         np.repeat(rng.normal(size=m // 10), 10)])
+    leaf = [1, 37, 500][seed]
+    dim, pivot, left, right, leaf_of, n_leaves = plan_tree(Z, leaf)
+    seen_leaves = []
+
+    def walk(node, rows):
+        if leaf_of[node] >= 0:
+            assert rows.shape[0] <= leaf or rows.shape[0] < 2
+            seen_leaves.append(leaf_of[node])
+            return
+        assert rows.shape[0] > leaf and right[node] == left[node] + 1
+        var = Z[rows].var(axis=0)
+        assert var[dim[node]] >= var.max() * (1 - 1e-9)
+        keys = sorted((Z[r, dim[node]], r) for r in rows)
+        h = rows.shape[0] // 2
+        assert keys[h - 1] == (Z[pivot[node], dim[node]], pivot[node])
+        lo = np.array(sorted(r for _, r in keys[:h]))
+        hi = np.array(sorted(r for _, r in keys[h:]))
+        walk(left[node], lo)
+        walk(right[node], hi)
+
+    walk(0, np.arange(m))
+    assert seen_leaves == list(range(n_leaves))

@@ -12,14 +12,15 @@ from numba import njit, prange
 
 @njit(cache=True, nogil=True, parallel=True)
 def accumulate_moments(X, scale, shift, out_sum, out_sq, out_min, out_max, out_bad):
-    """Add chunk ``X`` (n, d) to per-column accumulators.
+    """Add chunk ``X`` (d, n), column-major: one contiguous row per column, to
+    per-column accumulators.
 
     Values are divided by ``scale`` (a power of two per column, so exact) and
     shifted by ``shift``. ``out_bad[j]`` receives the chunk-local index of the
     first NaN or infinite value of column j, if it is still -1.
     Columns are independent, so they run in parallel without changing any sum.
     """
-    n, d = X.shape
+    d, n = X.shape
     for j in prange(d):
         inv = 1.0 / scale[j]  # scale is a power of two: multiplying by inv is exact division
         s = out_sum[j]
@@ -27,7 +28,7 @@ def accumulate_moments(X, scale, shift, out_sum, out_sq, out_min, out_max, out_b
         mn = out_min[j]
         mx = out_max[j]
         for i in range(n):
-            v = X[i, j]
+            v = X[j, i]
             if not math.isfinite(v):
                 if out_bad[j] < 0:
                     out_bad[j] = i

@@ -9,6 +9,8 @@ says, and every row has exactly one leaf whatever the chunking.
 import numpy as np
 from numba import njit, prange
 
+from .leaf import _select, _widest_column
+
 
 @njit(cache=True, nogil=True, parallel=True)
 def assign_leaves(Z, row_ids, dim, thr_value, thr_row, left, right, leaf_of, out):
@@ -97,3 +99,70 @@ def gather_records(X, first_id, order, out):
         ids[p, 0] = first_id + i
         for j in range(d):
             out[p, 1 + j] = X[i, j]
+
+
+@njit(cache=True, nogil=True)
+def plan_tree(Z, leaf):
+    """The partition plan's kd-tree of median cuts over the sample ``Z`` (m, d), rows
+    in increasing row id order. A node of more than ``leaf`` rows is cut on its
+    column of largest variance (``leaf._widest_column``) into its ``size // 2``
+    smallest rows by (value, row) and the rest (``leaf._select``); its threshold is
+    the largest of the left half. Nodes are numbered as they are created (a cut
+    node's children get the next two numbers, left first) and processed depth
+    first, left first, so leaves are numbered left to right.
+
+    Returns ``(dim, pivot, left, right, leaf_of, n_leaves)``; ``pivot[node]`` is the
+    sample row of the threshold (-1 for leaves)."""
+    m, d = Z.shape
+    cap = 2 * m + 1
+    dim = np.zeros(cap, np.int64)
+    pivot = np.full(cap, -1, np.int64)
+    left = np.full(cap, -1, np.int64)
+    right = np.full(cap, -1, np.int64)
+    leaf_of = np.full(cap, -1, np.int64)
+    order = np.arange(m)
+    key = np.empty(m)
+    mu = np.empty(d)
+    var = np.empty(d)
+    st_node = np.empty(130, np.int64)
+    st_s = np.empty(130, np.int64)
+    st_e = np.empty(130, np.int64)
+    st_node[0] = 0
+    st_s[0] = 0
+    st_e[0] = m
+    sp = 1
+    nodes = 1
+    n_leaves = 0
+    while sp > 0:
+        sp -= 1
+        node = st_node[sp]
+        s = st_s[sp]
+        e = st_e[sp]
+        size = e - s
+        if size <= leaf or size < 2:
+            leaf_of[node] = n_leaves
+            n_leaves += 1
+            continue
+        bj = _widest_column(Z, order, s, e, mu, var)
+        for a in range(s, e):
+            key[a] = Z[order[a], bj]
+        h = s + size // 2
+        _select(key, order, s, e, h)
+        best = s  # the largest of the left half by (value, row)
+        for a in range(s + 1, h):
+            if key[a] > key[best] or (key[a] == key[best] and order[a] > order[best]):
+                best = a
+        dim[node] = bj
+        pivot[node] = order[best]
+        left[node] = nodes
+        right[node] = nodes + 1
+        # right below left on the stack, so the left is done first
+        st_node[sp] = nodes + 1
+        st_s[sp] = h
+        st_e[sp] = e
+        st_node[sp + 1] = nodes
+        st_s[sp + 1] = s
+        st_e[sp + 1] = h
+        sp += 2
+        nodes += 2
+    return dim[:nodes], pivot[:nodes], left[:nodes], right[:nodes], leaf_of[:nodes], n_leaves
