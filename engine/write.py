@@ -16,10 +16,10 @@ import pyarrow.parquet as pq
 from polars.io.plugins import register_io_source
 
 from .errors import EngineError, VerificationError
-from .io.source import Source, _first_line, frame_to_array
+from .io.source import Source, _first_line
 from .io.tempfiles import io_errno
 from .selfcheck import ClassCounter
-from .kernels.groups import publish_rows
+from .kernels.groups import column_sums, gather_columns
 from .progress import Progress
 from .profile import Profile
 from .stitch import Groups
@@ -154,6 +154,17 @@ class _Writer:
             pass
 
 
+publish = gather_columns  # the gather of the published values (a test hook)
+
+
+def _values(frame: pl.DataFrame, column: str) -> np.ndarray:
+    """A numeric column as a NumPy array (no copy when it has no nulls); nulls as NaN."""
+    s = frame.get_column(column)
+    if s.null_count() or not (s.dtype.is_integer() or s.dtype.is_float()):
+        s = s.cast(pl.Float64)
+    return s.to_numpy()
+
+
 def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, groups: Groups,
                group_column: str | None, chunk_rows: int, progress: bool = False, *,
                k: int | None = None, verified: dict | None = None):
@@ -181,13 +192,15 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
                 if lab.shape[0] != h:
                     raise EngineError(f"{source.label} changed during the run: it now has more than the "
                                       f"{profile.rows:,} rows counted by the first pass")
-                X = frame_to_array(frame, qi)
-                out = np.empty((h, d))
-                # centroids gathered; SSE of the published values against the input, both
+                # centroids gathered (column-major: each row of ``out`` becomes a column
+                # without a copy); SSE of the published values against the input, both
                 # standardized (exactly what is written), and the sums for SST
-                publish_rows(X, lab, groups.centroid, profile.scale, profile.mean, profile.sd, out, col_sse, zs, zq)
-                cols = {c: pl.Series(c, out[:, j], dtype=pl.Float64) for j, c in enumerate(qi)}
-                frame = frame.with_columns(**cols)
+                out = np.empty((d, h))
+                publish(lab, groups.centroid, out)
+                for j, c in enumerate(qi):
+                    column_sums(_values(frame, c), out[j], profile.scale, profile.mean, profile.sd, j,
+                                col_sse, zs, zq)
+                frame = frame.with_columns(pl.Series(c, out[j], dtype=pl.Float64) for j, c in enumerate(qi))
                 if group_column is not None:
                     frame = frame.with_columns(pl.Series(group_column, lab, dtype=pl.Int64))
                 counter.add(frame)

@@ -62,15 +62,14 @@ def _run(argv, capsys):
 def test_verification_catches_a_class_below_k(table, tmp_path, monkeypatch, capsys, blocks):
     """One published row made to differ from its group: the run fails, exit 1, nothing written."""
     _, src, _ = table
-    real = write.publish_rows
+    real = write.publish
 
-    def off_by_one(X, labels, centroid, *args):
-        out = args[3]
-        real(X, labels, centroid, *args)
-        if out.shape[0]:
+    def off_by_one(labels, centroid, out):
+        real(labels, centroid, out)
+        if out.shape[1]:
             out[0, 0] += 1.0  # the first row of every chunk no longer matches its group
 
-    monkeypatch.setattr(write, "publish_rows", off_by_one)
+    monkeypatch.setattr(write, "publish", off_by_one)
     out = tmp_path / "out.parquet"
     before = _fingerprint(src)
     extra = ["--block-size", "3000"] if blocks else []

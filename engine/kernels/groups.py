@@ -68,29 +68,41 @@ def count_labels(labels, n_groups):
 
 
 @njit(cache=True, nogil=True)
-def publish_rows(X, labels, centroid, scale, mean, sd, out, col_sse, col_sum, col_sq):
-    """The write pass's kernel, serial (it shares the CPU with the background writer):
-
-    ``out[i] = centroid[labels[i]]``; with ``z`` the standardized input and ``c``
-    the standardized published value (``(v / scale - mean) / sd``, 0 when sd = 0),
-    ``col_sse[j] += (z - c)^2``, ``col_sum[j] += z``, ``col_sq[j] += z^2``, in row
-    order, so the sums do not depend on the chunking.
-
-    Two loops: the gather alone (a small body, so the CPU overlaps many of its
-    cache misses into the centroid table), then the sums over contiguous rows.
-    """
-    n, d = X.shape
+def gather_columns(labels, centroid, out):
+    """The write pass's gather, column-major: ``out[j, i] = centroid[labels[i], j]``.
+    One pass over the rows (a small body, so the CPU overlaps many of its cache
+    misses into the centroid table); each ``out[j]`` then becomes an output column
+    without a copy."""
+    n = labels.shape[0]
+    d = centroid.shape[1]
     for i in range(n):
         g = labels[i]
         for j in range(d):
-            out[i, j] = centroid[g, j]
-    inv = 1.0 / scale
-    for i in range(n):
-        for j in range(d):
-            if sd[j] > 0.0:  # else z = c = 0: nothing to add
-                z = (X[i, j] * inv[j] - mean[j]) / sd[j]
-                c = (out[i, j] * inv[j] - mean[j]) / sd[j]
-                t = z - c
-                col_sse[j] += t * t
-                col_sum[j] += z
-                col_sq[j] += z * z
+            out[j, i] = centroid[g, j]
+
+
+@njit(cache=True, nogil=True)
+def column_sums(x, published, scale, mean, sd, j, col_sse, col_sum, col_sq):
+    """The write pass's sums for QI column ``j``: with ``z`` the standardized input
+    ``x`` and ``c`` the standardized published value (``(v / scale - mean) / sd``; a
+    column with sd = 0 adds nothing), ``col_sse[j] += (z - c)^2``, ``col_sum[j] += z``,
+    ``col_sq[j] += z^2``, in row order, so the sums do not depend on the chunking.
+    ``x`` may be any numeric dtype; it is converted to float64 as a cast would."""
+    if sd[j] <= 0.0:
+        return
+    inv = 1.0 / scale[j]
+    m = mean[j]
+    s = sd[j]
+    a = col_sse[j]
+    b = col_sum[j]
+    q = col_sq[j]
+    for i in range(x.shape[0]):
+        z = (np.float64(x[i]) * inv - m) / s
+        c = (published[i] * inv - m) / s
+        t = z - c
+        a += t * t
+        b += z
+        q += z * z
+    col_sse[j] = a
+    col_sum[j] = b
+    col_sq[j] = q
