@@ -59,13 +59,13 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from .kernels.groups import accumulate_group_sums
+    from .kernels.groups import accumulate_scaled_sums
     from .kernels.leaf import aggregate_leaves
     from .kernels.partition import scatter_labels
     from .partition import standardized
 
     def work(unit):
-        ids, X = store.read_many(unit)
+        ids, X = store.read_many(unit, contiguous=False)  # views into the records read
         Z = standardized(X, profile, cols)
         local = aggregate_leaves(Z, method_code, k, gamma, leaf) if leaf else aggregate_block(Z, method_code, k, gamma)
         del Z
@@ -73,7 +73,7 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
         part = None
         if sums is not None:
             part = (np.zeros((g, X.shape[1])), np.zeros(g, np.int64))
-            accumulate_group_sums(X / profile.scale, local, part[0], part[1])  # exact: powers of two
+            accumulate_scaled_sums(X, 1.0 / profile.scale, local, part[0], part[1])  # exact: powers of two
         return ids, local, g, part
 
     next_id = 0

@@ -121,7 +121,7 @@ def sample_stride(rows: int, block_size: int) -> int:
 
 def standardized(X: np.ndarray, profile: Profile, cols: np.ndarray) -> np.ndarray:
     out = np.empty((X.shape[0], cols.shape[0]))
-    standardize_serial(np.ascontiguousarray(X), profile.scale, profile.mean, profile.sd, cols, out)
+    standardize_serial(X, profile.scale, profile.mean, profile.sd, cols, out)  # any layout
     return out
 
 

@@ -198,8 +198,7 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
                 out = np.empty((d, h))
                 publish(lab, groups.centroid, out)
                 for j, c in enumerate(qi):
-                    column_sums(_values(frame, c), out[j], profile.scale, profile.mean, profile.sd, j,
-                                col_sse, zs, zq)
+                    column_sums(_values(frame, c), out[j], profile.scale, profile.mean, j, col_sse, zs, zq)
                 frame = frame.with_columns(pl.Series(c, out[j], dtype=pl.Float64) for j, c in enumerate(qi))
                 if group_column is not None:
                     frame = frame.with_columns(pl.Series(group_column, lab, dtype=pl.Int64))
@@ -221,6 +220,13 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     except BaseException:
         writer.abort()
         raise
-    n = profile.rows
-    col_sst = zq - zs * zs / n
+    col_sse, col_sst = finish_sums(col_sse, zs, zq, profile.sd, profile.rows)
     return float(col_sse.sum()), float(col_sst.sum()), result, col_sse, col_sst
+
+
+def finish_sums(sse: np.ndarray, s: np.ndarray, q: np.ndarray, sd: np.ndarray, n: int):
+    """SSE and SST per QI in standardized units from ``column_sums``' raw sums (in
+    units of the scale): divided by sd^2; a constant column (sd 0) counts 0 in both."""
+    var = np.where(sd > 0.0, sd * sd, 1.0)
+    live = sd > 0.0
+    return np.where(live, sse / var, 0.0), np.where(live, (q - s * s / n) / var, 0.0)

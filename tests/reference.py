@@ -248,8 +248,9 @@ def interval_disclosure(X, M, p=0.05):
     return float(inside.mean())
 
 
-def publish(X, labels, centroid, scale, mean, sd):
-    """The write pass's gather and sums, row by row: (out, sse, sum z, sum z^2) per column."""
+def publish(X, labels, centroid, scale, mean):
+    """The write pass's gather and raw sums, row by row: (out, sum ((x - v) / scale)^2,
+    sum u, sum u^2) per column, with u = x / scale - mean."""
     n, d = X.shape
     out = np.empty((n, d))
     sse, zs, zq = np.zeros(d), np.zeros(d), np.zeros(d)
@@ -257,11 +258,10 @@ def publish(X, labels, centroid, scale, mean, sd):
         for j in range(d):
             v = centroid[labels[i], j]
             out[i, j] = v
-            if sd[j] > 0.0:
-                inv = 1.0 / scale[j]
-                z = (X[i, j] * inv - mean[j]) / sd[j]
-                c = (v * inv - mean[j]) / sd[j]
-                sse[j] += (z - c) * (z - c)
-                zs[j] += z
-                zq[j] += z * z
+            inv = 1.0 / scale[j]
+            t = (X[i, j] - v) * inv
+            u = X[i, j] * inv - mean[j]
+            sse[j] += t * t
+            zs[j] += u
+            zq[j] += u * u
     return out, sse, zs, zq

@@ -135,22 +135,25 @@ class BlockStore:
             raise EngineError(f"cannot write temporary data in {self.path}: {os_reason(exc)}") from None
         return path
 
-    def read(self, block: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(row_ids int64, X float64 C-contiguous (m, d))`` of one block, in row order."""
+    def read(self, block: int, contiguous: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """``(row_ids int64, X float64 (m, d))`` of one block, in row order: C-contiguous
+        copies, or (``contiguous=False``) strided views into the records read."""
         if self.rows[block] == 0:
             return np.zeros(0, np.int64), np.zeros((0, self.d))
         rec = np.fromfile(self._file(block), dtype=np.float64).reshape(-1, 1 + self.d)
         if rec.shape[0] != self.rows[block]:
             raise EngineError(f"temporary block file {self._file(block)} is damaged "
                               f"({rec.shape[0]} rows, expected {self.rows[block]})")
-        ids = np.ascontiguousarray(rec.view(np.int64)[:, 0])
-        X = np.ascontiguousarray(rec[:, 1:])
+        ids = rec.view(np.int64)[:, 0]
+        X = rec[:, 1:]
+        if contiguous:
+            ids, X = np.ascontiguousarray(ids), np.ascontiguousarray(X)
         return ids, X
 
-    def read_many(self, blocks) -> tuple[np.ndarray, np.ndarray]:
-        """Several blocks, concatenated in the order given."""
+    def read_many(self, blocks, contiguous: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Several blocks, concatenated in the order given (see ``read``)."""
         if len(blocks) == 1:
-            return self.read(blocks[0])
+            return self.read(blocks[0], contiguous)
         parts = [self.read(b) for b in blocks]
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 

@@ -20,6 +20,18 @@ def accumulate_group_sums(X, labels, out_sums, out_counts):
 
 
 @njit(cache=True, nogil=True)
+def accumulate_scaled_sums(X, inv, labels, out_sums, out_counts):
+    """``accumulate_group_sums(X * inv, ...)`` without the scaled copy (``inv`` holds
+    powers of two, so each product is exact and the sums are the same)."""
+    n, d = X.shape
+    for i in range(n):
+        g = labels[i]
+        out_counts[g] += 1
+        for j in range(d):
+            out_sums[g, j] += X[i, j] * inv[j]
+
+
+@njit(cache=True, nogil=True)
 def accumulate_sse(Z, labels, means, start):
     """``start`` plus the sum over rows of ``||Z[i] - means[labels[i]]||^2``, in row order.
 
@@ -82,27 +94,25 @@ def gather_columns(labels, centroid, out):
 
 
 @njit(cache=True, nogil=True)
-def column_sums(x, published, scale, mean, sd, j, col_sse, col_sum, col_sq):
-    """The write pass's sums for QI column ``j``: with ``z`` the standardized input
-    ``x`` and ``c`` the standardized published value (``(v / scale - mean) / sd``; a
-    column with sd = 0 adds nothing), ``col_sse[j] += (z - c)^2``, ``col_sum[j] += z``,
-    ``col_sq[j] += z^2``, in row order, so the sums do not depend on the chunking.
+def column_sums(x, published, scale, mean, j, col_sse, col_sum, col_sq):
+    """The write pass's sums for QI column ``j``, in units of ``scale`` (a power of
+    two), before the division by the column's sd (``write.finish_sums``):
+    ``col_sse[j] += ((x - v) / scale)^2`` for the input ``x`` and the published value
+    ``v``; ``col_sum[j] += u`` and ``col_sq[j] += u^2`` with ``u = x / scale - mean``.
+    No division per row. In row order, so the sums do not depend on the chunking.
     ``x`` may be any numeric dtype; it is converted to float64 as a cast would."""
-    if sd[j] <= 0.0:
-        return
     inv = 1.0 / scale[j]
     m = mean[j]
-    s = sd[j]
     a = col_sse[j]
     b = col_sum[j]
     q = col_sq[j]
     for i in range(x.shape[0]):
-        z = (np.float64(x[i]) * inv - m) / s
-        c = (published[i] * inv - m) / s
-        t = z - c
+        xi = np.float64(x[i])
+        t = (xi - published[i]) * inv
+        u = xi * inv - m
         a += t * t
-        b += z
-        q += z * z
+        b += u
+        q += u * u
     col_sse[j] = a
     col_sum[j] = b
     col_sq[j] = q
