@@ -186,7 +186,7 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     counter = ClassCounter(qi, groups.count)
     try:
         with Progress("write", profile.rows, progress) as bar:
-            for offset, frame in source.iter_frames(None, chunk_rows):
+            for offset, frame in source.iter_frames(None, chunk_rows, prefetch=True):
                 h = frame.height
                 lab = groups.labels[offset: offset + h]
                 if lab.shape[0] != h:

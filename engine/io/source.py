@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import glob as _glob
 import os
+import queue
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -68,21 +70,39 @@ class Source:
             raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
 
     def _parquet_batches(self, columns, chunk_rows):
-        """Parquet files read one row group at a time with pyarrow: no read-ahead, so
-        memory stays at about one row group (Polars' streaming reader buffers more)."""
+        """Parquet files read a chunk at a time, with nothing read ahead, so memory stays
+        at about one chunk (Polars' streaming batches buffer more).
+
+        A few columns (the QIs): pyarrow's batches. Every column (the write pass):
+        Polars' native reader on slices of whole row groups (a row group above
+        ``chunk_rows`` is cut, so nothing is decoded twice): it decodes strings and
+        wide tables with about half pyarrow's CPU time, and needs no Arrow conversion."""
         import pyarrow.parquet as pq
 
         schema = self.schema
         for f in self.paths:
-            pf = pq.ParquetFile(f)
-            for batch in pf.iter_batches(batch_size=chunk_rows, columns=columns, use_threads=True):
-                frame = pl.from_arrow(batch)
+            if columns is not None:
+                pf = pq.ParquetFile(f)
+                frames = (pl.from_arrow(b) for b in pf.iter_batches(batch_size=chunk_rows, columns=columns,
+                                                                     use_threads=True))
+            else:
+                frames = _row_group_slices(f, chunk_rows)
+            for frame in frames:
                 if frame.schema != (sub := pl.Schema({c: schema[c] for c in frame.columns})):
                     frame = frame.cast(dict(sub))
                 yield frame
 
-    def iter_frames(self, columns: Sequence[str] | None, chunk_rows: int) -> Iterator[tuple[int, pl.DataFrame]]:
-        """Yield ``(row_offset, frame)`` in input order, each at most ``chunk_rows`` rows."""
+    def iter_frames(self, columns: Sequence[str] | None, chunk_rows: int,
+                    prefetch: bool = False) -> Iterator[tuple[int, pl.DataFrame]]:
+        """Yield ``(row_offset, frame)`` in input order, each at most ``chunk_rows`` rows.
+
+        With ``prefetch``, a background thread reads the next chunk while the caller
+        works on this one (one chunk more in memory)."""
+        if prefetch:
+            return read_ahead(self.iter_frames(columns, chunk_rows))
+        return self._frames(columns, chunk_rows)
+
+    def _frames(self, columns, chunk_rows):
         lf = self.lazy if columns is None else self.lazy.select(list(columns))
         offset = 0
         if self.kind == "parquet":
@@ -102,11 +122,79 @@ class Source:
         except Exception as exc:
             raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
 
-    def iter_arrays(self, columns: Sequence[str], chunk_rows: int) -> Iterator[tuple[int, np.ndarray]]:
-        """Yield ``(row_offset, array)``: contiguous float64 (rows, len(columns)); nulls as NaN."""
+    def iter_arrays(self, columns: Sequence[str], chunk_rows: int,
+                    prefetch: bool = False) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(row_offset, array)``: contiguous float64 (rows, len(columns)); nulls as
+        NaN. ``prefetch`` as in ``iter_frames`` (the conversion runs ahead too)."""
         cols = list(columns)
-        for offset, frame in self.iter_frames(cols, chunk_rows):
-            yield offset, frame_to_array(frame, cols)
+        arrays = ((offset, frame_to_array(frame, cols)) for offset, frame in self.iter_frames(cols, chunk_rows))
+        return read_ahead(arrays) if prefetch else arrays
+
+
+def _row_group_slices(path: str, chunk_rows: int) -> Iterator[pl.DataFrame]:
+    import pyarrow.parquet as pq
+
+    md = pq.read_metadata(path)
+    bounds = [0]
+    for g in range(md.num_row_groups):
+        bounds.append(bounds[-1] + md.row_group(g).num_rows)
+    lf = pl.scan_parquet(path)
+    start, b = 0, 0
+    while start < bounds[-1]:
+        while b + 1 < len(bounds) and bounds[b + 1] <= start + chunk_rows:
+            b += 1
+        end = bounds[b] if bounds[b] > start else min(start + chunk_rows, bounds[-1])
+        yield lf.slice(start, end - start).collect()
+        start = end
+
+
+def read_ahead(items: Iterator, name: str = "microagg-reader") -> Iterator:
+    """The items of ``items``, produced by a background thread one item ahead of the
+    consumer (reading and decoding release the GIL, so they overlap the caller's
+    work). Its errors are raised in the consumer; when the consumer stops early (an
+    error, Ctrl-C), the thread stops at its next item."""
+    box: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def put(msg) -> bool:
+        while not stop.is_set():
+            try:
+                box.put(msg, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run() -> None:
+        try:
+            for item in items:
+                if not put(("item", item)):
+                    return
+            put(("done", None))
+        except BaseException as exc:  # raised in the consumer
+            put(("error", exc))
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+
+    def consume():
+        try:
+            while True:
+                try:
+                    kind, value = box.get(timeout=0.1)  # a timeout keeps Ctrl-C prompt
+                except queue.Empty:
+                    continue
+                if kind == "item":
+                    yield value
+                elif kind == "error":
+                    raise value
+                else:
+                    return
+        finally:
+            stop.set()
+            thread.join()
+
+    return consume()
 
 
 def frame_to_array(frame: pl.DataFrame, columns: Sequence[str]) -> np.ndarray:
