@@ -35,7 +35,7 @@ class _Cancelled(Exception):
 
 def sink_parquet(lf: pl.LazyFrame, path: str) -> None:
     """The Parquet encoding of every output (no statistics, as the in-memory path)."""
-    lf.sink_parquet(path, compression="zstd", statistics=False, row_group_size=ROW_GROUP_ROWS)
+    lf.sink_parquet(path, compression="zstd", compression_level=1, statistics=False, row_group_size=ROW_GROUP_ROWS)
 
 
 class _Writer:
