@@ -31,6 +31,7 @@ class Budget:
     block_size: int
     chunk_rows: int
     labels_on_disk: bool
+    block_limit: int | None = None  # the most rows a spilled block may hold (None: no limit)
 
 
 def _mib(x: float) -> str:
@@ -64,4 +65,4 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int) -
     elif cfg.block_size > fit:
         raise EngineError(f"block size {cfg.block_size:,} does not fit the memory limit {_mib(limit)} "
                           f"with {threads} threads (at most {fit:,} rows)")
-    return Budget(block, chunk, on_disk)
+    return Budget(block, chunk, on_disk, max(fit, block))

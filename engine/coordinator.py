@@ -25,13 +25,13 @@ from .io.sink import atomic_output, check_destination, check_tmp_dir, output_for
 from .io.source import open_source
 from .io.spill import BlockStore
 from .kernels.groups import count_labels
-from .profile import check_columns, profile_columns
+from .profile import Moments, check_columns, profile_columns
 from .dependency import select_key_attributes
 from .progress import Progress
 from .refine import refine_partition
 from .report import PeakRSS, Report
 from .border import refine_borders
-from .partition import partition_pass, plan_blocks, sample_stride, standardized
+from .partition import partition_pass, plan_blocks, sample_profile, sample_row_groups, sample_stride, standardized
 from .stitch import Groups, Stitcher, groups_from_sums, standardize, stitch_blocks
 from .write import write_pass
 
@@ -84,11 +84,20 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         single = rows <= budget.block_size
 
         t = time.perf_counter()
-        profile = profile_columns(source, cfg.qi, budget.chunk_rows, cfg.progress, rows=rows,
-                                  sample_stride=0 if single else sample_stride(rows, budget.block_size))
-        passes["profile"] = time.perf_counter() - t
+        stride = sample_stride(rows, budget.block_size)
+        # blocks from Parquet: the plan's sample from a few row groups, and pass 1's
+        # checks and sums done by the partition pass (one pass over the QIs fewer)
+        sampled = None if single else sample_row_groups(source, cfg.qi, rows, stride)
+        if sampled is None:
+            profile = profile_columns(source, cfg.qi, budget.chunk_rows, cfg.progress, rows=rows,
+                                      sample_stride=0 if single else stride)
+            passes["profile"] = time.perf_counter() - t
+            log.info("profiled %d rows x %d quasi-identifiers", rows, len(cfg.qi))
+        else:
+            profile = None
+            passes["sample"] = time.perf_counter() - t
+            log.info("sampled %d rows from the row groups", sampled[0].shape[0])
         release_memory()
-        log.info("profiled %d rows x %d quasi-identifiers", rows, len(cfg.qi))
         cols = np.arange(len(cfg.qi))  # the grouping columns
         key = None
         if cfg.selects:
@@ -105,8 +114,8 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
             groups = _one_block(source, cfg, profile, budget, passes, refined, cols)
             blocks = [rows]
         else:
-            groups, blocks = _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, cleanup,
-                                     refined)
+            groups, blocks, profile = _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads,
+                                              cleanup, refined, sampled, rows)
         _verify_groups(groups.labels, groups.sizes, cfg.k, rows)
         release_memory()
 
@@ -201,20 +210,58 @@ def _one_block(source, cfg, profile, budget, passes, refined, cols) -> Groups:
     return groups
 
 
-def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, cleanup, refined):
-    """Partition into spilled blocks, aggregate them in parallel, stitch.
+def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, cleanup, refined, sampled, total):
+    """Partition into spilled blocks, aggregate them in parallel, stitch; returns
+    ``(groups, block sizes, profile)``.
+
+    With ``sampled`` (``partition.sample_row_groups``; ``profile`` is then None) the
+    plan comes from that sample and the partition pass measures the columns too. If
+    that leaves a block above the budget's limit (a sample that missed how the rows
+    are spread: a file sorted on a QI, say), or the columns must be measured again
+    in a power-of-two scale, the pass 1 that was skipped runs after all.
 
     The spill folder is removed when ``cleanup`` closes (after the write pass, which
     may read the label map from it), also on errors and Ctrl-C.
     """
-    rows = profile.rows
     folder = tmp_dir if tmp_dir is not None else (os.path.dirname(os.path.abspath(dest)) if dest else None)
     t = time.perf_counter()
-    Zs = standardized(profile.sample, profile, cols)
-    plan = plan_blocks(Zs, profile.sample_ids, rows, budget.block_size)
-    del Zs
-    store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder))
-    partition_pass(source, profile, cols, plan, store, budget.chunk_rows, cfg.progress)
+    store = None
+    if sampled is not None:
+        X, ids = sampled
+        sprof = sample_profile(cfg.qi, X)
+        plan = plan_blocks(standardized(X, sprof, cols), ids, total, budget.block_size)
+        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder))
+        moments = Moments(cfg.qi, np.ones(len(cfg.qi)))
+        partition_pass(source, sprof, cols, plan, store, budget.chunk_rows, cfg.progress, moments=moments,
+                       rows=total)
+        if moments.n == 0:
+            raise EngineError(f"{source.label} has no rows")
+        too_big = budget.block_limit is not None and int(store.rows.max()) > budget.block_limit
+        scale = moments.rescale()
+        if too_big:
+            log.warning("the row-group sample left a block of %d rows (limit %d): sampling every row group",
+                        int(store.rows.max()), budget.block_limit)
+            store.close()
+            store = None
+        elif scale is not None:
+            tp = time.perf_counter()
+            profile = profile_columns(source, cfg.qi, budget.chunk_rows, cfg.progress, rows=total)
+            passes["profile"] = time.perf_counter() - tp
+        else:
+            profile = moments.profile()
+    if store is None:
+        if profile is None or profile.sample is None:
+            tp = time.perf_counter()
+            profile = profile_columns(source, cfg.qi, budget.chunk_rows, cfg.progress, rows=total,
+                                      sample_stride=sample_stride(total, budget.block_size))
+            passes["profile"] = time.perf_counter() - tp
+            t = time.perf_counter()
+        Zs = standardized(profile.sample, profile, cols)
+        plan = plan_blocks(Zs, profile.sample_ids, profile.rows, budget.block_size)
+        del Zs
+        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder))
+        partition_pass(source, profile, cols, plan, store, budget.chunk_rows, cfg.progress)
+    rows = profile.rows
     units = store.units(2 * cfg.k)
     passes["partition"] = time.perf_counter() - t
     release_memory()
@@ -247,7 +294,7 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         del sums
     passes["stitch"] = time.perf_counter() - t
     sizes = [int(store.rows[u].sum()) for u in units]
-    return groups, sizes
+    return groups, sizes, profile
 
 
 def _verify_groups(labels: np.ndarray, sizes: np.ndarray, k: int, rows: int) -> None:

@@ -15,12 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 
 from .io.source import Source
 from .io.spill import BlockStore
 from .kernels.moments import standardize_serial
-from .kernels.partition import assign_leaves, counting_order, gather_records, plan_tree, route_rows
-from .profile import Profile
+from .kernels.partition import assign_leaves, counting_order, gather_records, plan_tree, route_rows, tie_keys
+from .profile import Moments, Profile
 from .progress import Progress
 
 
@@ -28,7 +29,7 @@ from .progress import Progress
 class Plan:
     dim: np.ndarray        # (nodes,) int64 split dimension (index into the grouping columns)
     thr_value: np.ndarray  # (nodes,) float64
-    thr_row: np.ndarray    # (nodes,) int64
+    thr_row: np.ndarray    # (nodes,) uint64: the tie key (``kernels.partition.tie_key``) of the threshold row
     left: np.ndarray       # (nodes,) int64 child node ids
     right: np.ndarray
     leaf_of: np.ndarray    # (nodes,) int64 block number, -1 for inner nodes
@@ -92,9 +93,10 @@ class Plan:
         return col, lo, hi, left, right, int(depth.max())
 
     def route(self, X: np.ndarray, first_id: int, bounds, out: np.ndarray) -> np.ndarray:
-        """Leaves of raw rows ``X`` (all QIs, original units) with ids ``first_id, first_id + 1, ...``
-        (``bounds`` from ``raw_bounds``): the same as ``assign(standardized(X, profile, cols), ids)``."""
-        out = out[:X.shape[0]]
+        """Leaves of raw rows ``X`` (all QIs, original units), column-major (d, n), with ids
+        ``first_id, first_id + 1, ...`` (``bounds`` from ``raw_bounds``): the same as
+        ``assign(standardized(X.T, profile, cols), ids)``."""
+        out = out[:X.shape[1]]
         col, lo, hi, left, right, depth = self._routing(bounds) if len(bounds) == 3 else bounds
         route_rows(X, first_id, col, lo, hi, self.thr_row, left, right, self.leaf_of, depth, out)
         return out
@@ -126,9 +128,9 @@ def standardized(X: np.ndarray, profile: Profile, cols: np.ndarray) -> np.ndarra
 
 
 def plan_blocks(Zs: np.ndarray, ids: np.ndarray, rows: int, block_size: int) -> Plan:
-    """Median-split plan from the standardized sample ``Zs`` (m, d) and its row ids
-    (increasing): ``kernels.partition.plan_tree`` with leaves of the sample rows that
-    stand for at most ``block_size`` rows."""
+    """Median-split plan from the standardized sample ``Zs`` (m, d) and its row ids:
+    ``kernels.partition.plan_tree`` on the sample in tie-key order, with leaves of
+    the sample rows that stand for at most ``block_size`` rows."""
     m = Zs.shape[0]
     per_sample_row = rows / max(m, 1)
     leaf = max(1, int(block_size / per_sample_row))  # size * per_sample_row <= block_size
@@ -136,25 +138,34 @@ def plan_blocks(Zs: np.ndarray, ids: np.ndarray, rows: int, block_size: int) -> 
         leaf += 1
     while leaf > 1 and leaf * per_sample_row > block_size:
         leaf -= 1
-    Zs = np.ascontiguousarray(Zs, dtype=np.float64)
+    keys = tie_keys(np.asarray(ids, np.int64))
+    by_key = np.argsort(keys, kind="stable")
+    Zs = np.ascontiguousarray(np.asarray(Zs, dtype=np.float64)[by_key])
+    keys = keys[by_key]
     dim, pivot, left, right, leaf_of, n_blocks = plan_tree(Zs, leaf)
     inner = pivot >= 0
     tv = np.where(inner, Zs[np.maximum(pivot, 0), dim], 0.0)
-    tr = np.where(inner, np.asarray(ids, np.int64)[np.maximum(pivot, 0)], 0)
-    return Plan(dim, tv, tr, left, right, leaf_of, int(n_blocks))
+    tr = np.where(inner, keys[np.maximum(pivot, 0)], np.uint64(0))
+    return Plan(dim, tv, tr.astype(np.uint64), left, right, leaf_of, int(n_blocks))
 
 
 def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Plan, store: BlockStore,
-                   chunk_rows: int, progress: bool = False) -> None:
-    """Route every row to its block and spill it (QI values in original units + row id)."""
+                   chunk_rows: int, progress: bool = False, *, moments: Moments | None = None,
+                   rows: int | None = None) -> None:
+    """Route every row to its block and spill it (QI values in original units + row id).
+
+    ``profile`` standardizes the plan's thresholds (``Plan.raw_bounds``). With
+    ``moments``, the pass also does pass 1's checks and sums on the way (the profile
+    then comes from ``moments``; ``profile`` may be the sample's)."""
     qi = list(profile.columns)
     order = np.empty(chunk_rows, np.int64)
     leaf = np.empty(chunk_rows, np.int64)
     start = np.empty(plan.n_blocks + 1, np.int64)
     bounds = plan._routing(plan.raw_bounds(profile, cols))
-    with Progress("partition", profile.rows, progress) as bar:
-        for offset, X in source.iter_arrays(qi, chunk_rows):
-            h = X.shape[0]
+    with Progress("partition", rows if rows is not None else profile.rows, progress) as bar:
+        for offset, frame in source.iter_frames(qi, chunk_rows):
+            X = moments.add(frame, offset) if moments is not None else frame_to_columns(frame, qi)
+            h = X.shape[1]
             if order.shape[0] < h:
                 order = np.empty(h, np.int64)
                 leaf = np.empty(h, np.int64)
@@ -166,3 +177,62 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
             store.append_chunk(rec, start)
             bar.update(offset + h)
     store.flush()
+
+
+def frame_to_columns(frame, columns) -> np.ndarray:
+    """Columns of ``frame`` as a column-major (d, rows) float64 array, nulls as NaN."""
+    X = np.empty((len(columns), frame.height))
+    for j, c in enumerate(columns):
+        X[j] = frame.get_column(c).cast(pl.Float64).to_numpy()
+    return X
+
+
+SAMPLE_GROUP_STRIDE = 8  # the merged plan's sample reads every 8th row group
+
+
+def sample_row_groups(source: Source, qi, rows: int, stride: int):
+    """The plan's sample without a pass over the data: rows of every
+    ``SAMPLE_GROUP_STRIDE``-th row group of a Parquet input (about an eighth of
+    it), every (stride / 8)-th row of those (row id a multiple of it), so about
+    ``rows / stride`` rows, as the profile pass's every ``stride``-th row.
+
+    Returns ``(X (m, d), row ids)``, or None when this does not pay or cannot be
+    trusted: not Parquet, fewer than 4 x 8 row groups, or a missing or non-finite
+    value in the sample (pass 1 then runs, and reports it). Depends on the file's
+    row-group layout only, not on the chunk size or threads."""
+    if source.kind != "parquet":
+        return None
+    import pyarrow.parquet as pq
+
+    groups = []
+    first = 0
+    for f in source.paths:
+        md = pq.read_metadata(f)
+        for g in range(md.num_row_groups):
+            n = md.row_group(g).num_rows
+            groups.append((f, g, first, n))
+            first += n
+    if first != rows or len(groups) < 4 * SAMPLE_GROUP_STRIDE:
+        return None
+    step = max(1, stride // SAMPLE_GROUP_STRIDE)
+    parts, ids = [], []
+    files: dict = {}
+    for f, g, first, n in groups[::SAMPLE_GROUP_STRIDE]:
+        pf = files.setdefault(f, pq.ParquetFile(f))
+        frame = pl.from_arrow(pf.read_row_group(g, columns=list(qi)))
+        take = np.arange((-first) % step, n, step)
+        parts.append(frame_to_columns(frame, qi)[:, take].T)
+        ids.append(take + first)
+    X = np.ascontiguousarray(np.concatenate(parts))
+    if X.shape[0] < 2 or not np.isfinite(X).all() or np.abs(X).max() > 2.0 ** 400:
+        return None
+    return X, np.concatenate(ids).astype(np.int64)
+
+
+def sample_profile(qi, X: np.ndarray) -> Profile:
+    """Moments of the sample alone: they only standardize the plan (which column a
+    node cuts); the routing compares raw values, the blocks get the exact profile."""
+    mean = X.mean(axis=0)
+    sd = X.std(axis=0)
+    sd[X.min(axis=0) == X.max(axis=0)] = 0.0
+    return Profile(tuple(qi), X.shape[0], np.ones(X.shape[1]), mean, sd, X.min(axis=0), X.max(axis=0))

@@ -71,39 +71,77 @@ def _first_null(frame: pl.DataFrame, qi: Sequence[str], offset: int) -> None:
             raise EngineError(f"column {c!r} has a missing value at row {row + 1} (rows counted from 1)")
 
 
-def _moment_pass(source, qi, chunk_rows, scale, rows, progress, stride=0):
-    d = len(qi)
-    s = np.zeros(d)
-    q = np.zeros(d)
-    mn = np.full(d, np.inf)
-    mx = np.full(d, -np.inf)
-    shift = None
-    n = 0
+class Moments:
+    """Pass 1's arithmetic, fed chunk by chunk in row order: the null / non-finite
+    checks and the shifted column sums, in units of ``scale``. Used by the profile
+    pass, and by the partition pass when it measures the columns on its way."""
+
+    def __init__(self, qi: Sequence[str], scale: np.ndarray):
+        self.qi = tuple(qi)
+        d = len(self.qi)
+        self.scale = scale
+        self.s = np.zeros(d)
+        self.q = np.zeros(d)
+        self.mn = np.full(d, np.inf)
+        self.mx = np.full(d, -np.inf)
+        self.shift = None
+        self.n = 0
+
+    def add(self, frame: pl.DataFrame, offset: int) -> np.ndarray:
+        """Check and add the chunk ``frame`` (rows ``offset``...); return its QI values
+        column-major (d, rows), float64."""
+        qi = self.qi
+        _first_null(frame, qi, offset)
+        X = np.empty((len(qi), frame.height))  # column-major: contiguous copies and scans
+        for j, c in enumerate(qi):
+            X[j] = frame.get_column(c).cast(pl.Float64).to_numpy()
+        if self.shift is None:
+            self.shift = np.where(np.isfinite(X[:, 0]), X[:, 0], 0.0) / self.scale
+        bad = np.full(len(qi), -1, np.int64)
+        accumulate_moments(X, self.scale, self.shift, self.s, self.q, self.mn, self.mx, bad)
+        for j in range(len(qi)):
+            if bad[j] >= 0:
+                v = X[j, bad[j]]
+                raise EngineError(f"column {qi[j]!r} has a non-finite value ({v}) at row "
+                                  f"{offset + bad[j] + 1} (rows counted from 1)")
+        self.n += frame.height
+        return X
+
+    def rescale(self) -> np.ndarray | None:
+        """None when the sums are sound; else the power-of-two scale to measure again
+        in: values so large that their squares overflow, or so small that they
+        underflow (1e-300: the column would look constant)."""
+        absmax = np.maximum(np.abs(self.mn), np.abs(self.mx))
+        if not (np.all(np.isfinite(self.q)) and np.all(np.isfinite(self.s))) or np.any(absmax > 2.0 ** 400) \
+                or np.any((absmax > 0) & (absmax < 2.0 ** -400)):
+            return _power_of_two(absmax)
+        return None
+
+    def profile(self, sample=(None, None)) -> Profile:
+        n, s, q = self.n, self.s, self.q
+        mean = self.shift + s / n
+        var = np.maximum((q - s * s / n) / n, 0.0)
+        sd = np.sqrt(var)
+        # a column whose values are all equal has sd 0 exactly only if the shifted sums
+        # vanish; guard the rounding case too
+        sd[self.mn == self.mx] = 0.0
+        return Profile(self.qi, n, self.scale, mean, sd, self.mn, self.mx, sample[0], sample[1])
+
+
+def _moment_pass(source, qi, chunk_rows, scale, rows, progress, stride=0) -> tuple[Moments, tuple]:
+    m = Moments(qi, scale)
     samples, sample_ids = [], []
     with Progress("profile", rows, progress) as bar:
         for offset, frame in source.iter_frames(qi, chunk_rows):
-            _first_null(frame, qi, offset)
-            X = np.empty((d, frame.height))  # column-major: contiguous copies and scans
-            for j, c in enumerate(qi):
-                X[j] = frame.get_column(c).cast(pl.Float64).to_numpy()
-            if shift is None:
-                shift = np.where(np.isfinite(X[:, 0]), X[:, 0], 0.0) / scale
-            bad = np.full(d, -1, np.int64)
-            accumulate_moments(X, scale, shift, s, q, mn, mx, bad)
-            for j in range(d):
-                if bad[j] >= 0:
-                    v = X[j, bad[j]]
-                    raise EngineError(f"column {qi[j]!r} has a non-finite value ({v}) at row "
-                                      f"{offset + bad[j] + 1} (rows counted from 1)")
+            X = m.add(frame, offset)
             if stride:
                 first = (-offset) % stride
                 take = np.arange(first, frame.height, stride)
                 samples.append(X[:, take].T)
                 sample_ids.append(take + offset)
-            n += frame.height
-            bar.update(n)
+            bar.update(m.n)
     sample = (np.concatenate(samples), np.concatenate(sample_ids)) if samples else (None, None)
-    return n, s, q, mn, mx, shift, sample
+    return m, sample
 
 
 def profile_columns(source: Source, qi: Sequence[str], chunk_rows: int, progress: bool = False,
@@ -113,25 +151,12 @@ def profile_columns(source: Source, qi: Sequence[str], chunk_rows: int, progress
     With ``sample_stride`` > 0, also keep the rows whose index is a multiple of it.
     """
     qi = tuple(qi)
-    d = len(qi)
     total = rows if rows is not None else source.count_rows()
-    scale = np.ones(d)
-    n, s, q, mn, mx, shift, sample = _moment_pass(source, qi, chunk_rows, scale, total, progress, sample_stride)
-    if n == 0:
+    m, sample = _moment_pass(source, qi, chunk_rows, np.ones(len(qi)), total, progress, sample_stride)
+    if m.n == 0:
         raise EngineError(f"{source.label} has no rows")
-    absmax = np.maximum(np.abs(mn), np.abs(mx))
-    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(s))) or np.any(absmax > 2.0 ** 400) \
-            or np.any((absmax > 0) & (absmax < 2.0 ** -400)):
-        # values so large that their squares overflow, or so small that they underflow
-        # (1e-300: the column would look constant): measure again in units of a power
-        # of two (exact, so the standardized values do not change otherwise)
-        scale = _power_of_two(absmax)
-        n, s, q, mn, mx, shift, sample = _moment_pass(source, qi, chunk_rows, scale, total, progress,
-                                                      sample_stride)
-    mean = shift + s / n
-    var = np.maximum((q - s * s / n) / n, 0.0)
-    sd = np.sqrt(var)
-    # a column whose values are all equal has sd 0 exactly only if the shifted sums
-    # vanish; guard the rounding case too
-    sd[mn == mx] = 0.0
-    return Profile(qi, n, scale, mean, sd, mn, mx, sample[0], sample[1])
+    scale = m.rescale()
+    if scale is not None:  # measure again in units of a power of two (exact, so the
+        # standardized values do not change otherwise)
+        m, sample = _moment_pass(source, qi, chunk_rows, scale, total, progress, sample_stride)
+    return m.profile(sample)

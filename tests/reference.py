@@ -265,3 +265,12 @@ def publish(X, labels, centroid, scale, mean):
             zs[j] += u
             zq[j] += u * u
     return out, sse, zs, zq
+
+
+def tie_key(row_id: int) -> int:
+    """splitmix64's finalizer on a row id, in plain integers (the partition's tie key)."""
+    m = (1 << 64) - 1
+    z = (row_id + 0x9E3779B97F4A7C15) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    return z ^ (z >> 31)

@@ -17,6 +17,7 @@ from engine.io.spill import SPILL_PREFIX
 from engine.kernels.partition import assign_leaves, counting_order
 from engine.partition import plan_blocks
 from engine.synth import NUMERIC_QI, census_like
+from reference import tie_key
 
 QI = list(NUMERIC_QI)
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,8 +141,8 @@ def test_plan_and_routing_match_a_plain_reference():
     def route(z, r):  # the split rule, written out
         node = 0
         while plan.leaf_of[node] < 0:
-            key = (z[plan.dim[node]], r)
-            node = plan.left[node] if key <= (plan.thr_value[node], plan.thr_row[node]) else plan.right[node]
+            key = (z[plan.dim[node]], tie_key(int(r)))
+            node = plan.left[node] if key <= (plan.thr_value[node], int(plan.thr_row[node])) else plan.right[node]
         return plan.leaf_of[node]
 
     assert all(got[i] == route(Z[i], ids[i]) for i in range(0, 5_000, 7))
@@ -241,7 +242,7 @@ def test_routing_raw_rows_equals_routing_standardized_rows(seed):
     Z = standardized(X, prof, cols)
     plan = plan_blocks(Z[::7], ids[::7], n, 600)
     want = plan.assign(Z, ids)
-    got = plan.route(X, 1_000, plan.raw_bounds(prof, cols), np.empty(n, np.int64))
+    got = plan.route(np.ascontiguousarray(X.T), 1_000, plan.raw_bounds(prof, cols), np.empty(n, np.int64))
     assert np.array_equal(got, want)
     # rows right at the bounds: each inner node's lo, hi and the doubles just outside them
     col, lo, hi = plan.raw_bounds(prof, cols)
@@ -260,7 +261,8 @@ def test_routing_raw_rows_equals_routing_standardized_rows(seed):
 def _route_ids(plan, X, ids, prof, cols):
     """``Plan.route`` for arbitrary row ids: row by row, each as its own chunk."""
     b = plan.raw_bounds(prof, cols)
-    return np.array([plan.route(X[i:i + 1], int(ids[i]), b, np.empty(1, np.int64))[0] for i in range(X.shape[0])])
+    return np.array([plan.route(np.ascontiguousarray(X[i:i + 1].T), int(ids[i]), b, np.empty(1, np.int64))[0]
+                     for i in range(X.shape[0])])
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -297,3 +299,10 @@ def test_plan_tree_cuts_at_medians_of_the_widest_column(seed):
 
     walk(0, np.arange(m))
     assert seen_leaves == list(range(n_leaves))
+
+
+def test_tie_key_kernel_matches_reference():
+    from engine.kernels.partition import tie_keys
+
+    ids = np.array([0, 1, 2, 12345, 2**31, 2**40 + 7, 2**62], np.int64)
+    assert [int(v) for v in tie_keys(ids)] == [tie_key(int(i)) for i in ids]

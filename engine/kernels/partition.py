@@ -1,9 +1,11 @@
 """Route rows to the leaves of a partition plan (a kd-tree of median splits).
 
-A node splits on dimension ``dim[node]`` at the key ``(thr_value, thr_row)``: a row
-goes left when ``(z, row_id) <= (thr_value, thr_row)`` in lexicographic order. The
-row id breaks ties, so even a column full of equal values splits where the plan
-says, and every row has exactly one leaf whatever the chunking.
+A node splits on dimension ``dim[node]`` at the key ``(thr_value, thr_key)``: a row
+goes left when ``(z, tie_key(row_id)) <= (thr_value, thr_key)`` in lexicographic
+order. The tie key (a fixed bijective mix of the row id, so rows in any id range
+spread evenly over its range) breaks ties, so even a column full of equal values
+splits where the plan says, in the proportion the sample says, whichever rows the
+sample came from; every row has exactly one leaf whatever the chunking.
 """
 
 import numpy as np
@@ -12,8 +14,25 @@ from numba import njit, prange
 from .leaf import _select, _widest_column
 
 
+@njit(cache=True, nogil=True, inline="always")
+def tie_key(row_id):
+    """splitmix64's finalizer: a bijection of the 64-bit row id (as uint64)."""
+    z = np.uint64(row_id) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def tie_keys(row_ids):
+    out = np.empty(row_ids.shape[0], np.uint64)
+    for i in range(row_ids.shape[0]):
+        out[i] = tie_key(row_ids[i])
+    return out
+
+
 @njit(cache=True, nogil=True, parallel=True)
-def assign_leaves(Z, row_ids, dim, thr_value, thr_row, left, right, leaf_of, out):
+def assign_leaves(Z, row_ids, dim, thr_value, thr_key, left, right, leaf_of, out):
     """``out[i]`` = leaf number of row ``i`` (``leaf_of[node] >= 0`` marks a leaf)."""
     n = Z.shape[0]
     for i in prange(n):
@@ -21,7 +40,7 @@ def assign_leaves(Z, row_ids, dim, thr_value, thr_row, left, right, leaf_of, out
         while leaf_of[node] < 0:
             v = Z[i, dim[node]]
             t = thr_value[node]
-            if v < t or (v == t and row_ids[i] <= thr_row[node]):
+            if v < t or (v == t and tie_key(row_ids[i]) <= thr_key[node]):
                 node = left[node]
             else:
                 node = right[node]
@@ -29,9 +48,9 @@ def assign_leaves(Z, row_ids, dim, thr_value, thr_row, left, right, leaf_of, out
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def route_rows(X, first_id, col, lo, hi, thr_row, left, right, leaf_of, depth, out):
-    """``assign_leaves`` on raw rows: ``X`` (n, all QIs) in original units, row ids
-    ``first_id + i``. Node ``node`` compares raw column ``col[node]`` with the raw
+def route_rows(X, first_id, col, lo, hi, thr_key, left, right, leaf_of, depth, out):
+    """``assign_leaves`` on raw rows: ``X`` (all QIs, n), column-major, in original units, row ids
+    ``first_id + i`` (tie keys ``tie_key(row id)``). Node ``node`` compares raw column ``col[node]`` with the raw
     bounds of its standardized threshold (``Plan.raw_bounds``): ``x < lo`` is
     ``z < t``, ``x > hi`` is ``z > t``, and in between ``z == t``, where the row
     id decides. No standardized copy of the chunk, no division per row.
@@ -40,18 +59,21 @@ def route_rows(X, first_id, col, lo, hi, thr_row, left, right, leaf_of, depth, o
     steps; rows go down in batches, level by level, without branches, so the CPU
     works on many rows' steps at once instead of waiting on one row's path.
     """
-    n = X.shape[0]
+    n = X.shape[1]
     B = 64
     for b in prange((n + B - 1) // B):
         s = b * B
         e = min(s + B, n)
         node = np.zeros(B, np.int64)
+        key = np.empty(B, np.uint64)
+        for r in range(e - s):
+            key[r] = tie_key(first_id + s + r)
         for _ in range(depth):
             for r in range(e - s):
                 nd = node[r]
-                x = X[s + r, col[nd]]
-                # right = not (x < lo or (x <= hi and row <= thr))
-                go = (x >= lo[nd]) & ((x > hi[nd]) | (first_id + s + r > thr_row[nd]))
+                x = X[col[nd], s + r]
+                # right = not (x < lo or (x <= hi and key <= thr))
+                go = (x >= lo[nd]) & ((x > hi[nd]) | (key[r] > thr_key[nd]))
                 node[r] = left[nd] + np.int64(go) * (right[nd] - left[nd])
         for r in range(e - s):
             out[s + r] = leaf_of[node[r]]
@@ -88,23 +110,24 @@ def take_labels(row_ids, labels, out):
         out[i] = labels[row_ids[i]]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, parallel=True)
 def gather_records(X, first_id, order, out):
-    """Spill records in block order: ``out[p] = [bits of row id, X[order[p]]]``, the row
-    id ``first_id + order[p]`` stored as int64 bits in a float64 slot."""
-    d = X.shape[1]
+    """Spill records in block order from column-major ``X`` (d, n): ``out[p] = [bits of
+    row id, X[:, order[p]]]``, the row id ``first_id + order[p]`` stored as int64 bits
+    in a float64 slot."""
+    d = X.shape[0]
     ids = out.view(np.int64)
-    for p in range(order.shape[0]):
+    for p in prange(order.shape[0]):  # each record written once: parallel is exact
         i = order[p]
         ids[p, 0] = first_id + i
         for j in range(d):
-            out[p, 1 + j] = X[i, j]
+            out[p, 1 + j] = X[j, i]
 
 
 @njit(cache=True, nogil=True)
 def plan_tree(Z, leaf):
     """The partition plan's kd-tree of median cuts over the sample ``Z`` (m, d), rows
-    in increasing row id order. A node of more than ``leaf`` rows is cut on its
+    in increasing tie-key order (ties between rows then break by position). A node of more than ``leaf`` rows is cut on its
     column of largest variance (``leaf._widest_column``) into its ``size // 2``
     smallest rows by (value, row) and the rest (``leaf._select``); its threshold is
     the largest of the left half. Nodes are numbered as they are created (a cut
