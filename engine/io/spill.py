@@ -25,6 +25,19 @@ from .tempfiles import SPILL_PREFIX, clean_stale, os_reason, private_dir, privat
 __all__ = ["SPILL_PREFIX", "BlockStore"]
 
 
+def _write_all(fd: int, views: list) -> None:
+    """Write the buffers in order with as few system calls as possible (no concatenated
+    copy); a short write goes on where it stopped, a full disk raises ENOSPC (not
+    ndarray.tofile, which reports a short write without errno)."""
+    while views:
+        n = os.writev(fd, views[:512])
+        while views and n >= len(views[0]):
+            n -= len(views[0])
+            views.pop(0)
+        if n:
+            views[0] = views[0][n:]
+
+
 class BlockStore:
     def __init__(self, n_blocks: int, d: int, folder: str | os.PathLike | None = None,
                  buffer_bytes: int = 32 << 20):
@@ -85,11 +98,11 @@ class BlockStore:
     def _write(self, buf: dict[int, list[np.ndarray]], owned: list[np.ndarray]) -> None:
         try:
             for block in sorted(buf):
-                with open(self._file(block), "ab", opener=private_opener) as fh:
-                    # part by part (no concatenated copy); not ndarray.tofile: on a full
-                    # disk it reports a short write without errno
-                    for rec in buf[block]:
-                        fh.write(memoryview(np.ascontiguousarray(rec)).cast("B"))
+                fd = private_opener(str(self._file(block)), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+                try:
+                    _write_all(fd, [memoryview(np.ascontiguousarray(rec)).cast("B") for rec in buf[block]])
+                finally:
+                    os.close(fd)
             buf.clear()
             self._free.extend(owned)  # written: the chunk buffers can be filled again
         except BaseException as exc:  # reported by the caller's thread
