@@ -183,13 +183,15 @@ def _peak_rss_of(cmd, **kw):
     return subprocess.CompletedProcess(cmd, child.returncode, out, err), peak
 
 
-def test_cli_streaming_with_peak_rss_under_limit(tmp_path):
-    """2M rows with --memory-limit 512MiB: the process's peak RSS stays below."""
+@pytest.mark.parametrize("row_group", [100_000, 50_000], ids=["profile-pass", "row-group-sample"])
+def test_cli_streaming_with_peak_rss_under_limit(tmp_path, row_group):
+    """2M rows with --memory-limit 512MiB: the process's peak RSS stays below (20 row
+    groups: pass 1 runs; 40: the plan's sample comes from every 8th row group)."""
     data = tmp_path / "big"
     data.mkdir()
     for i in range(2):
         census_like(1_000_000, seed=1, offset=1_000_000 * i).write_parquet(data / f"p{i}.parquet",
-                                                                            row_group_size=100_000)
+                                                                            row_group_size=row_group)
     out = tmp_path / "out.parquet"
     rep = tmp_path / "rep.json"
     proc, peak = _peak_rss_of([sys.executable, "-m", "engine", "anonymize", str(data), str(out), "--qi", ",".join(QI),
@@ -199,6 +201,7 @@ def test_cli_streaming_with_peak_rss_under_limit(tmp_path):
     assert peak < 512 * 2**20, f"peak RSS {peak / 2**20:.0f} MiB"
     report = json.loads(rep.read_text())
     assert report["rows"] == 2_000_000 and report["min_group_size"] >= 5
+    assert ("sample" in report["passes"]) == (row_group == 50_000)
     assert pl.scan_parquet(out).select(pl.len()).collect().item() == 2_000_000
 
 
