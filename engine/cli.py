@@ -338,6 +338,10 @@ def entry() -> None:
     (a third of a second with Polars' and Numba's thread pools and large arrays to
     release). Everything is complete by then: outputs are flushed, synced and renamed
     by the passes, and the standard streams and log handlers are flushed here."""
+    # Numba's OpenMP workers would otherwise spin after every parallel loop, taking the
+    # CPU from the threads that read, spill and encode meanwhile (the pool starts at the
+    # first parallel loop, after this). The user's own setting wins.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     code = main()
     try:
         sys.stdout.flush()
