@@ -1,7 +1,8 @@
 """The write pass's self-check: count the published classes from what is written.
 
-Every row handed to the writer is hashed on its published QI values (Polars'
-64-bit row hash) and counted in a hash table (``kernels/classcount.py``); this
+Every row handed to the writer is hashed on its published QI values (a 64-bit
+hash of the values' bits, column by column: ``kernels.classcount.hash_column``, on
+the frame's own column buffers) and counted in a hash table; this
 uses the written values only, not the group labels that produced them, so a bug
 anywhere upstream (labels, centroids, the gather, the frame assembly) that
 leaves a combination of QI values on fewer than k rows is caught before the
@@ -16,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from .errors import VerificationError
-from .kernels.classcount import count_keys
+from .kernels.classcount import count_keys, hash_column
 
 _SEED = 0x6D6963726F616767  # any fixed seed
 
@@ -51,8 +52,13 @@ class ClassCounter:
         """Count the rows of ``frame`` (the frame as it is handed to the writer)."""
         if frame.height == 0:
             return
-        h = frame.select(self.qi).hash_rows(seed=_SEED).to_numpy()
-        self._insert(np.ascontiguousarray(h, dtype=np.uint64), np.ones(h.shape[0], np.int64))
+        h = np.full(frame.height, _SEED, np.uint64)
+        for c in self.qi:
+            s = frame.get_column(c)
+            if s.dtype != pl.Float64 or s.null_count():
+                s = s.cast(pl.Float64).fill_null(float("nan"))
+            hash_column(np.ascontiguousarray(s.to_numpy(), dtype=np.float64), h)
+        self._insert(h, np.ones(h.shape[0], np.int64))
         self.rows += frame.height
 
     def check(self, k: int | None, rows: int) -> dict:

@@ -57,3 +57,11 @@ def test_publish_kernels_match_reference():
     r_out, r_sse, r_zs, r_zq = publish(X, labels, centroid, scale, mean)
     assert np.array_equal(out, r_out)
     assert np.array_equal(sse, r_sse) and np.array_equal(zs, r_zs) and np.array_equal(zq, r_zq)
+
+
+def test_class_counter_equal_values_are_one_class():
+    """-0.0 and 0.0 are the same published value, so one class (as a reader's group-by sees it)."""
+    frame = pl.DataFrame({"a": [0.0, -0.0, 0.0, 1.5, 1.5, 1.5], "b": [2.0, 2.0, 2.0, -0.0, 0.0, -0.0]})
+    cc = ClassCounter(["a", "b"], 2)
+    cc.add(frame)
+    assert cc.check(3, 6) == {"rows": 6, "classes": 2, "min_class_size": 3}
