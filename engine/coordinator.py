@@ -32,7 +32,7 @@ from .refine import refine_partition
 from .report import PeakRSS, Report
 from .border import refine_borders
 from .partition import partition_pass, plan_blocks, sample_profile, sample_row_groups, sample_stride, standardized
-from .stitch import Groups, Stitcher, groups_from_sums, standardize, stitch_blocks
+from .stitch import Groups, Stitcher, aligned_zeros, groups_from_sums, standardize, stitch_blocks
 from .write import write_pass
 
 log = logging.getLogger("engine")
@@ -271,7 +271,7 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
     labels = np.empty(rows, np.int32) if not budget.labels_on_disk else \
         np.memmap(store.private_file("labels.i32", 4 * rows), dtype=np.int32, mode="r+", shape=(rows,))
     # without refinement the workers also sum each group's values: no stitch pass over the blocks
-    sums = None if cfg.refine is not None else (np.zeros((rows // cfg.k, len(cfg.qi))), np.zeros(rows // cfg.k, np.int64))
+    sums = None if cfg.refine is not None else (aligned_zeros(rows // cfg.k, len(cfg.qi)), np.zeros(rows // cfg.k, np.int64))
     with Progress("aggregate", rows, cfg.progress) as bar:
         n_groups = aggregate_blocks(store, units, profile, cols, cfg.method_code, cfg.k,
                                     cfg.effective_gamma, labels, threads, bar, leaf=cfg.effective_leaf_size,

@@ -54,9 +54,22 @@ class Stitcher:
     def finish(self) -> Groups:
         sizes = np.concatenate(self._sizes) if self._sizes else np.zeros(0, np.int64)
         d = len(self.profile.columns)
-        sx = np.concatenate(self._sums_x) if self._sums_x else np.zeros((0, d))
-        centroid = sx / sizes[:, None] * self.profile.scale
+        sx = aligned_zeros(sizes.shape[0], d)
+        if self._sums_x:
+            np.concatenate(self._sums_x, out=sx)
+        centroid = sx
+        centroid /= sizes[:, None]
+        centroid *= self.profile.scale
         return Groups(self.labels, sizes, centroid)
+
+
+def aligned_zeros(rows: int, d: int) -> np.ndarray:
+    """A zeroed (rows, d) float64 array whose data starts on a 64-byte boundary, so a
+    row of at most 8 values lies in one cache line (the write pass's gather
+    prefetches whole centroid rows)."""
+    buf = np.zeros(rows * d + 8)
+    off = (-buf.ctypes.data % 64) // 8
+    return buf[off: off + rows * d].reshape(rows, d)
 
 
 def standardize(X: np.ndarray, profile: Profile) -> np.ndarray:
@@ -75,7 +88,7 @@ def stitch_blocks(store, units, profile: Profile, labels: np.ndarray, n_groups: 
     """
     from .kernels.partition import take_labels
     d = len(profile.columns)
-    sx = np.zeros((n_groups, d))
+    sx = aligned_zeros(n_groups, d)
     cnt = np.zeros(n_groups, np.int64)
     done = 0
     for unit in units:
@@ -97,7 +110,9 @@ def groups_from_sums(labels: np.ndarray, sx: np.ndarray, cnt: np.ndarray, profil
     if not keep.all():
         new_id = np.cumsum(keep) - 1
         labels[:] = new_id[labels].astype(labels.dtype)
-        sx, cnt = sx[keep], cnt[keep]
+        kept = aligned_zeros(int(keep.sum()), sx.shape[1])
+        np.compress(keep, sx, axis=0, out=kept)
+        sx, cnt = kept, cnt[keep]
     sx /= cnt[:, None]
     sx *= profile.scale
     return Groups(labels, cnt, sx)

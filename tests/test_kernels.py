@@ -61,3 +61,39 @@ def test_tree_queries_match_brute_force():
         for victim in rng.choice(np.flatnonzero(alive), size=2, replace=False):
             kdtree.remove(T, pos_of[victim])
             alive[victim] = False
+
+
+@pytest.mark.parametrize("d", [1, 3, 8, 11])
+@pytest.mark.parametrize("n", [0, 5, 31, 32, 33, 1000])
+def test_gather_columns_matches_fancy_indexing(n, d):
+    """The write pass's gather (with its prefetch ahead) against NumPy indexing, on
+    aligned and unaligned centroid tables."""
+    from engine.kernels.groups import gather_columns
+    from engine.stitch import aligned_zeros
+    rng = np.random.default_rng(n * 100 + d)
+    G = 50
+    aligned = aligned_zeros(G, d)
+    assert aligned.ctypes.data % 64 == 0 and not aligned.any()
+    aligned[:] = rng.normal(size=(G, d))
+    unaligned = np.empty(G * d + 1)[1:].reshape(G, d)
+    unaligned[:] = aligned
+    labels = rng.integers(0, G, n).astype(np.int32)
+    for table in (aligned, unaligned):
+        out = np.empty((d, n))
+        gather_columns(labels, table, out)
+        np.testing.assert_array_equal(out, table[labels].T)
+
+
+def test_groups_from_sums_compacts_into_aligned_table():
+    from engine.stitch import groups_from_sums
+    from engine.profile import Profile
+    d = 3
+    prof = Profile(("a", "b", "c"), 6, np.array([2.0, 1.0, 0.5]), np.zeros(d), np.ones(d), np.zeros(d), np.ones(d))
+    sx = np.arange(12, dtype=float).reshape(4, d)
+    cnt = np.array([2, 0, 3, 1])
+    labels = np.array([0, 0, 2, 2, 2, 3], np.int32)
+    g = groups_from_sums(labels, sx.copy(), cnt, prof)
+    assert g.centroid.ctypes.data % 64 == 0
+    np.testing.assert_array_equal(labels, [0, 0, 1, 1, 1, 2])
+    np.testing.assert_array_equal(g.sizes, [2, 3, 1])
+    np.testing.assert_array_equal(g.centroid, sx[[0, 2, 3]] / cnt[[0, 2, 3], None] * prof.scale)

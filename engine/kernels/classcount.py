@@ -11,7 +11,7 @@ from numba import njit
 
 from .prefetch import prefetch
 
-_AHEAD = 8  # keys prefetched ahead of the insert
+_AHEAD = 32  # keys prefetched ahead of the insert
 
 
 @njit(cache=True, nogil=True)
