@@ -230,7 +230,7 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         X, ids = sampled
         sprof = sample_profile(cfg.qi, X)
         plan = plan_blocks(standardized(X, sprof, cols), ids, total, budget.block_size)
-        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder))
+        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder, rows=total))
         moments = Moments(cfg.qi, np.ones(len(cfg.qi)))
         partition_pass(source, sprof, cols, plan, store, budget.chunk_rows, cfg.progress, moments=moments,
                        rows=total)
@@ -259,7 +259,7 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         Zs = standardized(profile.sample, profile, cols)
         plan = plan_blocks(Zs, profile.sample_ids, profile.rows, budget.block_size)
         del Zs
-        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder))
+        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder, rows=profile.rows))
         partition_pass(source, profile, cols, plan, store, budget.chunk_rows, cfg.progress)
     rows = profile.rows
     units = store.units(2 * cfg.k)

@@ -20,7 +20,8 @@ import polars as pl
 from .io.source import Source
 from .io.spill import BlockStore
 from .kernels.moments import standardize_serial
-from .kernels.partition import assign_leaves, counting_order, gather_records, plan_tree, route_rows, tie_keys
+from .kernels.partition import (assign_leaves, counting_order, gather_records, gather_records_narrow, plan_tree,
+                                route_rows, tie_keys)
 from .profile import Moments, Profile
 from .progress import Progress
 
@@ -173,7 +174,11 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
             counting_order(leaf_h, plan.n_blocks, order[:h], start)
             # the chunk's records sorted by block once; each block gets a view
             rec = store.buffer(h)
-            gather_records(X, offset, order[:h], rec)
+            if rec.dtype == np.float32 and (offset + h > 2 ** 32 or gather_records_narrow(X, offset, order[:h], rec)):
+                store.widen()  # a value that is not a float32 (or a row id of 2^32): wide from here on
+                rec = store.buffer(h)
+            if rec.dtype == np.float64:
+                gather_records(X, offset, order[:h], rec)
             store.append_chunk(rec, start)
             bar.update(offset + h)
     store.flush()

@@ -349,8 +349,8 @@ class _EncodedSource:
 class _SAStore(BlockStore):
     """A BlockStore that also counts the SA codes (spilled column ``sa_col``) per block."""
 
-    def __init__(self, n_blocks, d, folder, sa_col=None, m=0):
-        super().__init__(n_blocks, d, folder)
+    def __init__(self, n_blocks, d, folder, sa_col=None, m=0, rows=None):
+        super().__init__(n_blocks, d, folder, rows=rows)
         self.sa_col = sa_col
         self.sa_counts = np.zeros((n_blocks, max(m, 1)), np.int64)
 
@@ -561,7 +561,8 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
         plan = plan_blocks(Zs, profile.sample_ids, rows, budget.block_size)
         del Zs
         store = cleanup.enter_context(_SAStore(plan.n_blocks, len(spill), folder,
-                                               sa_col=len(spill) - 1 if method == "maxent" else None, m=m))
+                                               sa_col=len(spill) - 1 if method == "maxent" else None, m=m,
+                                               rows=rows))
         partition_pass(enc, profile, cols, plan, store, chunk_rows, progress)
         if method == "maxent" and not np.array_equal(store.sa_counts.sum(axis=1), store.rows):
             raise EngineError("internal check failed: the SA counts of the spilled blocks do not add up")

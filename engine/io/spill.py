@@ -1,8 +1,14 @@
 """Spilled blocks: each block's rows (global row id + QI values) in a private temp folder.
 
-One binary file per block holds records of ``1 + d`` float64 slots: the row id's
-int64 bits, then the QI values in original units. Rows are appended in input
-order, so a block's content does not depend on the chunk size. Appends are
+One binary file per block holds records of ``1 + d`` slots: the row id, then the
+QI values in original units. Records are narrow (float32 slots, the row id's
+uint32 bits first) while every value spilled so far is exactly a float32 and the
+table has fewer than 2^32 rows, which halves the bytes written and read back;
+the first chunk holding a value that is not (``widen``) switches the store to
+wide records (float64 slots, the row id's int64 bits first) for the rest of the
+run, so a block's file is its narrow records, then its wide ones. Either way
+``read`` returns the values exactly as they were appended. Rows are appended in
+input order, so a block's content does not depend on the chunk size. Appends are
 buffered (``buffer_bytes`` in all) so that thousands of blocks cost few writes;
 a full buffer is written by a background thread (file writes release the GIL)
 while the caller goes on, one buffer at a time; ``flush`` waits for everything.
@@ -40,12 +46,15 @@ def _write_all(fd: int, views: list) -> None:
 
 class BlockStore:
     def __init__(self, n_blocks: int, d: int, folder: str | os.PathLike | None = None,
-                 buffer_bytes: int = 32 << 20):
+                 buffer_bytes: int = 32 << 20, *, rows: int | None = None):
+        """``rows``: the table's row count, when known; narrow records need it below 2^32."""
         clean_stale(folder)  # spill folders of killed runs
         self.path = Path(private_dir(folder))
         self.n_blocks = n_blocks
         self.d = d
         self.rows = np.zeros(n_blocks, np.int64)
+        self.narrow = rows is not None and rows < 2 ** 32
+        self.narrow_rows = np.zeros(n_blocks, np.int64)  # the first narrow_rows[b] records of b are narrow
         self._buf: dict[int, list[np.ndarray]] = {}
         self._buffered = 0
         self.buffer_bytes = buffer_bytes
@@ -67,11 +76,23 @@ class BlockStore:
     def append(self, block: int, row_ids: np.ndarray, X: np.ndarray) -> None:
         self.append_records(block, self.records(row_ids, X))
 
+    def widen(self) -> None:
+        """From now on records are wide (float64): a value that is not a float32 is coming."""
+        self.narrow = False
+        self._free = [b for b in self._free if b.dtype == np.float64]
+
     def append_records(self, block: int, rec: np.ndarray, *, flush: bool = True) -> None:
-        """Append records (from ``records``; a view is kept until the next flush)."""
+        """Append records (from ``records`` or ``buffer``; a view is kept until the next
+        flush). Wide records widen the store; narrow ones need a narrow store."""
         m = rec.shape[0]
         if m == 0:
             return
+        if rec.dtype == np.float32:
+            if not self.narrow:
+                raise ValueError("narrow records appended to a widened store")
+            self.narrow_rows[block] += m
+        elif self.narrow:
+            self.widen()
         self._buf.setdefault(block, []).append(rec)
         self.rows[block] += m
         self._buffered += rec.nbytes
@@ -79,12 +100,14 @@ class BlockStore:
             self._flush_async()
 
     def buffer(self, rows: int) -> np.ndarray:
-        """A (rows, 1 + d) float64 array for ``append_chunk``: a buffer of an earlier chunk
-        once it is written (no fresh pages per chunk), else a new one."""
+        """A (rows, 1 + d) array for ``append_chunk``, float32 while the store is narrow,
+        else float64: a buffer of an earlier chunk once it is written (no fresh pages
+        per chunk), else a new one."""
+        dtype = np.float32 if self.narrow else np.float64
         for i, b in enumerate(self._free):
-            if b.shape[0] >= rows:
+            if b.dtype == dtype and b.shape[0] >= rows:
                 return self._free.pop(i)[:rows]
-        return np.empty((rows, 1 + self.d))
+        return np.empty((rows, 1 + self.d), dtype)
 
     def append_chunk(self, rec: np.ndarray, start: np.ndarray) -> None:
         """Append a chunk's records sorted by block (``rec`` from ``buffer``; block b's rows
@@ -150,17 +173,32 @@ class BlockStore:
 
     def read(self, block: int, contiguous: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """``(row_ids int64, X float64 (m, d))`` of one block, in row order: C-contiguous
-        copies, or (``contiguous=False``) strided views into the records read."""
-        if self.rows[block] == 0:
+        arrays, or (``contiguous=False``, wide records only) strided views into the
+        records read."""
+        n = int(self.rows[block])
+        if n == 0:
             return np.zeros(0, np.int64), np.zeros((0, self.d))
-        rec = np.fromfile(self._file(block), dtype=np.float64).reshape(-1, 1 + self.d)
-        if rec.shape[0] != self.rows[block]:
+        n32 = int(self.narrow_rows[block])
+        slots = 1 + self.d
+        raw = np.fromfile(self._file(block), dtype=np.uint8)
+        if raw.shape[0] != slots * (4 * n32 + 8 * (n - n32)):
             raise EngineError(f"temporary block file {self._file(block)} is damaged "
-                              f"({rec.shape[0]} rows, expected {self.rows[block]})")
-        ids = rec.view(np.int64)[:, 0]
-        X = rec[:, 1:]
-        if contiguous:
-            ids, X = np.ascontiguousarray(ids), np.ascontiguousarray(X)
+                              f"({raw.shape[0]} bytes, expected {slots * (4 * n32 + 8 * (n - n32))})")
+        if n32 == 0:
+            rec = raw.view(np.float64).reshape(n, slots)
+            ids, X = rec.view(np.int64)[:, 0], rec[:, 1:]
+            if contiguous:
+                ids, X = np.ascontiguousarray(ids), np.ascontiguousarray(X)
+            return ids, X
+        ids = np.empty(n, np.int64)
+        X = np.empty((n, self.d))
+        narrow = raw[: 4 * slots * n32].view(np.float32).reshape(n32, slots)
+        ids[:n32] = narrow.view(np.uint32)[:, 0]
+        X[:n32] = narrow[:, 1:]
+        if n32 < n:  # copied to 8-byte alignment before the float64 view
+            wide = raw[4 * slots * n32:].copy().view(np.float64).reshape(n - n32, slots)
+            ids[n32:] = wide.view(np.int64)[:, 0]
+            X[n32:] = wide[:, 1:]
         return ids, X
 
     def read_many(self, blocks, contiguous: bool = True) -> tuple[np.ndarray, np.ndarray]:

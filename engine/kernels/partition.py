@@ -124,6 +124,26 @@ def gather_records(X, first_id, order, out):
             out[p, 1 + j] = X[j, i]
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def gather_records_narrow(X, first_id, order, out):
+    """``gather_records`` into narrow records: ``out`` (n, 1 + d) float32, the row id
+    ``first_id + order[p]`` (below 2^32) stored as uint32 bits. Returns how many values
+    are not exactly a float32 (0: the records hold every value exactly)."""
+    d = X.shape[0]
+    ids = out.view(np.uint32)
+    bad = 0
+    for p in prange(order.shape[0]):
+        i = order[p]
+        ids[p, 0] = np.uint32(first_id + i)
+        for j in range(d):
+            x = X[j, i]
+            v = np.float32(x)
+            out[p, 1 + j] = v
+            if np.float64(v) != x:
+                bad += 1
+    return bad
+
+
 @njit(cache=True, nogil=True)
 def plan_tree(Z, leaf):
     """The partition plan's kd-tree of median cuts over the sample ``Z`` (m, d), rows
