@@ -294,6 +294,8 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         del sums
     passes["stitch"] = time.perf_counter() - t
     sizes = [int(store.rows[u].sum()) for u in units]
+    if not budget.labels_on_disk:  # (else the label map is a file in the store's folder)
+        store.discard()  # the write pass reads the input, not the blocks
     return groups, sizes, profile
 
 

@@ -62,6 +62,7 @@ class BlockStore:
         self._error: BaseException | None = None
         self._owned: list[np.ndarray] = []  # whole-chunk buffers (``append_chunk``) in ``_buf``
         self._free: list[np.ndarray] = []   # ... written out: reused by ``buffer``
+        self._remover: threading.Thread | None = None  # ``discard``
 
     def _file(self, block: int) -> Path:
         return self.path / f"block-{block:06d}.bin"
@@ -230,14 +231,29 @@ class BlockStore:
                 out.append(cur)
         return out
 
+    def discard(self) -> None:
+        """The blocks are no longer needed: remove the folder on a background thread
+        (hundreds of files; the next pass goes on meanwhile). ``close`` waits for it."""
+        if self._writer is not None:
+            self._writer.join()
+            self._writer = None
+        if self._remover is None:
+            self._remover = threading.Thread(target=self._remove, name="microagg-spill-rm", daemon=True)
+            self._remover.start()
+
+    def _remove(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(self.path)
+
     def close(self) -> None:
         if self._writer is not None:  # an error or Ctrl-C mid-pass: let the write finish first
             self._writer.join()
             self._writer = None
         self._buf.clear()
         self._owned, self._free = [], []
-        with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(self.path)
+        if self._remover is not None:
+            self._remover.join()
+        self._remove()  # also what a discard's thread could not remove (a file being written)
 
     def __enter__(self):
         return self
