@@ -49,17 +49,20 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
     With ``leaf`` > 0 each unit is cut into leaves of at most ``leaf`` rows by
     median splits and the method runs on each leaf (``engine.kernels.leaf``).
 
-    With ``sums = (sx, cnt)`` (arrays of at least as many rows as groups), the
-    workers also add each group's values (divided by ``profile.scale``) and row
-    count there, in the block's row order: what ``stitch_blocks`` would compute,
-    without reading the blocks again.
+    With ``sums = (centroid, cnt, sse)`` (arrays of at least as many rows as
+    groups; ``sse`` of d values), the workers also compute each group's centroid
+    and row count, as ``stitch_blocks`` would (sums of the values divided by
+    ``profile.scale`` in the block's row order, then ``groups_from_sums``'
+    arithmetic), without reading the blocks again, and the squared error of the
+    published centroids per QI in units of the scale (``published_sse``), added to
+    ``sse`` in block order: the write pass then needs no QI values.
 
     Blocks are stitched in block order whatever order they finish in, so group ids
     do not depend on the thread count. Workers call only serial (``nogil``) kernels.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from .kernels.groups import accumulate_scaled_sums
+    from .kernels.groups import accumulate_scaled_sums, published_sse
     from .kernels.leaf import aggregate_leaves
     from .kernels.partition import scatter_labels
     from .partition import standardized
@@ -72,8 +75,14 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
         g = int(local.max()) + 1
         part = None
         if sums is not None:
-            part = (np.zeros((g, X.shape[1])), np.zeros(g, np.int64))
-            accumulate_scaled_sums(X, 1.0 / profile.scale, local, part[0], part[1])  # exact: powers of two
+            c, cnt = np.zeros((g, X.shape[1])), np.zeros(g, np.int64)
+            inv = 1.0 / profile.scale
+            accumulate_scaled_sums(X, inv, local, c, cnt)  # exact: powers of two
+            c /= cnt[:, None]  # as groups_from_sums
+            c *= profile.scale
+            err = np.zeros(X.shape[1])
+            published_sse(X, inv, local, c, err)
+            part = (c, cnt, err)
         return ids, local, g, part
 
     next_id = 0
@@ -91,6 +100,7 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
                 if part is not None:
                     sums[0][next_id: next_id + g] = part[0]
                     sums[1][next_id: next_id + g] = part[1]
+                    sums[2][:] += part[2]
                 next_id += g
                 done += ids.shape[0]
                 if progress is not None:

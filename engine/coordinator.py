@@ -32,7 +32,7 @@ from .refine import refine_partition
 from .report import PeakRSS, Report
 from .border import refine_borders
 from .partition import partition_pass, plan_blocks, sample_profile, sample_row_groups, sample_stride, standardized
-from .stitch import Groups, Stitcher, aligned_zeros, groups_from_sums, standardize, stitch_blocks
+from .stitch import Groups, Stitcher, aligned_zeros, standardize, stitch_blocks
 from .write import write_pass
 
 log = logging.getLogger("engine")
@@ -271,7 +271,8 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
     labels = np.empty(rows, np.int32) if not budget.labels_on_disk else \
         np.memmap(store.private_file("labels.i32", 4 * rows), dtype=np.int32, mode="r+", shape=(rows,))
     # without refinement the workers also sum each group's values: no stitch pass over the blocks
-    sums = None if cfg.refine is not None else (aligned_zeros(rows // cfg.k, len(cfg.qi)), np.zeros(rows // cfg.k, np.int64))
+    sums = None if cfg.refine is not None else (aligned_zeros(rows // cfg.k, len(cfg.qi)),
+                                                np.zeros(rows // cfg.k, np.int64), np.zeros(len(cfg.qi)))
     with Progress("aggregate", rows, cfg.progress) as bar:
         n_groups = aggregate_blocks(store, units, profile, cols, cfg.method_code, cfg.k,
                                     cfg.effective_gamma, labels, threads, bar, leaf=cfg.effective_leaf_size,
@@ -290,7 +291,8 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         with Progress("stitch", rows, cfg.progress) as bar:
             groups = stitch_blocks(store, units, profile, labels, n_groups, bar)
     else:
-        groups = groups_from_sums(labels, sums[0][:n_groups], sums[1][:n_groups], profile)
+        # the workers' centroids and squared errors: no group is empty without refinement
+        groups = Groups(labels, sums[1][:n_groups], sums[0][:n_groups], sse=sums[2])
         del sums
     passes["stitch"] = time.perf_counter() - t
     sizes = [int(store.rows[u].sum()) for u in units]

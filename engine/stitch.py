@@ -18,6 +18,9 @@ class Groups:
     labels: np.ndarray  # (rows,) int32 or int64 group id per input row
     sizes: np.ndarray  # (groups,) int64
     centroid: np.ndarray  # (groups, d) mean of the original values (original units)
+    # per QI, the squared error of the published centroids in units of the scale, when
+    # the blocks' workers measured it (``aggregate_blocks``); else the write pass does
+    sse: np.ndarray | None = None
 
     @property
     def count(self) -> int:

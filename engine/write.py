@@ -182,11 +182,19 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     col_sse = np.zeros(d)
     zs = np.zeros(d)
     zq = np.zeros(d)
+    # the squared errors measured by the blocks' workers (``Groups.sse``): the QI values
+    # are not needed here, so only the other columns are read (the first QI stands in
+    # for a table of QIs only, for the row count)
+    measured = groups.sse is not None
+    order = list(source.columns)
+    read = None
+    if measured:
+        read = [c for c in order if c not in set(qi)] or qi[:1]
     writer = _Writer(path, fmt)
     counter = ClassCounter(qi, groups.count)
     try:
         with Progress("write", profile.rows, progress) as bar:
-            for offset, frame in source.iter_frames(None, chunk_rows, prefetch=True):
+            for offset, frame in source.iter_frames(read, chunk_rows, prefetch=True, native=True):
                 h = frame.height
                 lab = groups.labels[offset: offset + h]
                 if lab.shape[0] != h:
@@ -197,9 +205,12 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
                 # standardized (exactly what is written), and the sums for SST
                 out = np.empty((d, h))
                 publish(lab, groups.centroid, out)
-                for j, c in enumerate(qi):
-                    column_sums(_values(frame, c), out[j], profile.scale, profile.mean, j, col_sse, zs, zq)
+                if not measured:
+                    for j, c in enumerate(qi):
+                        column_sums(_values(frame, c), out[j], profile.scale, profile.mean, j, col_sse, zs, zq)
                 frame = frame.with_columns(pl.Series(c, out[j], dtype=pl.Float64) for j, c in enumerate(qi))
+                if measured:
+                    frame = frame.select(order)  # the input's column order (no copy)
                 if group_column is not None:
                     frame = frame.with_columns(pl.Series(group_column, lab, dtype=pl.Int64))
                 counter.add(frame)
@@ -220,7 +231,10 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     except BaseException:
         writer.abort()
         raise
-    col_sse, col_sst = finish_sums(col_sse, zs, zq, profile.sd, profile.rows)
+    if measured:
+        col_sse, col_sst = measured_sums(groups.sse, profile.sd, profile.rows)
+    else:
+        col_sse, col_sst = finish_sums(col_sse, zs, zq, profile.sd, profile.rows)
     return float(col_sse.sum()), float(col_sst.sum()), result, col_sse, col_sst
 
 
@@ -230,3 +244,12 @@ def finish_sums(sse: np.ndarray, s: np.ndarray, q: np.ndarray, sd: np.ndarray, n
     var = np.where(sd > 0.0, sd * sd, 1.0)
     live = sd > 0.0
     return np.where(live, sse / var, 0.0), np.where(live, (q - s * s / n) / var, 0.0)
+
+
+def measured_sums(sse: np.ndarray, sd: np.ndarray, n: int):
+    """SSE and SST per QI in standardized units from the blocks' squared errors (in
+    units of the scale, as ``column_sums``): SSE divided by sd^2; SST of a standardized
+    column is n exactly (0 for a constant column, which counts 0 in both)."""
+    live = sd > 0.0
+    var = np.where(live, sd * sd, 1.0)
+    return np.where(live, sse / var, 0.0), np.where(live, float(n), 0.0)

@@ -69,44 +69,46 @@ class Source:
         except Exception as exc:
             raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
 
-    def _parquet_batches(self, columns, chunk_rows):
+    def _parquet_batches(self, columns, chunk_rows, native=False):
         """Parquet files read a chunk at a time, with nothing read ahead, so memory stays
         at about one chunk (Polars' streaming batches buffer more).
 
-        A few columns (the QIs): pyarrow's batches. Every column (the write pass):
-        Polars' native reader on slices of whole row groups (a row group above
-        ``chunk_rows`` is cut, so nothing is decoded twice): it decodes strings and
-        wide tables with about half pyarrow's CPU time, and needs no Arrow conversion."""
+        A few numeric columns (the QIs): pyarrow's batches. Every column, or
+        ``native`` (the write pass): Polars' native reader on slices of whole row
+        groups (a row group above ``chunk_rows`` is cut, so nothing is decoded
+        twice): it decodes strings and wide tables with about half pyarrow's CPU
+        time, and needs no Arrow conversion."""
         import pyarrow.parquet as pq
 
         schema = self.schema
         for f in self.paths:
-            if columns is not None:
+            if columns is not None and not native:
                 pf = pq.ParquetFile(f)
                 frames = (pl.from_arrow(b) for b in pf.iter_batches(batch_size=chunk_rows, columns=columns,
                                                                      use_threads=True))
             else:
-                frames = _row_group_slices(f, chunk_rows)
+                frames = _row_group_slices(f, chunk_rows, columns)
             for frame in frames:
                 if frame.schema != (sub := pl.Schema({c: schema[c] for c in frame.columns})):
                     frame = frame.cast(dict(sub))
                 yield frame
 
     def iter_frames(self, columns: Sequence[str] | None, chunk_rows: int,
-                    prefetch: bool = False) -> Iterator[tuple[int, pl.DataFrame]]:
+                    prefetch: bool = False, native: bool = False) -> Iterator[tuple[int, pl.DataFrame]]:
         """Yield ``(row_offset, frame)`` in input order, each at most ``chunk_rows`` rows.
 
         With ``prefetch``, a background thread reads the next chunk while the caller
-        works on this one (one chunk more in memory)."""
+        works on this one (one chunk more in memory). ``native``: Parquet columns
+        through Polars' reader (see ``_parquet_batches``), for columns of any type."""
         if prefetch:
-            return read_ahead(self.iter_frames(columns, chunk_rows))
-        return self._frames(columns, chunk_rows)
+            return read_ahead(self.iter_frames(columns, chunk_rows, native=native))
+        return self._frames(columns, chunk_rows, native)
 
-    def _frames(self, columns, chunk_rows):
+    def _frames(self, columns, chunk_rows, native=False):
         lf = self.lazy if columns is None else self.lazy.select(list(columns))
         offset = 0
         if self.kind == "parquet":
-            batches = self._parquet_batches(None if columns is None else list(columns), chunk_rows)
+            batches = self._parquet_batches(None if columns is None else list(columns), chunk_rows, native)
         else:
             batches = lf.collect_batches(chunk_size=chunk_rows, maintain_order=True)
         try:
@@ -131,14 +133,14 @@ class Source:
         return read_ahead(arrays) if prefetch else arrays
 
 
-def _row_group_slices(path: str, chunk_rows: int) -> Iterator[pl.DataFrame]:
+def _row_group_slices(path: str, chunk_rows: int, columns=None) -> Iterator[pl.DataFrame]:
     import pyarrow.parquet as pq
 
     md = pq.read_metadata(path)
     bounds = [0]
     for g in range(md.num_row_groups):
         bounds.append(bounds[-1] + md.row_group(g).num_rows)
-    lf = pl.scan_parquet(path)
+    lf = pl.scan_parquet(path) if columns is None else pl.scan_parquet(path).select(columns)
     start, b = 0, 0
     while start < bounds[-1]:
         while b + 1 < len(bounds) and bounds[b + 1] <= start + chunk_rows:

@@ -36,6 +36,20 @@ def accumulate_scaled_sums(X, inv, labels, out_sums, out_counts):
 
 
 @njit(cache=True, nogil=True)
+def published_sse(X, inv, labels, centroid, out):
+    """``out[j] += ((X[i, j] - centroid[labels[i], j]) * inv[j])^2`` over the rows in
+    order: the squared error of the published values in units of the scale, as
+    ``column_sums`` adds it in the write pass (before the division by sd^2)."""
+    n, d = X.shape
+    for j in range(d):
+        a = out[j]
+        for i in range(n):
+            t = (X[i, j] - centroid[labels[i], j]) * inv[j]
+            a += t * t
+        out[j] = a
+
+
+@njit(cache=True, nogil=True)
 def accumulate_sse(Z, labels, means, start):
     """``start`` plus the sum over rows of ``||Z[i] - means[labels[i]]||^2``, in row order.
 
