@@ -26,11 +26,8 @@ from .io.source import open_source
 from .io.spill import BlockStore
 from .kernels.groups import count_labels
 from .profile import Moments, check_columns, profile_columns
-from .dependency import select_key_attributes
 from .progress import Progress
-from .refine import refine_partition
 from .report import PeakRSS, Report
-from .border import refine_borders
 from .partition import partition_pass, plan_blocks, sample_profile, sample_row_groups, sample_stride, standardized
 from .stitch import Groups, Stitcher, aligned_zeros, standardize, stitch_blocks
 from .write import write_pass
@@ -102,6 +99,8 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         key = None
         if cfg.selects:
             t = time.perf_counter()
+            from .dependency import select_key_attributes  # imported when used: start-up time
+
             key = select_key_attributes(source, cfg.qi, cfg.measure,
                                         count=cfg.select_count if cfg.select else None,
                                         width=cfg.width, bins=cfg.bins, chunk_rows=budget.chunk_rows)
@@ -194,6 +193,8 @@ def _one_block(source, cfg, profile, budget, passes, refined, cols) -> Groups:
     passes["aggregate"] = time.perf_counter() - t
     if cfg.refine is not None:
         t = time.perf_counter()
+        from .refine import refine_partition  # imported when used: start-up time
+
         res = refine_partition(Zg, local, cfg.k, mode=cfg.refine, budget_seconds=cfg.refine_seconds,
                                max_rounds=cfg.refine_rounds, seed=cfg.seed)
         local = res.labels
@@ -282,6 +283,8 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
     if cfg.refine is not None:
         t = time.perf_counter()
         with Progress("refine", rows, cfg.progress) as bar:
+            from .border import refine_borders  # imported when used: start-up time
+
             stats, n_groups = refine_borders(store, units, profile, cols, labels, n_groups, cfg, bar)
             refined.update(stats)
         passes["refine"] = time.perf_counter() - t
