@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from .io.source import Source
+from .io.source import Source, numeric_values
 from .io.spill import BlockStore
 from .kernels.moments import standardize_serial
 from .kernels.partition import (assign_leaves, counting_order, gather_records, gather_records_narrow, plan_tree,
@@ -188,7 +188,7 @@ def frame_to_columns(frame, columns) -> np.ndarray:
     """Columns of ``frame`` as a column-major (d, rows) float64 array, nulls as NaN."""
     X = np.empty((len(columns), frame.height))
     for j, c in enumerate(columns):
-        X[j] = frame.get_column(c).cast(pl.Float64).to_numpy()
+        X[j] = numeric_values(frame.get_column(c))
     return X
 
 

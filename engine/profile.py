@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from .errors import EngineError
-from .io.source import Source
+from .io.source import Source, numeric_values
 from .kernels.moments import accumulate_moments
 from .progress import Progress
 
@@ -94,7 +94,7 @@ class Moments:
         _first_null(frame, qi, offset)
         X = np.empty((len(qi), frame.height))  # column-major: contiguous copies and scans
         for j, c in enumerate(qi):
-            X[j] = frame.get_column(c).cast(pl.Float64).to_numpy()
+            X[j] = numeric_values(frame.get_column(c))
         if self.shift is None:
             self.shift = np.where(np.isfinite(X[:, 0]), X[:, 0], 0.0) / self.scale
         bad = np.full(len(qi), -1, np.int64)

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from polars.io.plugins import register_io_source
 
 from .errors import EngineError, VerificationError
-from .io.source import Source, _first_line
+from .io.source import Source, _first_line, numeric_values
 from .io.tempfiles import io_errno
 from .selfcheck import ClassCounter
 from .kernels.groups import column_sums, gather_columns
@@ -157,14 +157,6 @@ class _Writer:
 publish = gather_columns  # the gather of the published values (a test hook)
 
 
-def _values(frame: pl.DataFrame, column: str) -> np.ndarray:
-    """A numeric column as a NumPy array (no copy when it has no nulls); nulls as NaN."""
-    s = frame.get_column(column)
-    if s.null_count() or not (s.dtype.is_integer() or s.dtype.is_float()):
-        s = s.cast(pl.Float64)
-    return s.to_numpy()
-
-
 def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, groups: Groups,
                group_column: str | None, chunk_rows: int, progress: bool = False, *,
                k: int | None = None, verified: dict | None = None):
@@ -207,7 +199,7 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
                 publish(lab, groups.centroid, out)
                 if not measured:
                     for j, c in enumerate(qi):
-                        column_sums(_values(frame, c), out[j], profile.scale, profile.mean, j, col_sse, zs, zq)
+                        column_sums(numeric_values(frame.get_column(c)), out[j], profile.scale, profile.mean, j, col_sse, zs, zq)
                 frame = frame.with_columns(pl.Series(c, out[j], dtype=pl.Float64) for j, c in enumerate(qi))
                 if measured:
                     frame = frame.select(order)  # the input's column order (no copy)
