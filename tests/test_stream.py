@@ -352,3 +352,24 @@ def test_tie_key_kernel_matches_reference():
 
     ids = np.array([0, 1, 2, 12345, 2**31, 2**40 + 7, 2**62], np.int64)
     assert [int(v) for v in tie_keys(ids)] == [tie_key(int(i)) for i in ids]
+
+
+def test_numeric_values_convert_as_polars_cast():
+    """Without a Polars cast, NumPy's conversion to float64 gives the same values."""
+    from decimal import Decimal
+
+    from engine.io.source import numeric_values
+    big = 2 ** 63 + 2 ** 11 + 1  # not a double: rounds
+    cases = [
+        pl.Series([1, -2, 3], dtype=pl.Int8),
+        pl.Series([big, 5, 2 ** 53 + 1], dtype=pl.UInt64),
+        pl.Series([2 ** 62 + 1, -(2 ** 60) - 3], dtype=pl.Int64),
+        pl.Series([0.1, -1.5, float("inf")], dtype=pl.Float32),
+        pl.Series([1, None, 3], dtype=pl.Int32),
+        pl.Series([True, False], dtype=pl.Boolean),
+        pl.Series([Decimal("1.25"), Decimal("-3.50")], dtype=pl.Decimal(10, 2)),
+    ]
+    for s in cases:
+        x = np.empty(s.len())
+        x[:] = numeric_values(s)
+        np.testing.assert_array_equal(x, s.cast(pl.Float64).fill_null(float("nan")).to_numpy(), err_msg=str(s.dtype))
