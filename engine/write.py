@@ -1,8 +1,11 @@
 """Pass 4, write: stream the input again in order and publish each row's group values.
 
 QI columns are replaced by their group's centroid (Float64); every other column
-passes through untouched. SSE and SST are accumulated on the way, so the
-information loss is measured on exactly what is written.
+passes through untouched. SSE and SST are accumulated on the way from the input's
+QI values and the published ones, so the information loss is measured on exactly
+what is written; or, when the blocks' workers already measured the squared error
+of the very centroids published here (``Groups.sse``), the QI columns are not read
+at all (SST of a standardized column is then exactly its row count).
 """
 
 from __future__ import annotations
