@@ -2,13 +2,14 @@
 
 Random small tables (0-40 rows; int and float columns, some with nulls, NaN, inf
 or values near 1e300; a string column that passes through), written as CSV or
-Parquet; random QI lists (unknown, repeated, non-numeric or no names) and k from
--1 to rows + 2. The property:
+Parquet; random QI lists (unknown, repeated, non-numeric or no names), k from
+-1 to rows + 2, and two times in three a block size (2-5 k, or 2-24 rows: the
+streaming path; below 2k it is refused). The property:
 
 * a valid input (at least one row; a non-empty list of distinct, known, numeric
   QIs without null, NaN or inf; 2 <= k <= rows, the engine's documented range,
   as k = 1 publishes the data unchanged) exits 0, its output verifies (exit 0,
-  with --original) and its risk can be measured (exit 0);
+  with --original) and its risk can be measured (exit 0), in one block or in several;
 * any other input exits 2 and leaves nothing behind: no OUTPUT, no temporary file.
 
 ``MICROAGG_DEBUG=1`` makes an internal error raise with its traceback instead of
@@ -58,16 +59,18 @@ def cases(draw):
     if mode != "any":
         qi = draw(st.lists(st.sampled_from(list(kinds)), min_size=1, max_size=4, unique=True))
         bad_k = st.sampled_from([-1, 0, 1, rows + 1, rows + 2])
-        k = draw(st.integers(2, max(2, rows)) if mode == "valid" else bad_k)
+        k = draw(st.one_of(st.integers(2, 4), st.integers(2, max(2, rows))) if mode == "valid" else bad_k)
     else:
         qi = draw(st.lists(st.sampled_from(list(kinds) + ["tag", "zz"]), min_size=0, max_size=4))
         k = draw(st.integers(-1, rows + 2))
     fmt_in = draw(st.sampled_from(["csv", "parquet"]))
     fmt_out = draw(st.sampled_from(["csv", "parquet"]))
-    return frame, qi, k, fmt_in, fmt_out, clean
+    # most cases stream in blocks (spill, workers' squared errors, narrow/wide records)
+    block = draw(st.one_of(st.none(), st.integers(2, 5).map(lambda m: m * max(k, 1)), st.integers(2, 24)))
+    return frame, qi, k, fmt_in, fmt_out, clean, block
 
 
-def _why_invalid(frame, qi, k, clean):
+def _why_invalid(frame, qi, k, clean, block=None):
     if frame.height == 0:
         return "no rows"
     if not qi:
@@ -84,6 +87,8 @@ def _why_invalid(frame, qi, k, clean):
         return "k < 2"
     if k > frame.height:
         return "k > rows"
+    if block is not None and block < 2 * k:
+        return "block size < 2k"
     return None
 
 
@@ -96,15 +101,18 @@ def _debug(monkeypatch):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(cases())
 def test_anonymize_then_verify(case):
-    frame, qi, k, fmt_in, fmt_out, clean = case
-    why = _why_invalid(frame, qi, k, clean)
-    event("valid" if why is None else f"invalid: {why}")
+    frame, qi, k, fmt_in, fmt_out, clean, block = case
+    why = _why_invalid(frame, qi, k, clean, block)
+    event(("valid, blocks" if block is not None and block < frame.height else "valid")
+          if why is None else f"invalid: {why}")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         src, out = tmp / f"in.{fmt_in}", tmp / f"out.{fmt_out}"
         frame.write_csv(src) if fmt_in == "csv" else frame.write_parquet(src)
         qi_arg = ",".join(qi)
-        code = main(["anonymize", str(src), str(out), "--qi", qi_arg, "--k", str(k), "--quiet", "--no-progress"])
+        blocks = [] if block is None else ["--block-size", str(block)]
+        code = main(["anonymize", str(src), str(out), "--qi", qi_arg, "--k", str(k), "--quiet", "--no-progress",
+                     *blocks])
         left = sorted(p.name for p in tmp.iterdir())
         if why is not None:
             assert code == 2, (why, code)
@@ -124,8 +132,8 @@ def test_strategy_produces_both_kinds():
     @settings(max_examples=60, deadline=None, database=None)
     @given(cases())
     def probe(case):
-        frame, qi, k, *_, clean = case
-        seen.add(_why_invalid(frame, qi, k, clean) is None)
+        frame, qi, k, *_, clean, block = case
+        seen.add(_why_invalid(frame, qi, k, clean, block) is None)
 
     probe()
     assert seen == {True, False}
