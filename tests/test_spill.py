@@ -128,3 +128,15 @@ def _wide_init(init):
         kw["rows"] = None
         init(self, *a, **kw)
     return wide
+
+
+def test_discard_removes_the_folder_in_the_background(tmp_path):
+    store = BlockStore(3, 2, tmp_path, rows=100)
+    for b in range(3):
+        _append(store, b, np.arange(b * 10, b * 10 + 10), np.ones((10, 2)))
+    store.flush()
+    assert len(list(store.path.iterdir())) == 3
+    store.discard()
+    store.discard()  # once is enough
+    store.close()
+    assert not store.path.exists() and list(tmp_path.iterdir()) == []

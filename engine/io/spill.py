@@ -238,11 +238,12 @@ class BlockStore:
             self._writer.join()
             self._writer = None
         if self._remover is None:
-            self._remover = threading.Thread(target=self._remove, name="microagg-spill-rm", daemon=True)
+            self._remover = threading.Thread(target=self._remove, args=(OSError,), name="microagg-spill-rm",
+                                             daemon=True)
             self._remover.start()
 
-    def _remove(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
+    def _remove(self, ignore=FileNotFoundError) -> None:
+        with contextlib.suppress(ignore):  # the thread ignores any OSError: close tries again, and reports
             shutil.rmtree(self.path)
 
     def close(self) -> None:
