@@ -20,6 +20,7 @@ from polars.io.plugins import register_io_source
 
 from .errors import EngineError, VerificationError
 from .io.source import Source, _first_line, numeric_values
+from .io.sink import PARQUET_OPTIONS
 from .io.tempfiles import io_errno
 from .selfcheck import ClassCounter
 from .kernels.groups import column_sums, gather_columns
@@ -28,7 +29,7 @@ from .profile import Profile
 from .stitch import Groups
 
 
-ROW_GROUP_ROWS = 65_536
+ROW_GROUP_ROWS = PARQUET_OPTIONS["row_group_size"]
 _CANCEL = object()  # queued by abort(): the sink's source raises _Cancelled
 
 
@@ -37,8 +38,8 @@ class _Cancelled(Exception):
 
 
 def sink_parquet(lf: pl.LazyFrame, path: str) -> None:
-    """The Parquet encoding of every output (no statistics, as the in-memory path)."""
-    lf.sink_parquet(path, compression="zstd", compression_level=1, statistics=False, row_group_size=ROW_GROUP_ROWS)
+    """The Parquet encoding of every output (``io.sink.PARQUET_OPTIONS``, as the in-memory path)."""
+    lf.sink_parquet(path, **PARQUET_OPTIONS)
 
 
 class _Writer:

@@ -18,7 +18,7 @@ import polars as pl
 from ..errors import EngineError
 from .tempfiles import TMP_SUFFIX, clean_stale, io_errno, os_reason, private_file
 
-__all__ = ["TMP_SUFFIX", "atomic_output", "check_destination", "check_tmp_dir", "output_format", "write_frame"]
+__all__ = ["PARQUET_OPTIONS", "TMP_SUFFIX", "atomic_output", "check_destination", "check_tmp_dir", "output_format", "write_frame"]
 
 
 def output_format(dest: str | os.PathLike) -> str:
@@ -136,11 +136,17 @@ def atomic_output(dest: str | os.PathLike, tmp_dir: str | os.PathLike | None = N
         raise
 
 
+# The Parquet encoding of every output, streamed or whole: zstd level 1 (about 10 %
+# faster to write than level 3, about 5 % larger), no column statistics, row groups
+# of 65,536 rows (so the bytes do not depend on how the rows were chunked).
+PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 1, "statistics": False, "row_group_size": 65_536}
+
+
 def write_frame(frame: pl.DataFrame, path: str, fmt: str) -> None:
     """Write a whole frame (the in-memory path); errors become one-line EngineErrors."""
     try:
         if fmt == "parquet":
-            frame.write_parquet(path, statistics=False)
+            frame.write_parquet(path, **PARQUET_OPTIONS)
         else:
             frame.write_csv(path)
     except Exception as exc:  # OSError, or Polars' ComputeError quoting one
