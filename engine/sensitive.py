@@ -165,8 +165,14 @@ def _is_numeric(dtype) -> bool:
 
 def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None, seed=0,
                         numeric_output="range", tmp_dir=None, block_size=None, memory_limit=None,
-                        chunk_rows=100_000, threads=None, progress=False, _force_blocks=False):
+                        chunk_rows=100_000, threads=None, progress=False, _force_blocks=False,
+                        separator=None, null_values=None, encoding=None):
     """Run ``maxent`` or ``mnqia``; write to ``dest`` (or return the table when None).
+
+    ``separator``, ``null_values``, ``encoding``: how a CSV input is read
+    (``engine.io.source.CsvOptions``). With a CSV input, the QIs and the SA take the
+    types inferred from the whole file; the other columns pass through as the file's
+    text to a CSV output, typed from the whole file for a Parquet output.
 
     A table of more than ``block_size`` rows (default 20,000, or what
     ``memory_limit``, e.g. ``"1GiB"``, allows) is processed block by block
@@ -206,14 +212,24 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
     t0 = time.perf_counter()
     passes: dict[str, float] = {}
     with PeakRSS() as rss, numba_threads(threads), contextlib.ExitStack() as cleanup:
-        source = open_source(data)
+        from .coordinator import _tmp_folder
+        from .io.source import csv_options
+
+        csv = csv_options(separator, null_values, encoding)
         fmt = None
         if dest is not None:
-            check_destination(dest, source.paths)
+            check_destination(dest)
             fmt = output_format(dest)
+        source = open_source(data, csv=csv, tmp_dir=_tmp_folder(tmp_dir, dest))
+        cleanup.callback(source.close)  # a transcoded CSV's temporary copy
+        if dest is not None:
+            check_destination(dest, source.paths)
         for c in qi + ([sa] if sa else []):
             if c not in source.columns:
                 raise EngineError(f"column {c!r} not found in {source.label}")
+        if source.kind == "csv":  # QIs and SA typed from the whole file; the rest as text for a CSV output
+            schema = source.schema
+            source = source.with_types({c: schema[c] for c in qi + ([sa] if sa else [])}, text=fmt == "csv")
         seen = set()
         for c in qi:
             if c in seen:
