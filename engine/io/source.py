@@ -150,12 +150,12 @@ class Source:
 
     # --- CSV -------------------------------------------------------------------------
 
-    def _scan(self, **kw) -> pl.LazyFrame:
+    def _scan(self, nulls: bool = True, **kw) -> pl.LazyFrame:
         o = self.csv or CsvOptions()
         files = list(self._readable)
         try:
             return pl.scan_csv(files if len(files) > 1 else files[0], separator=o.separator,
-                               null_values=list(o.null_values) or None,
+                               null_values=(list(o.null_values) or None) if nulls else None,
                                encoding="utf8-lossy" if o.encoding == "utf8-lossy" else "utf8", **kw)
         except Exception as exc:
             raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
@@ -179,13 +179,22 @@ class Source:
         if self.kind != "csv":
             return self
         types = {c: dt for c, dt in (types or {}).items() if c in set(self.columns)}
+        floats = tuple(c for c, dt in types.items() if dt == pl.Float64)
+        nulls = list(self.csv.null_values) if self.csv is not None else []
         if text:
             schema = pl.Schema({c: types.get(c, pl.String) for c in self.columns})
+            if not nulls:
+                lazy = self._scan(nulls=False, schema=schema)
+            else:
+                # the null values are missing in the typed columns only: the text columns
+                # keep them verbatim (an "NA" passes through as "NA")
+                lazy = self._scan(nulls=False, schema=pl.Schema({c: pl.String for c in self.columns}))
+                lazy = lazy.with_columns(_typed_from_text(c, dt, nulls) for c, dt in types.items())
         else:
             base = self.schema
             schema = pl.Schema({c: types.get(c, base[c]) for c in self.columns})
-        floats = tuple(c for c, dt in types.items() if dt == pl.Float64)
-        return replace(self, lazy=self._scan(schema=schema), _schema=schema, floats=floats)
+            lazy = self._scan(schema=schema)
+        return replace(self, lazy=lazy, _schema=schema, floats=floats)
 
     def text_view(self) -> "Source":
         """A CSV source with every column as text (``with_types(text=True)``)."""
@@ -214,13 +223,14 @@ class Source:
         cols = [c for c in (self.floats if columns is None else columns) if c in set(self.floats)]
         if not cols:
             return None
-        raw = self._scan(schema=pl.Schema({c: pl.String for c in self.columns})).select(cols)
+        nulls = list(self.csv.null_values) if self.csv is not None else []
+        raw = self._scan(nulls=False, schema=pl.Schema({c: pl.String for c in self.columns})).select(cols)
         offset = 0
         try:
             for batch in raw.collect_batches(chunk_size=100_000, maintain_order=True):
                 for c in cols:
                     s = batch.get_column(c)
-                    bad = s.is_not_null() & s.str.strip_chars().cast(pl.Float64, strict=False).is_null()
+                    bad = s.is_not_null() & ~s.is_in(nulls) & s.str.strip_chars().cast(pl.Float64, strict=False).is_null()
                     if bad.any():
                         i = int(bad.arg_max())
                         return EngineError(f"column {c!r} has a value that is not a number, {s[i]!r}, at row "
@@ -311,6 +321,17 @@ class Source:
         cols = list(columns)
         arrays = ((offset, frame_to_array(frame, cols)) for offset, frame in self.iter_frames(cols, chunk_rows))
         return read_ahead(arrays) if prefetch else arrays
+
+
+def _typed_from_text(c: str, dtype, nulls: list[str]) -> pl.Expr:
+    """Column ``c`` read as text, its null values as null, cast to ``dtype`` (strictly:
+    a text that is not a ``dtype`` is an error, which ``Source._diagnose`` locates)."""
+    col = pl.when(pl.col(c).is_in(nulls)).then(None).otherwise(pl.col(c))
+    if dtype == pl.String:
+        return col.alias(c)
+    if dtype.is_numeric():
+        col = col.str.strip_chars()
+    return col.cast(dtype).alias(c)
 
 
 def _row_group_slices(path: str, chunk_rows: int, columns=None) -> Iterator[pl.DataFrame]:
