@@ -46,7 +46,8 @@ same defaults, sized by :func:`engine.budget.plan_budget`):
      counts.
   5. *Write pass*: the input is streamed again in its order; each row's class
      gives ``<col>_min`` / ``<col>_max`` (the column's dtype) or the mean
-     (Float64), and the categorical sets (sorted, joined by ``|``); other columns
+     (Float64), and the categorical sets (sorted, escaped, joined by ``|``:
+     ``maxent.join_categories``); other columns
      pass through. Written with ``engine.write``'s writer (Parquet row groups of a
      fixed size), so the file's bytes do not depend on the chunk size, through
      ``atomic_output``.
@@ -693,11 +694,13 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
             pub[c] = [pl.Series(f"{c}_min", mn[:, j]).cast(dt), pl.Series(f"{c}_max", mx[:, j]).cast(dt)]
         else:
             pub[c] = [pl.Series(c, sums[:, j] / size, dtype=pl.Float64)]
+    from .maxent import join_categories
+
     sets = {}
     for j, c in enumerate(cat):
         uniq, inv = np.unique(masks[j], axis=0, return_inverse=True)
         values = dicts[c].cast(pl.String).to_list()
-        text = ["|".join(sorted(values[i] for i in _codes_of(row))) for row in uniq]
+        text = [join_categories(sorted(values[i] for i in _codes_of(row))) for row in uniq]
         sets[c] = (pl.Series(c, text, dtype=pl.String), inv.reshape(-1).astype(np.int32))
 
     t = time.perf_counter()

@@ -271,7 +271,7 @@ class Source:
         for f in self.paths:
             if columns is not None and not native:
                 pf = pq.ParquetFile(f)
-                frames = (pl.from_arrow(b) for b in pf.iter_batches(batch_size=chunk_rows, columns=columns,
+                frames = (_arrow_frame(b) for b in pf.iter_batches(batch_size=chunk_rows, columns=columns,
                                                                      use_threads=True))
             else:
                 frames = _row_group_slices(f, chunk_rows, columns)
@@ -321,6 +321,15 @@ class Source:
         cols = list(columns)
         arrays = ((offset, frame_to_array(frame, cols)) for offset, frame in self.iter_frames(cols, chunk_rows))
         return read_ahead(arrays) if prefetch else arrays
+
+
+def _arrow_frame(batch) -> pl.DataFrame:
+    """``pl.from_arrow``, keeping the batch's column names (it renames "" to column_0)."""
+    frame = pl.from_arrow(batch)
+    names = list(batch.schema.names)
+    if frame.columns != names:
+        frame.columns = names
+    return frame
 
 
 def _typed_from_text(c: str, dtype, nulls: list[str]) -> pl.Expr:
