@@ -233,8 +233,8 @@ class Source:
                     bad = s.is_not_null() & ~s.is_in(nulls) & s.str.strip_chars().cast(pl.Float64, strict=False).is_null()
                     if bad.any():
                         i = int(bad.arg_max())
-                        return EngineError(f"column {c!r} has a value that is not a number, {s[i]!r}, at row "
-                                           f"{offset + i + 1:,} (rows counted from 1) of {self.label}")
+                        return EngineError(f"column {c!r} is not numeric: {s[i]!r} at row {offset + i + 1} "
+                                           f"(rows counted from 1) of {self.label} is not a number")
                 offset += batch.height
         except Exception:
             return None
@@ -488,9 +488,9 @@ def _readable_csv(path: str, opts: CsvOptions, tmp_dir, temps: list) -> str:
                     piece = raw.read(_TRANSCODE_PIECE)
                     try:
                         text = decoder.decode(piece, final=not piece)
-                    except UnicodeDecodeError as exc:
-                        raise EngineError(f"cannot {what} {path}: invalid byte at byte "
-                                          f"{done + exc.start:,} of the text") from None
+                    except UnicodeError as exc:  # the offset of the bad bytes, when the codec says
+                        at = f" at byte {done + exc.start:,}" if isinstance(getattr(exc, "start", None), int) else ""
+                        raise EngineError(f"cannot {what} {path}: {getattr(exc, 'reason', None) or exc}{at}") from None
                     out.write(text.encode("utf-8"))
                     done += len(piece)
                     if not piece:
