@@ -27,7 +27,10 @@ Checks
   and ``""`` differ). Otherwise values are compared, not dtypes (a CSV original's
   types inferred from the whole file), so a Parquet round trip of a CSV column or
   a CSV round trip of a Parquet integer or date column still matches; and the
-  information loss on the QIs published as one number (centroid or class mean).
+  information loss on the QIs published as one number (centroid or class mean);
+  a QI published as a range (``c_min``/``c_max``) or a set of categories (maxent:
+  values joined by ``|``, a ``|`` or ``\\`` in a category escaped by ``\\``) holds
+  the original value, row by row (check "generalization").
   Release columns that are neither QIs nor original columns (a ``--group-column``)
   are listed, not failed.
 
@@ -324,6 +327,31 @@ def _first_difference(a: pl.Series, b: pl.Series) -> int:
     return int((~same).arg_max())
 
 
+def _first_outside(f_out: pl.DataFrame, f_orig: pl.DataFrame, c: str, published: tuple[str, ...]) -> int:
+    """Index of the first row whose original value of QI ``c`` is not in what the release
+    publishes for it: the range ``c_min..c_max``, or the set of categories (``c``, values
+    joined by ``|`` with ``|`` and ``\\`` escaped: ``maxent.split_categories``), or -1.
+    A missing original value must be published missing."""
+    x = f_orig.get_column(c)
+    if len(published) == 2:
+        lo, hi = (f_out.get_column(p).cast(pl.Float64, strict=False) for p in published)
+        xv = x.cast(pl.Float64, strict=False)
+        ok = ((xv >= lo) & (xv <= hi)).fill_null(False) | (x.is_null() & lo.is_null() & hi.is_null())
+    else:
+        from .maxent import split_categories
+
+        pairs = pl.DataFrame({"p": f_out.get_column(c).cast(pl.String), "o": x.cast(pl.String)})
+        uniq = pairs.unique(maintain_order=True)
+        good = [(p is None and o is None) or (p is not None and o is not None and o in split_categories(p))
+                for p, o in uniq.iter_rows()]
+        ok_pairs = uniq.filter(pl.Series(good, dtype=pl.Boolean)).with_columns(pl.lit(True).alias("__ok"))
+        ok = pairs.join(ok_pairs, on=["p", "o"], how="left", nulls_equal=True,
+                        maintain_order="left").get_column("__ok").fill_null(False)
+    if ok.all():
+        return -1
+    return int((~ok).arg_max())
+
+
 # --- the check -----------------------------------------------------------------------
 
 
@@ -463,10 +491,20 @@ def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows) -> VerifyResult:
             moments = ScaledMoments(len(il_cols)) if il_cols else None
             changed: dict[str, int] = {}
             bad_il: dict[str, int] = {}
+            # QIs published as a range or as a set of categories: the original value must lie in it
+            ranges = [c for c in qi if len(pub[c]) == 2]
+            sets = [c for c in qi if pub[c] == (c,) and not is_numeric(orig.schema[c])
+                    and out.schema[c] == pl.String]
+            outside: dict[str, int] = {}
             out_cols = list(dict.fromkeys(keys + ([sa] if sa is not None else []) + present))
-            orig_cols = present + il_cols or [qi[0]]
+            orig_cols = list(dict.fromkeys(present + il_cols + ranges + sets)) or [qi[0]]
             for offset, f_out, f_orig in aligned_frames(out, orig, out_cols, orig_cols, chunk_rows):
                 counter.add(_sign_keys(f_out, keys))
+                for c in ranges + sets:
+                    if c not in outside:
+                        at = _first_outside(f_out, f_orig, c, pub[c])
+                        if at >= 0:
+                            outside[c] = offset + at
                 for c in present:
                     if c not in changed:
                         at = _first_difference(f_out.get_column(c), f_orig.get_column(c))
@@ -498,6 +536,17 @@ def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows) -> VerifyResult:
                 first = min(result.columns_changed, key=lambda c: changed[c])
                 detail.append(f"{len(result.columns_changed)} changed ({', '.join(result.columns_changed)}); "
                               f"first: column {first!r} at row {changed[first] + 1}")
+            if ranges or sets:
+                what = ", ".join(ranges + sets)
+                if outside:
+                    first = min(outside, key=lambda c: outside[c])
+                    later.append(("generalization", False,
+                                  f"the original value is outside its published range or set in "
+                                  f"{', '.join(c for c in ranges + sets if c in outside)}; first: column "
+                                  f"{first!r} at row {outside[first] + 1}"))
+                else:
+                    later.append(("generalization", True, f"every original value lies in its published range "
+                                                          f"or set ({what})"))
             later.append(("other columns", not detail,
                           "; ".join(detail) if detail else (f"{len(present)} unchanged, same order" if present
                                                                else "none besides the QIs")))
