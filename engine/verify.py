@@ -327,10 +327,32 @@ def _first_difference(a: pl.Series, b: pl.Series) -> int:
     return int((~same).arg_max())
 
 
+def _split_set(text: str) -> list[str]:
+    """The categories of a published set: split at each unescaped ``|``; ``\\x`` reads
+    as ``x``. (Written here again, not imported from ``engine.maxent``: verify shares
+    no code with the engine that made the release.)"""
+    out, cur, escaped = [], [], False
+    for ch in text:
+        if escaped:
+            cur.append(ch)
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "|":
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if escaped:  # a trailing lone backslash: itself
+        cur.append("\\")
+    out.append("".join(cur))
+    return out
+
+
 def _first_outside(f_out: pl.DataFrame, f_orig: pl.DataFrame, c: str, published: tuple[str, ...]) -> int:
     """Index of the first row whose original value of QI ``c`` is not in what the release
     publishes for it: the range ``c_min..c_max``, or the set of categories (``c``, values
-    joined by ``|`` with ``|`` and ``\\`` escaped: ``maxent.split_categories``), or -1.
+    joined by ``|`` with ``|`` and ``\\`` escaped: ``_split_set``), or -1.
     A missing original value must be published missing."""
     x = f_orig.get_column(c)
     if len(published) == 2:
@@ -338,11 +360,9 @@ def _first_outside(f_out: pl.DataFrame, f_orig: pl.DataFrame, c: str, published:
         xv = x.cast(pl.Float64, strict=False)
         ok = ((xv >= lo) & (xv <= hi)).fill_null(False) | (x.is_null() & lo.is_null() & hi.is_null())
     else:
-        from .maxent import split_categories
-
         pairs = pl.DataFrame({"p": f_out.get_column(c).cast(pl.String), "o": x.cast(pl.String)})
         uniq = pairs.unique(maintain_order=True)
-        good = [(p is None and o is None) or (p is not None and o is not None and o in split_categories(p))
+        good = [(p is None and o is None) or (p is not None and o is not None and o in _split_set(p))
                 for p, o in uniq.iter_rows()]
         ok_pairs = uniq.filter(pl.Series(good, dtype=pl.Boolean)).with_columns(pl.lit(True).alias("__ok"))
         ok = pairs.join(ok_pairs, on=["p", "o"], how="left", nulls_equal=True,
