@@ -285,7 +285,8 @@ def test_csv_options_api(tmp_path):
     assert _fields(sens, ["note"])["note"] == _fields(src, ["note"], encoding="latin-1", delimiter=";")["note"]
 
 
-@pytest.mark.parametrize("option", [["--separator", ";"], ["--null-values", "NA"], ["--encoding", "latin-1"]])
+@pytest.mark.parametrize("option", [["--separator", ";"], ["--null-values", "NA"], ["--encoding", "latin-1"],
+                                    ["--separator", ","], ["--encoding", "utf8"]])
 def test_csv_option_with_parquet_input_refused(tmp_path, capsys, option):
     pq = tmp_path / "in.parquet"
     pl.DataFrame({"a": [1.0, 2.0, 3.0], "b": ["x", "y", "z"]}).write_parquet(pq)

@@ -3,6 +3,12 @@
 Supported: a CSV file, a Parquet file, a directory of Parquet files, a glob of
 Parquet (or CSV) files, a Polars LazyFrame or DataFrame, a 2-D NumPy array.
 Nothing is read until a pass asks for columns; a pass reads only its columns.
+
+CSV (``CsvOptions``: separator, null values, encoding; ``.csv.gz``): types are never
+guessed from the first rows. QIs are read as Float64 (a value that is not a number
+is an error naming its column and row); the other columns as the file's text for a
+CSV output (byte-faithful pass-through), or typed from the whole file. A duplicate
+header name is refused.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ class CsvOptions:
     separator: str = ","
     null_values: tuple[str, ...] = ()
     encoding: str = "utf8"
+    explicit: tuple[str, ...] = field(default=(), compare=False)  # the options given, as CLI flags
 
     @classmethod
     def make(cls, separator=None, null_values=None, encoding=None) -> "CsvOptions | None":
@@ -85,22 +92,17 @@ class CsvOptions:
                 raise EngineError(f"encoding (--encoding) {encoding!r} is unknown (use utf8, utf8-lossy, "
                                   f"latin-1, cp1252, ...)") from None
             enc = "utf8" if info.name == "utf-8" else info.name
-        return cls(sep, nulls, enc)
+        explicit = tuple(flag for flag, v in (("--separator", separator), ("--null-values", null_values),
+                                              ("--encoding", encoding)) if v is not None)
+        return cls(sep, nulls, enc, explicit)
 
     @property
     def transcode(self) -> bool:
         return self.encoding not in ("utf8", "utf8-lossy")
 
     def given(self) -> list[str]:
-        """The options that differ from the defaults, as CLI flags (for messages)."""
-        out = []
-        if self.separator != ",":
-            out.append("--separator")
-        if self.null_values:
-            out.append("--null-values")
-        if self.encoding != "utf8":
-            out.append("--encoding")
-        return out
+        """The options given (even at their default values), as CLI flags (for messages)."""
+        return list(self.explicit) or ["--separator", "--null-values", "--encoding"]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -114,6 +116,13 @@ class Source:
 
     ``paths`` lists the files behind it (empty for in-memory frames); ``label``
     names it in messages.
+
+    CSV: ``columns`` come from the header; nothing is typed until asked. A caller
+    that knows its QIs calls ``with_types`` (QIs Float64; the other columns as the
+    file's text, or typed from the whole file); ``schema`` of an untyped CSV source
+    infers every column's type from the whole file (one pass) and from then on
+    ``lazy`` reads with those types (before, ``lazy`` reads text: ask ``schema``
+    first). ``close`` removes a transcoded copy.
     """
 
     lazy: pl.LazyFrame
@@ -555,7 +564,7 @@ def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | N
     non-UTF-8 CSV is transcoded (the caller closes the source to remove it)."""
     if isinstance(data, Source):
         return data
-    if csv is not None and csv.given():
+    if csv is not None:
         is_csv = isinstance(data, (str, os.PathLike)) and all(_kind(f) == "csv" for f in _expand_path(os.fspath(data)))
         if not is_csv:
             what = os.fspath(data) if isinstance(data, (str, os.PathLike)) else f"a {type(data).__name__}"
