@@ -230,7 +230,8 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
                 raise EngineError(f"column {c!r} not found in {source.label}")
         if source.kind == "csv":  # QIs and SA typed from the whole file; the rest as text for a CSV output
             schema = source.schema
-            source = source.with_types({c: schema[c] for c in qi + ([sa] if sa else [])}, text=fmt == "csv")
+            source = source.with_types({c: schema[c] for c in qi + ([sa] if sa else [])}, text=fmt == "csv",
+                                       parse=False)
         seen = set()
         for c in qi:
             if c in seen:

@@ -466,7 +466,7 @@ def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows) -> VerifyResult:
                 raise EngineError(f"column {c!r} not found in {orig.label}")
         if orig.kind == "csv":  # QIs typed from the whole file; the rest as text beside a CSV release
             schema = orig.schema
-            orig = orig.with_types({c: schema[c] for c in qi}, text=out.kind == "csv")
+            orig = orig.with_types({c: schema[c] for c in qi}, text=out.kind == "csv", parse=False)
         orig_rows = orig.count_rows()
 
     result = VerifyResult(output=out.label, ok=True, rows=rows, qi=qi, key_columns=keys, k=k, classes=0,

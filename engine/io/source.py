@@ -142,8 +142,8 @@ class Source:
     def schema(self) -> pl.Schema:
         if self._schema is None:
             if self.kind == "csv":  # types inferred from the whole file (nothing typed yet)
-                self._schema = self._inferred_schema()
-                self.lazy = self._scan(schema=self._schema)
+                typed = self.with_types({})
+                self._schema, self.lazy = typed._schema, typed.lazy
                 return self._schema
             try:
                 self._schema = self.lazy.collect_schema()
@@ -169,40 +169,67 @@ class Source:
         except Exception as exc:
             raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
 
-    def _inferred_schema(self) -> pl.Schema:
-        """Every column's type inferred from the whole file (one pass over it), not from
-        its first rows. Integers wider than Int64 (Int128, which Parquet cannot hold)
-        stay text, so no digit changes."""
+    def _infer(self, columns: Sequence[str]) -> dict:
+        """The types of ``columns`` from every value in the file (streamed a chunk at a
+        time over the text, so memory stays at one chunk), never from the first rows.
+
+        Rules (the missing values left out): Int64 when every value is an integer that
+        fits Int64 (``-7``, ``+3``, ``007``); Float64 when every value is a number
+        (``2.5``, ``1e3``, ``inf``, ``NaN``) and none an integer too wide for Int64;
+        Boolean when every value is ``true`` or ``false`` in any case; otherwise, and
+        for a column with no value, String (a text such as `` 7`` with a space, or
+        ``18446744073709551616``, keeps every character). The same casts then read the
+        column, so a column never fails to read as its inferred type."""
+        state: dict = {c: None for c in columns}
+        if not state:
+            return {}
+        lf = self._scan(schema=pl.Schema({c: pl.String for c in self.columns})).select(list(columns))
         try:
-            inferred = self._scan(infer_schema_length=None).collect_schema()
+            for batch in lf.collect_batches(chunk_size=200_000, maintain_order=False):
+                for c in columns:
+                    if state[c] == "str":
+                        continue
+                    v = batch.get_column(c).drop_nulls()
+                    if v.len():
+                        state[c] = _join_kinds(state[c], _kind_of(v))
+                if all(k == "str" for k in state.values()):
+                    break
         except Exception as exc:
             raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
-        return pl.Schema({c: (pl.String if dt in (pl.Int128, pl.UInt128) else dt) for c, dt in inferred.items()})
+        return {c: _KIND_TYPES[k] for c, k in state.items()}
 
-    def with_types(self, types: dict | None = None, text: bool = False) -> "Source":
+    def with_types(self, types: dict | None = None, text: bool = False, parse: bool = True) -> "Source":
         """A CSV source read with fixed column types: the columns of ``types`` with those
         types (``pl.Float64`` for numeric QIs: a value that is not a number is then an
         error naming its column and row); every other column as text, exactly as in the
         file, when ``text`` (pass-through to a CSV output), else with its type inferred
-        from the whole file. Other sources: unchanged."""
+        from the whole file (``_infer``). ``parse``: the columns of ``types`` are parsed
+        by the CSV reader; else (types that came from ``_infer``) cast from the text, as
+        the inference did. Other sources: unchanged."""
         if self.kind != "csv":
             return self
         types = {c: dt for c, dt in (types or {}).items() if c in set(self.columns)}
-        floats = tuple(c for c, dt in types.items() if dt == pl.Float64)
+        floats = tuple(c for c, dt in types.items() if dt == pl.Float64 and parse)
         nulls = list(self.csv.null_values) if self.csv is not None else []
         if text:
+            # the null values are missing in the typed columns only: the text columns keep
+            # them verbatim (an "NA" passes through as "NA")
+            native = {c: dt for c, dt in types.items() if parse and not nulls}
+            scan = pl.Schema({c: native.get(c, pl.String) for c in self.columns})
+            lazy = self._scan(nulls=False, schema=scan)
+            exprs = [(_typed_from_text(c, dt, nulls) if parse else _cast_text(c, dt, nulls))
+                     for c, dt in types.items() if c not in native]
             schema = pl.Schema({c: types.get(c, pl.String) for c in self.columns})
-            if not nulls:
-                lazy = self._scan(nulls=False, schema=schema)
-            else:
-                # the null values are missing in the typed columns only: the text columns
-                # keep them verbatim (an "NA" passes through as "NA")
-                lazy = self._scan(nulls=False, schema=pl.Schema({c: pl.String for c in self.columns}))
-                lazy = lazy.with_columns(_typed_from_text(c, dt, nulls) for c, dt in types.items())
         else:
-            base = self.schema
-            schema = pl.Schema({c: types.get(c, base[c]) for c in self.columns})
-            lazy = self._scan(schema=schema)
+            inferred = self._infer([c for c in self.columns if c not in types])
+            native = {c: dt for c, dt in types.items() if parse}
+            scan = pl.Schema({c: native.get(c, pl.String) for c in self.columns})
+            lazy = self._scan(schema=scan)
+            cast = {**{c: dt for c, dt in types.items() if not parse}, **inferred}
+            exprs = [_cast_text(c, dt, []) for c, dt in cast.items() if dt != pl.String]
+            schema = pl.Schema({c: types.get(c, inferred.get(c)) for c in self.columns})
+        if exprs:
+            lazy = lazy.with_columns(exprs)
         return replace(self, lazy=lazy, _schema=schema, floats=floats)
 
     def text_view(self) -> "Source":
@@ -339,6 +366,41 @@ def _arrow_frame(batch) -> pl.DataFrame:
     if frame.columns != names:
         frame.columns = names
     return frame
+
+
+_KIND_TYPES = {None: pl.String, "int": pl.Int64, "float": pl.Float64, "bool": pl.Boolean, "str": pl.String}
+_INTEGER = r"^[+-]?[0-9]+$"
+
+
+def _kind_of(v: pl.Series) -> str:
+    """The narrowest kind of the non-missing texts ``v``: int, float, bool or str."""
+    if v.cast(pl.Int64, strict=False).null_count() == 0:
+        return "int"
+    if v.cast(pl.Float64, strict=False).null_count() == 0:
+        wide = v.str.contains(_INTEGER) & v.cast(pl.Int64, strict=False).is_null()
+        return "str" if wide.any() else "float"  # an integer wider than Int64 keeps its digits
+    if v.str.to_lowercase().is_in(["true", "false"]).all():
+        return "bool"
+    return "str"
+
+
+def _join_kinds(a, b) -> str:
+    if a is None or a == b:
+        return b
+    if {a, b} == {"int", "float"}:
+        return "float"
+    return "str"
+
+
+def _cast_text(c: str, dtype, nulls: list[str]) -> pl.Expr:
+    """Column ``c`` read as text, its null values as null, converted to ``dtype`` as
+    ``Source._infer`` tested it (Boolean: ``true``/``false`` in any case)."""
+    col = pl.when(pl.col(c).is_in(nulls)).then(None).otherwise(pl.col(c)) if nulls else pl.col(c)
+    if dtype == pl.String:
+        return col.alias(c)
+    if dtype == pl.Boolean:
+        return pl.when(col.is_null()).then(None).otherwise(col.str.to_lowercase() == "true").alias(c)
+    return col.cast(dtype).alias(c)
 
 
 def _typed_from_text(c: str, dtype, nulls: list[str]) -> pl.Expr:
