@@ -439,3 +439,27 @@ def test_verify_reads_escaped_sets_back(tmp_path, capsys):
     code, stdout, err = _run(["verify", str(tampered), "--qi", "cat,num", "--k", "1", "--original", str(src)], capsys)
     assert code == 1
     assert "[FAIL] generalization" in stdout and "first: column 'cat' at row 10" in stdout, stdout
+
+
+def test_inference_rules_and_late_changes(tmp_path):
+    """Types from every value (streamed in chunks), by the documented rules."""
+    from engine.io.source import open_source
+
+    n = 450_000  # several chunks of the streamed inference
+    late = n - 3
+    rows = ["i,f,late_text,late_float,b,wide,spaced,empty,plus"]
+    for r in range(n):
+        rows.append(",".join([str(r), "1e3" if r % 2 else "2.50", f"A{r}" if r == late else str(r),
+                              "2.5" if r == late else "7", "True" if r % 3 else "false",
+                              str(2**64) if r == late else "1", " 7" if r == late else "7", "", "+3"]))
+    src = tmp_path / "rules.csv"
+    src.write_text("\n".join(rows) + "\n")
+    with open_source(src) as s:
+        schema = s.schema
+        assert dict(schema) == {"i": pl.Int64, "f": pl.Float64, "late_text": pl.String, "late_float": pl.Float64,
+                                "b": pl.Boolean, "wide": pl.String, "spaced": pl.String, "empty": pl.String,
+                                "plus": pl.Int64}
+        tail = s.lazy.tail(3).collect()
+    assert tail["late_text"].to_list() == [f"A{late}", str(late + 1), str(late + 2)]
+    assert tail["wide"][0] == str(2**64) and tail["spaced"][0] == " 7" and tail["late_float"][0] == 2.5
+    assert tail["b"].to_list() == [bool(r % 3) for r in range(late, n)]
