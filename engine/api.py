@@ -9,6 +9,7 @@ import numpy as np
 from .config import RunConfig
 from .coordinator import RunResult, run
 from .errors import EngineError
+from .io.source import csv_options
 
 
 def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: str = "mdav",
@@ -19,7 +20,8 @@ def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: st
                    refine_rounds: int | None = None, refine_seconds: float | None = None,
                    seed: int = 0, tmp_dir=None, select: str | None = None, select_count: int | None = None,
                    select_measure: str | None = None, width: float | None = None,
-                   bins: int | None = None) -> RunResult:
+                   bins: int | None = None, separator: str | None = None, null_values=None,
+                   encoding: str | None = None) -> RunResult:
     """Microaggregate ``data`` in memory and return ``RunResult(report, labels, table)``.
 
     Parameters
@@ -58,6 +60,9 @@ def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: st
         tree; ``select="emad", select_count=3`` takes the top 3 by degree of the
         EMIM (or ``select_measure``) maximum spanning tree, with any method.
         ``width``/``bins``: the histogram bins of the dependency profile.
+    separator, null_values, encoding : optional
+        How a CSV input is read: e.g. ``separator=";"``, ``null_values=["NA"]``,
+        ``encoding="latin-1"`` (``engine.io.source.CsvOptions``); refused for other inputs.
 
     Returns
     -------
@@ -79,7 +84,8 @@ def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: st
                          threads=threads, chunk_rows=chunk_rows, progress=progress, memory_limit=memory_limit,
                          block_size=block_size, leaf_size=leaf_size, refine=refine, refine_rounds=refine_rounds,
                          refine_seconds=refine_seconds, seed=seed, select=select, select_count=select_count,
-                         select_measure=select_measure, width=width, bins=bins)
+                         select_measure=select_measure, width=width, bins=bins,
+                         csv=csv_options(separator, null_values, encoding))
     return run(data, cfg, None, names=names, tmp_dir=tmp_dir)
 
 
@@ -90,7 +96,8 @@ def anonymize(source, sink, qi: Sequence[str], k: int, method: str = "mdav", gam
               refine_seconds: float | None = None, seed: int = 0, select: str | None = None,
               select_count: int | None = None, select_measure: str | None = None, width: float | None = None,
               bins: int | None = None, risk: bool = False, sa: str | None = None, epsilon: float | None = None,
-              numeric_output: str = "range"):
+              numeric_output: str = "range", separator: str | None = None, null_values=None,
+              encoding: str | None = None):
     """Anonymize ``source`` into the file ``sink`` (.csv or .parquet) and return the report.
 
     Streams: ``source`` (a path, glob, folder of Parquet files, or a Polars
@@ -109,22 +116,27 @@ def anonymize(source, sink, qi: Sequence[str], k: int, method: str = "mdav", gam
     ``method="mnqia"`` publish generalized ranges instead (``numeric_output``
     "range" or "mean"); they run block by block above ``block_size`` rows and
     return their own report (``engine.sensitive.SensitiveReport``).
+
+    ``separator``, ``null_values``, ``encoding``: how a CSV ``source`` is read (see
+    ``microaggregate``). A CSV output of a CSV input keeps every non-QI field's text
+    exactly; a Parquet output types those columns from the whole file.
     """
+    csv = dict(separator=separator, null_values=null_values, encoding=encoding)
     if method in ("maxent", "mnqia"):
         from .sensitive import anonymize_sensitive
 
         return anonymize_sensitive(source, str(sink), qi, method, sa=sa, k=k, epsilon=epsilon, seed=seed,
                                    numeric_output=numeric_output, tmp_dir=tmp_dir, block_size=block_size,
                                    memory_limit=memory_limit, chunk_rows=chunk_rows, threads=threads,
-                                   progress=progress)[2]
+                                   progress=progress, **csv)[2]
     cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
                          threads=threads, chunk_rows=chunk_rows, progress=progress, memory_limit=memory_limit,
                          block_size=block_size, leaf_size=leaf_size, refine=refine, refine_rounds=refine_rounds,
                          refine_seconds=refine_seconds, seed=seed, select=select, select_count=select_count,
-                         select_measure=select_measure, width=width, bins=bins)
+                         select_measure=select_measure, width=width, bins=bins, csv=csv_options(**csv))
     report = run(source, cfg, str(sink), tmp_dir=tmp_dir).report
     if risk:
         from .risk import disclosure_risk
 
-        report.risk = disclosure_risk(source, sink, cfg.qi, chunk_rows=chunk_rows).to_dict()
+        report.risk = disclosure_risk(source, sink, cfg.qi, chunk_rows=chunk_rows, **csv).to_dict()
     return report

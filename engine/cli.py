@@ -33,6 +33,29 @@ def _add_bin_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--bins", type=int, default=None, help="histogram bins per numeric column (default 10)")
 
 
+def _add_csv_args(p: argparse.ArgumentParser, what: str = "INPUT") -> None:
+    g = p.add_argument_group("CSV input", f"how a CSV {what} is read (refused for other inputs); "
+                                          f"a .csv.gz is decompressed to a private temporary file")
+    g.add_argument("--separator", default=None, metavar="CHAR",
+                   help="field separator, e.g. ';' or tab (default ',')")
+    g.add_argument("--null-values", default=None, metavar="LIST",
+                   help="comma-separated texts read as missing, e.g. NA,-  (an empty field always is)")
+    g.add_argument("--encoding", default=None, metavar="NAME",
+                   help="utf8 (default), utf8-lossy, or any Python codec such as latin-1 or cp1252 "
+                        "(transcoded to a private temporary file first)")
+
+
+def _csv_kw(args) -> dict:
+    """The CSV options of ``args`` as keyword arguments of the API functions."""
+    return {"separator": args.separator, "null_values": args.null_values, "encoding": args.encoding}
+
+
+def _csv(args):
+    from .io.source import CsvOptions
+
+    return CsvOptions.make(**_csv_kw(args))
+
+
 def _add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=int, default=None,
                    help="minimum group size (default 3; maxent: none unless given)")
@@ -88,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--risk", action="store_true",
                    help="after writing, measure disclosure risk (DBRL, interval disclosure) into the report")
     _add_method_args(a)
+    _add_csv_args(a)
 
     d = sub.add_parser("demo", help="run the main job on a built-in synthetic census-like table",
                        description="Generate a seeded census-like table and microaggregate its 8 numeric "
@@ -108,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="key attributes: top N by degree (EMAD); default seed 000's Definition 5")
     pr.add_argument("--threads", type=int, default=None)
     pr.add_argument("--json", metavar="FILE", help="also write the profile as JSON")
+    _add_csv_args(pr)
 
     v = sub.add_parser("verify", help="check a release's guarantees (k-anonymity, l-diversity, unchanged columns)",
                        description="Independently re-check a published table: class sizes, SA diversity and, "
@@ -124,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the table the release was made from: check rows and non-QI columns, report IL")
     v.add_argument("--chunk-rows", type=int, default=100_000, help="rows per streamed chunk (default 100000)")
     v.add_argument("--json", metavar="FILE", help="also write the result as JSON")
+    _add_csv_args(v, "--original")
 
     r = sub.add_parser("risk", help="disclosure risk of a release: DBRL and interval disclosure",
                        description="Distance-based record linkage and interval disclosure of MASKED against "
@@ -135,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="interval disclosure half-width in standard deviations (default 0.05)")
     r.add_argument("--chunk-rows", type=int, default=100_000, help="rows per streamed chunk (default 100000)")
     r.add_argument("--json", metavar="FILE", help="also write the result as JSON")
+    _add_csv_args(r, "ORIGINAL")
     return parser
 
 
@@ -150,7 +177,7 @@ def _cmd_verify(args) -> int:
     from .verify import verify_release
 
     res = verify_release(args.output, args.qi, args.k, sa=args.sa, l=args.l, epsilon=args.epsilon,
-                         original=args.original, chunk_rows=args.chunk_rows)
+                         original=args.original, chunk_rows=args.chunk_rows, **_csv_kw(args))
     if args.json:
         _write_json(args.json, res.to_json())
     print(res.summary())
@@ -162,7 +189,8 @@ def _cmd_verify(args) -> int:
 def _cmd_risk(args) -> int:
     from .risk import disclosure_risk
 
-    res = disclosure_risk(args.original, args.masked, args.qi, p=args.p, chunk_rows=args.chunk_rows)
+    res = disclosure_risk(args.original, args.masked, args.qi, p=args.p, chunk_rows=args.chunk_rows,
+                          **_csv_kw(args))
     if args.json:
         _write_json(args.json, res.to_json())
     print(res.summary())
@@ -175,11 +203,13 @@ def _anonymize_risk(args, qi):
     from .risk import disclosure_risk
     from .verify import is_numeric, parse_columns
 
-    schema = open_source(args.input).schema
+    csv = _csv(args)
+    with open_source(args.input, csv=csv, tmp_dir=args.tmp_dir) as src:
+        schema = src.schema
     numeric = [c for c in parse_columns(qi) if c in schema and is_numeric(schema[c])]
     if not numeric:
         return None
-    return disclosure_risk(args.input, args.output, numeric, chunk_rows=args.chunk_rows)
+    return disclosure_risk(args.input, args.output, numeric, chunk_rows=args.chunk_rows, **_csv_kw(args))
 
 
 def _cmd_profile(args) -> int:
@@ -188,7 +218,8 @@ def _cmd_profile(args) -> int:
 
     cols = [c.strip() for c in args.columns.split(",")] if args.columns.strip() else []
     res = dependency.profile(args.input, cols, args.measure, width=args.width, bins=args.bins,
-                             binning=args.binning, count=args.select_count, threads=args.threads)
+                             binning=args.binning, count=args.select_count, threads=args.threads,
+                             **_csv_kw(args))
     print(res.render())
     if args.json:
         with atomic_output(args.json) as tmp:
@@ -205,7 +236,7 @@ def _settings(args, qi) -> RunConfig:
                           block_size=args.block_size, leaf_size=args.leaf_size, refine=args.refine, refine_rounds=args.refine_rounds,
                           refine_seconds=args.refine_budget, seed=args.seed, select=args.select,
                           select_count=args.select_count, select_measure=args.measure, width=args.width,
-                          bins=args.bins)
+                          bins=args.bins, csv=_csv(args) if hasattr(args, "separator") else None)
 
 
 def _emit(report, args) -> None:
@@ -230,7 +261,7 @@ def _cmd_anonymize(args) -> int:
                                         epsilon=args.epsilon, seed=args.seed, numeric_output=args.numeric_output,
                                         tmp_dir=args.tmp_dir, block_size=args.block_size,
                                         memory_limit=args.memory_limit, chunk_rows=args.chunk_rows,
-                                        threads=args.threads,
+                                        threads=args.threads, **_csv_kw(args),
                                         progress=args.progress if args.progress is not None else sys.stderr.isatty())
         risk = _anonymize_risk(args, args.qi) if args.risk else None
         if risk is not None:

@@ -68,6 +68,7 @@ class RunConfig:
     select_measure: str | None = None
     width: float | None = None
     bins: int | None = None
+    csv: object = None  # engine.io.source.CsvOptions: how a CSV input is read (None: defaults)
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -98,7 +99,7 @@ class RunConfig:
     def make(cls, *, qi, k, method="mdav", gamma=None, group_column=None, chunk_rows=100_000,
              threads=None, progress=False, memory_limit=None, block_size=None, leaf_size=None, refine=None,
              refine_rounds=None, refine_seconds=None, seed=0, select=None, select_count=None,
-             select_measure=None, width=None, bins=None) -> "RunConfig":
+             select_measure=None, width=None, bins=None, csv=None) -> "RunConfig":
         if isinstance(qi, str):
             qi = [c.strip() for c in qi.split(",")] if qi.strip() else []
         try:
@@ -111,7 +112,7 @@ class RunConfig:
                   chunk_rows=chunk_rows, threads=threads, progress=progress, memory_limit=memory_limit,
                   block_size=block_size, leaf_size=leaf_size, refine=refine, refine_rounds=refine_rounds,
                   refine_seconds=refine_seconds, seed=seed, select=select, select_count=select_count,
-                  select_measure=select_measure, width=width, bins=bins)
+                  select_measure=select_measure, width=width, bins=bins, csv=csv)
         cfg._check()
         return cfg
 

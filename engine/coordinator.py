@@ -61,15 +61,25 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     t0 = time.perf_counter()
     passes: dict[str, float] = {}
     with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
-        source = open_source(data, names=names)
+        fmt = None
+        if dest is not None:
+            check_destination(dest)
+            fmt = output_format(dest)
+        check_tmp_dir(tmp_dir)
+        source = open_source(data, names=names, csv=cfg.csv, tmp_dir=_tmp_folder(tmp_dir, dest))
+        cleanup.callback(source.close)  # a transcoded CSV's temporary copy
+        if dest is not None:
+            check_destination(dest, source.paths)
+        # CSV: QIs read as numbers; other columns as the file's text for a CSV output, else
+        # with types inferred from the whole file
+        t = time.perf_counter()
+        typed = source.with_types({c: pl.Float64 for c in cfg.qi}, text=fmt == "csv")
+        if typed is not source and fmt != "csv":
+            passes["infer"] = time.perf_counter() - t  # the whole-file type inference of a CSV input
+        source = typed
         check_columns(source, cfg.qi, numeric=False)
         if cfg.group_column is not None and cfg.group_column in source.columns:
             raise EngineError(f"group column {cfg.group_column!r} already exists in {source.label}")
-        fmt = None
-        if dest is not None:
-            check_destination(dest, source.paths)
-            fmt = output_format(dest)
-        check_tmp_dir(tmp_dir)
         rows = source.count_rows()
         if rows == 0:
             raise EngineError(f"{source.label} has no rows")
@@ -163,6 +173,16 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     )
     log.info("done: %d groups, IL %.4f %%", report.groups, report.information_loss_percent)
     return RunResult(report, groups.labels, table)
+
+
+def _tmp_folder(tmp_dir, dest) -> str | None:
+    """Where a transcoded CSV input goes: ``tmp_dir``, else beside the output, else the
+    system's temporary folder."""
+    if tmp_dir is not None:
+        return os.fspath(tmp_dir)
+    if dest is not None:
+        return os.path.dirname(os.path.abspath(os.fspath(dest)))
+    return None
 
 
 def release_memory() -> None:

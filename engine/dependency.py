@@ -825,6 +825,9 @@ def profile(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     threads: int | None = None,
     max_cells: int = MAX_CELLS,
+    separator: str | None = None,
+    null_values=None,
+    encoding: str | None = None,
 ) -> ProfileResult:
     """All-pairs dependency profile of ``columns`` of ``source`` and its key attributes.
 
@@ -834,9 +837,20 @@ def profile(
     Key attributes: seed 000's Definition 5 when ``count`` is None, else seed 004's
     EMAD top-``count``. ``width`` / ``bins`` / ``binning`` / ``levels``: see
     ``plan_bins`` (``gaussian`` uses none of them). ``threads``: Numba threads for
-    the counting kernel (default: Numba's setting).
+    the counting kernel (default: Numba's setting). ``separator``, ``null_values``,
+    ``encoding``: how a CSV input is read (``engine.io.source.CsvOptions``).
     """
-    src = open_source(source)
+    from .io.source import csv_options
+
+    src = open_source(source, csv=csv_options(separator, null_values, encoding))
+    try:
+        return _profile(src, columns, measure, width, bins, binning, levels, count, chunk_rows, threads, max_cells)
+    finally:
+        src.close()
+
+
+def _profile(src, columns, measure, width, bins, binning, levels, count, chunk_rows, threads,
+             max_cells) -> ProfileResult:
     cols = _resolve_columns(src, columns)
     _check_settings(cols, measure, width, bins, binning, levels, count, chunk_rows, threads)
     t0 = time.perf_counter()

@@ -524,16 +524,54 @@ def maxent_partition(Q, sa_codes, epsilon=None, k=None, seed=0, som_units=None, 
 
 # ---------------------------------------------------------------- generalization
 
+SET_SEPARATOR = "|"
+
+
+def escape_category(value: str) -> str:
+    """A category as it appears in a published set: ``\\`` -> ``\\\\`` and ``|`` -> ``\\|``,
+    so that a set's ``|`` always separates values (a category may contain ``|``)."""
+    return value.replace("\\", "\\\\").replace(SET_SEPARATOR, "\\" + SET_SEPARATOR)
+
+
+def join_categories(values) -> str:
+    """A published set: the values (sorted by the caller), escaped, joined by ``|``."""
+    return SET_SEPARATOR.join(escape_category(v) for v in values)
+
+
+def split_categories(text: str) -> list[str]:
+    """The values of a published set (inverse of ``join_categories``)."""
+    out, cur, i = [], [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            cur.append(text[i + 1])
+            i += 2
+            continue
+        if ch == SET_SEPARATOR:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+        i += 1
+    out.append("".join(cur))
+    return out
+
+
+def _escaped(expr: pl.Expr) -> pl.Expr:
+    return (expr.str.replace_all("\\", "\\\\", literal=True)
+            .str.replace_all(SET_SEPARATOR, "\\" + SET_SEPARATOR, literal=True))
+
 
 def generalize(df: pl.DataFrame, labels, qi, kinds=None, numeric_output: str = "range",
-               categorical_output: str = "set", separator: str = "|") -> pl.DataFrame:
+               categorical_output: str = "set", separator: str = SET_SEPARATOR) -> pl.DataFrame:
     """Publish ``df`` with every QI generalized over its class (rows in input order).
 
     Numeric QI ``c``: ``numeric_output="range"`` replaces it by ``c_min`` and
     ``c_max`` (the column's dtype, at the column's position); ``"mean"`` by the
     class mean (Float64, same name). Categorical QI: ``categorical_output="set"``
-    gives the class's distinct values sorted and joined by ``separator`` (a single
-    value stays as is); ``"general"`` gives the value when the class has one, else
+    gives the class's distinct values sorted, escaped (``\\`` -> ``\\\\``, ``|`` ->
+    ``\\|``: ``escape_category``, also when the class has a single value) and joined
+    by ``separator``; ``split_categories`` reads a set back; ``"general"`` gives the value when the class has one, else
     ``"*"`` (the most general value of a flat hierarchy). Other columns pass
     through. ``kinds`` maps column -> "numeric"/"categorical" (default: by dtype).
     """
@@ -559,7 +597,7 @@ def generalize(df: pl.DataFrame, labels, qi, kinds=None, numeric_output: str = "
         else:
             u = pl.col(c).cast(pl.String).unique().sort()
             if categorical_output == "set":
-                aggs.append(u.str.join(separator).alias(c))
+                aggs.append(_escaped(u).str.join(separator).alias(c))
             else:
                 aggs.append(pl.when(u.len() == 1).then(u.first()).otherwise(pl.lit("*")).alias(c))
     agg = work.group_by("__class").agg(aggs).sort("__class")

@@ -147,15 +147,28 @@ def _original_values(frame: pl.DataFrame, qi: list[str], offset: int, label: str
     return X
 
 
-def disclosure_risk(original, masked, qi, *, p: float = 0.05, chunk_rows: int = 100_000) -> RiskResult:
+def disclosure_risk(original, masked, qi, *, p: float = 0.05, chunk_rows: int = 100_000,
+                    separator: str | None = None, null_values=None, encoding: str | None = None) -> RiskResult:
     """DBRL and interval disclosure of ``masked`` against ``original`` on ``qi``.
 
     ``original`` and ``masked``: CSV/Parquet paths (or anything ``open_source``
     takes), with the same number of rows in the same order. ``qi``: numeric QI
     columns of the original, published in ``masked`` as ``c`` or ``c_min``/``c_max``.
+    ``separator``, ``null_values``, ``encoding``: how a CSV ``original`` is read
+    (``engine.io.source.CsvOptions``; ``masked`` is read as the engine writes CSV).
     See the module docstring for the definitions, ties, and memory.
     Raises ``EngineError`` on bad input.
     """
+    from .io.source import csv_options
+
+    osrc = open_source(original, csv=csv_options(separator, null_values, encoding))
+    try:
+        return _disclosure_risk(osrc, masked, qi, p, chunk_rows)
+    finally:
+        osrc.close()
+
+
+def _disclosure_risk(original, masked, qi, p, chunk_rows) -> RiskResult:
     t0 = time.perf_counter()
     qi = parse_columns(qi)
     chunk_rows = check_whole(chunk_rows, "chunk_rows", 1)

@@ -7,7 +7,11 @@ uses the written values only, not the group labels that produced them, so a bug
 anywhere upstream (labels, centroids, the gather, the frame assembly) that
 leaves a combination of QI values on fewer than k rows is caught before the
 output is renamed into place. Two groups that publish identical values are one
-class, as a reader of the output sees them. A hash collision could only merge two
+class, as a reader of the output sees them; "identical" is bit for bit, so -0.0
+and 0.0 are two classes: a CSV output prints ``-0.0`` and ``0.0``, a Parquet
+output stores two bit patterns, and an intruder reading either tells the rows
+apart. Counting them apart is also the safe side (a finer partition can only
+have smaller classes), and it is what ``microagg verify`` does (``_sign_keys``). A hash collision could only merge two
 classes (hiding a small one) with probability about classes / 2^64 per class.
 """
 

@@ -46,7 +46,8 @@ same defaults, sized by :func:`engine.budget.plan_budget`):
      counts.
   5. *Write pass*: the input is streamed again in its order; each row's class
      gives ``<col>_min`` / ``<col>_max`` (the column's dtype) or the mean
-     (Float64), and the categorical sets (sorted, joined by ``|``); other columns
+     (Float64), and the categorical sets (sorted, escaped, joined by ``|``:
+     ``maxent.join_categories``); other columns
      pass through. Written with ``engine.write``'s writer (Parquet row groups of a
      fixed size), so the file's bytes do not depend on the chunk size, through
      ``atomic_output``.
@@ -165,8 +166,14 @@ def _is_numeric(dtype) -> bool:
 
 def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None, seed=0,
                         numeric_output="range", tmp_dir=None, block_size=None, memory_limit=None,
-                        chunk_rows=100_000, threads=None, progress=False, _force_blocks=False):
+                        chunk_rows=100_000, threads=None, progress=False, _force_blocks=False,
+                        separator=None, null_values=None, encoding=None):
     """Run ``maxent`` or ``mnqia``; write to ``dest`` (or return the table when None).
+
+    ``separator``, ``null_values``, ``encoding``: how a CSV input is read
+    (``engine.io.source.CsvOptions``). With a CSV input, the QIs and the SA take the
+    types inferred from the whole file; the other columns pass through as the file's
+    text to a CSV output, typed from the whole file for a Parquet output.
 
     A table of more than ``block_size`` rows (default 20,000, or what
     ``memory_limit``, e.g. ``"1GiB"``, allows) is processed block by block
@@ -206,14 +213,25 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
     t0 = time.perf_counter()
     passes: dict[str, float] = {}
     with PeakRSS() as rss, numba_threads(threads), contextlib.ExitStack() as cleanup:
-        source = open_source(data)
+        from .coordinator import _tmp_folder
+        from .io.source import csv_options
+
+        csv = csv_options(separator, null_values, encoding)
         fmt = None
         if dest is not None:
-            check_destination(dest, source.paths)
+            check_destination(dest)
             fmt = output_format(dest)
+        source = open_source(data, csv=csv, tmp_dir=_tmp_folder(tmp_dir, dest))
+        cleanup.callback(source.close)  # a transcoded CSV's temporary copy
+        if dest is not None:
+            check_destination(dest, source.paths)
         for c in qi + ([sa] if sa else []):
             if c not in source.columns:
                 raise EngineError(f"column {c!r} not found in {source.label}")
+        if source.kind == "csv":  # QIs and SA typed from the whole file; the rest as text for a CSV output
+            schema = source.schema
+            source = source.with_types({c: schema[c] for c in qi + ([sa] if sa else [])}, text=fmt == "csv",
+                                       parse=False)
         seen = set()
         for c in qi:
             if c in seen:
@@ -677,11 +695,13 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
             pub[c] = [pl.Series(f"{c}_min", mn[:, j]).cast(dt), pl.Series(f"{c}_max", mx[:, j]).cast(dt)]
         else:
             pub[c] = [pl.Series(c, sums[:, j] / size, dtype=pl.Float64)]
+    from .maxent import join_categories
+
     sets = {}
     for j, c in enumerate(cat):
         uniq, inv = np.unique(masks[j], axis=0, return_inverse=True)
         values = dicts[c].cast(pl.String).to_list()
-        text = ["|".join(sorted(values[i] for i in _codes_of(row))) for row in uniq]
+        text = [join_categories(sorted(values[i] for i in _codes_of(row))) for row in uniq]
         sets[c] = (pl.Series(c, text, dtype=pl.String), inv.reshape(-1).astype(np.int32))
 
     t = time.perf_counter()

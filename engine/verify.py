@@ -11,7 +11,10 @@ Checks
   absent but ``c_min`` and ``c_max`` exist (``--method maxent|mnqia`` range
   output), the pair ``(c_min, c_max)`` is used. Any dtype works (a categorical QI
   published as a ``|``-joined set is a string). Null is a value of its own;
-  ``0.0`` and ``-0.0`` are the same value, and so are all NaNs (Polars grouping).
+  ``-0.0`` and ``0.0`` are two values (a reader of the release tells them apart:
+  see ``_sign_keys``); all NaNs are one value (Polars grouping; a CSV prints one
+  ``NaN``). A CSV release is read as text: two rows are in one class when their
+  published fields read the same.
   Fails when the smallest class has fewer than k rows.
 * **l-diversity** (``sa`` with ``l``): every class holds at least ``l`` distinct
   SA values (null counts as one value). **Entropy l-diversity** (``sa`` with
@@ -19,9 +22,15 @@ Checks
   (compared with a tolerance of 1e-9 bits, as the maxent method does).
 * **With the original table:** the row count matches; every non-QI column of the
   original is in the release, in the same relative order, with equal values row
-  by row (nulls equal nulls, NaN equals NaN; values are compared, not dtypes, so
-  a CSV round trip of an integer or date column still matches); and the
-  information loss on the QIs published as one number (centroid or class mean).
+  by row (nulls equal nulls, NaN equals NaN). A CSV original beside a CSV release:
+  compared as text, field by field (``01000`` and ``1000`` differ; an empty field
+  and ``""`` differ). Otherwise values are compared, not dtypes (a CSV original's
+  types inferred from the whole file), so a Parquet round trip of a CSV column or
+  a CSV round trip of a Parquet integer or date column still matches; and the
+  information loss on the QIs published as one number (centroid or class mean);
+  a QI published as a range (``c_min``/``c_max``) or a set of categories (maxent:
+  values joined by ``|``, a ``|`` or ``\\`` in a category escaped by ``\\``) holds
+  the original value, row by row (check "generalization").
   Release columns that are neither QIs nor original columns (a ``--group-column``)
   are listed, not failed.
 
@@ -318,18 +327,99 @@ def _first_difference(a: pl.Series, b: pl.Series) -> int:
     return int((~same).arg_max())
 
 
+def _split_set(text: str) -> list[str]:
+    """The categories of a published set: split at each unescaped ``|``; ``\\x`` reads
+    as ``x``. (Written here again, not imported from ``engine.maxent``: verify shares
+    no code with the engine that made the release.)"""
+    out, cur, escaped = [], [], False
+    for ch in text:
+        if escaped:
+            cur.append(ch)
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "|":
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if escaped:  # a trailing lone backslash: itself
+        cur.append("\\")
+    out.append("".join(cur))
+    return out
+
+
+def _first_outside(f_out: pl.DataFrame, f_orig: pl.DataFrame, c: str, published: tuple[str, ...]) -> int:
+    """Index of the first row whose original value of QI ``c`` is not in what the release
+    publishes for it: the range ``c_min..c_max``, or the set of categories (``c``, values
+    joined by ``|`` with ``|`` and ``\\`` escaped: ``_split_set``), or -1.
+    A missing original value must be published missing."""
+    x = f_orig.get_column(c)
+    if len(published) == 2:
+        lo, hi = (f_out.get_column(p).cast(pl.Float64, strict=False) for p in published)
+        xv = x.cast(pl.Float64, strict=False)
+        ok = ((xv >= lo) & (xv <= hi)).fill_null(False) | (x.is_null() & lo.is_null() & hi.is_null())
+    else:
+        pairs = pl.DataFrame({"p": f_out.get_column(c).cast(pl.String), "o": x.cast(pl.String)})
+        uniq = pairs.unique(maintain_order=True)
+        good = [(p is None and o is None) or (p is not None and o is not None and o in _split_set(p))
+                for p, o in uniq.iter_rows()]
+        ok_pairs = uniq.filter(pl.Series(good, dtype=pl.Boolean)).with_columns(pl.lit(True).alias("__ok"))
+        ok = pairs.join(ok_pairs, on=["p", "o"], how="left", nulls_equal=True,
+                        maintain_order="left").get_column("__ok").fill_null(False)
+    if ok.all():
+        return -1
+    return int((~ok).arg_max())
+
+
 # --- the check -----------------------------------------------------------------------
 
 
 def verify_release(output, qi, k: int, *, sa: str | None = None, l: int | None = None,
-                   epsilon: float | None = None, original=None, chunk_rows: int = 100_000) -> VerifyResult:
+                   epsilon: float | None = None, original=None, chunk_rows: int = 100_000,
+                   separator: str | None = None, null_values=None, encoding: str | None = None) -> VerifyResult:
     """Verify the release ``output`` (CSV/Parquet file, folder or glob); see the module docstring.
 
     Returns a :class:`VerifyResult` whose ``ok`` says whether every guarantee holds
     (``checks`` lists each with a one-line detail). Raises ``EngineError`` on bad
     input: a missing file, an unknown column, ``k < 1``, ``sa`` without ``l`` or
-    ``epsilon`` (or with both), an empty release.
+    ``epsilon`` (or with both), an empty release. ``separator``, ``null_values``,
+    ``encoding``: how a CSV ``original`` is read (the release is read as the engine
+    writes CSV: comma-separated UTF-8).
     """
+    from .io.source import csv_options
+
+    csv = csv_options(separator, null_values, encoding)
+    if csv is not None and original is None:
+        raise EngineError(f"{', '.join(csv.given())}: CSV options apply to the original (--original), "
+                          f"and none is given")
+    orig = open_source(original, csv=csv) if original is not None else None
+    try:
+        return _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows)
+    finally:
+        if orig is not None:
+            orig.close()
+
+
+def _sign_keys(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """``frame`` with one more key per float column: whether the value is -0.0.
+
+    -0.0 and 0.0 compare equal and Polars groups them together, but a release shows
+    them apart: a CSV prints ``-0.0`` and ``0.0``, a Parquet file holds two bit
+    patterns. An intruder who reads the release can tell the two sets of rows apart,
+    so they are two equivalence classes, and k-anonymity must hold for each (the
+    finer partition is the safe one; the engine's self-check, ``engine.selfcheck``,
+    counts them apart too)."""
+    extra = [((pl.col(c) == 0.0) & ((1.0 / pl.col(c)) < 0.0)).fill_null(False).alias(_neg_zero(c))
+             for c in keys if frame.schema[c].is_float()]
+    return frame.with_columns(extra) if extra else frame
+
+
+def _neg_zero(c: str) -> str:
+    return f"__microagg_verify_negzero__{c}"
+
+
+def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows) -> VerifyResult:
     t0 = time.perf_counter()
     qi = parse_columns(qi)
     k = check_whole(k, "k", 1)
@@ -356,27 +446,39 @@ def verify_release(output, qi, k: int, *, sa: str | None = None, l: int | None =
     keys = [c for cols in pub.values() for c in cols]
     if sa is not None and sa not in out.columns:
         raise EngineError(f"sensitive attribute {sa!r} not found in {out.label}")
+    # a CSV release is read as text: its classes are the texts a reader sees, and with a
+    # CSV original every other column is compared as text, so a changed field (01000 ->
+    # 1000, 2.50 -> 2.5) is caught; with another original, those columns are compared
+    # by value (types inferred from the whole release)
+    if out.kind == "csv":
+        if orig is None or orig.kind == "csv":
+            out = out.text_view()
+        else:
+            out = out.with_types({c: pl.String for c in keys + ([sa] if sa is not None else [])})
     rows = out.count_rows()
     if rows == 0:
         raise EngineError(f"{out.label} has no rows")
 
-    orig = orig_rows = None
-    if original is not None:
-        orig = open_source(original)
+    orig_rows = None
+    if orig is not None:
         for c in qi:
             if c not in orig.columns:
                 raise EngineError(f"column {c!r} not found in {orig.label}")
+        if orig.kind == "csv":  # QIs typed from the whole file; the rest as text beside a CSV release
+            schema = orig.schema
+            orig = orig.with_types({c: schema[c] for c in qi}, text=out.kind == "csv", parse=False)
         orig_rows = orig.count_rows()
 
     result = VerifyResult(output=out.label, ok=True, rows=rows, qi=qi, key_columns=keys, k=k, classes=0,
                           min_class_size=0, max_class_size=0, classes_below_k=0, rows_below_k=0,
                           smallest_class={}, sa=sa, l=l, epsilon=epsilon)
-    counter = ClassCounter(keys + ([sa] if sa is not None else []), max(chunk_rows, 1 << 16))
+    group_keys = keys + [_neg_zero(c) for c in keys if out.schema[c].is_float()]  # -0.0 apart from 0.0
+    counter = ClassCounter(group_keys + ([sa] if sa is not None else []), max(chunk_rows, 1 << 16))
     later: list[tuple[str, bool, str]] = []  # checks against the original, listed after the class checks
 
     if orig is None or orig_rows != rows:
         for _, frame in out.iter_frames(keys + ([sa] if sa is not None else []), chunk_rows):
-            counter.add(frame)
+            counter.add(_sign_keys(frame, keys))
     if orig is not None:
         result.original, result.original_rows = orig.label, orig_rows
         qi_set, orig_set = set(qi), set(orig.columns)
@@ -401,7 +503,7 @@ def verify_release(output, qi, k: int, *, sa: str | None = None, l: int | None =
             for c in qi:
                 if pub[c] != (c,):
                     result.information_loss_skipped[c] = "published as a range"
-                elif not is_numeric(out.schema[c]):
+                elif not is_numeric(out.schema[c]) and not (out.kind == "csv" and out.schema[c] == pl.String):
                     result.information_loss_skipped[c] = f"not numeric in the release ({out.schema[c]})"
                 elif not is_numeric(orig.schema[c]):
                     result.information_loss_skipped[c] = f"not numeric in the original ({orig.schema[c]})"
@@ -409,10 +511,20 @@ def verify_release(output, qi, k: int, *, sa: str | None = None, l: int | None =
             moments = ScaledMoments(len(il_cols)) if il_cols else None
             changed: dict[str, int] = {}
             bad_il: dict[str, int] = {}
+            # QIs published as a range or as a set of categories: the original value must lie in it
+            ranges = [c for c in qi if len(pub[c]) == 2]
+            sets = [c for c in qi if pub[c] == (c,) and not is_numeric(orig.schema[c])
+                    and out.schema[c] == pl.String]
+            outside: dict[str, int] = {}
             out_cols = list(dict.fromkeys(keys + ([sa] if sa is not None else []) + present))
-            orig_cols = present + il_cols or [qi[0]]
+            orig_cols = list(dict.fromkeys(present + il_cols + ranges + sets)) or [qi[0]]
             for offset, f_out, f_orig in aligned_frames(out, orig, out_cols, orig_cols, chunk_rows):
-                counter.add(f_out)
+                counter.add(_sign_keys(f_out, keys))
+                for c in ranges + sets:
+                    if c not in outside:
+                        at = _first_outside(f_out, f_orig, c, pub[c])
+                        if at >= 0:
+                            outside[c] = offset + at
                 for c in present:
                     if c not in changed:
                         at = _first_difference(f_out.get_column(c), f_orig.get_column(c))
@@ -420,7 +532,8 @@ def verify_release(output, qi, k: int, *, sa: str | None = None, l: int | None =
                             changed[c] = offset + at
                 if moments is not None and not bad_il:
                     X = np.column_stack([f_orig.get_column(c).cast(pl.Float64).to_numpy() for c in il_cols])
-                    Y = np.column_stack([f_out.get_column(c).cast(pl.Float64).to_numpy() for c in il_cols])
+                    Y = np.column_stack([f_out.get_column(c).cast(pl.Float64, strict=False).to_numpy()
+                                         for c in il_cols])  # a CSV release's text: not a number -> NaN
                     fin = np.isfinite(X) & np.isfinite(Y)
                     if not fin.all():
                         i, j = np.argwhere(~fin)[0]
@@ -443,6 +556,17 @@ def verify_release(output, qi, k: int, *, sa: str | None = None, l: int | None =
                 first = min(result.columns_changed, key=lambda c: changed[c])
                 detail.append(f"{len(result.columns_changed)} changed ({', '.join(result.columns_changed)}); "
                               f"first: column {first!r} at row {changed[first] + 1}")
+            if ranges or sets:
+                what = ", ".join(ranges + sets)
+                if outside:
+                    first = min(outside, key=lambda c: outside[c])
+                    later.append(("generalization", False,
+                                  f"the original value is outside its published range or set in "
+                                  f"{', '.join(c for c in ranges + sets if c in outside)}; first: column "
+                                  f"{first!r} at row {outside[first] + 1}"))
+                else:
+                    later.append(("generalization", True, f"every original value lies in its published range "
+                                                          f"or set ({what})"))
             later.append(("other columns", not detail,
                           "; ".join(detail) if detail else (f"{len(present)} unchanged, same order" if present
                                                                else "none besides the QIs")))
@@ -453,7 +577,7 @@ def verify_release(output, qi, k: int, *, sa: str | None = None, l: int | None =
     else:
         n = pl.col(_COUNT)
         p = n / n.sum()
-        per_class = merged.group_by(keys).agg(n.sum().alias(_SIZE), pl.len().cast(pl.Int64).alias(_DISTINCT),
+        per_class = merged.group_by(group_keys).agg(n.sum().alias(_SIZE), pl.len().cast(pl.Int64).alias(_DISTINCT),
                                               (-(p * p.log(2)).sum()).alias(_ENTROPY))
     sizes = per_class.get_column(_SIZE)
     result.classes = per_class.height

@@ -120,7 +120,8 @@ CASES = {
     "NaN late in a large input": (lambda d: _late(d, "nan"), "a,b", "3", ["--chunk-rows", "1000", "--block-size",
                                   "5000"], 2, r"column 'a' has a non-finite value \(nan\) at row 49,?991"),
     "text late in a CSV column": (_late_text_csv, "a,b", "3", ["--chunk-rows", "1000"], 2,
-                                  r"cannot read .*late-text\.csv: could not parse `abc` .* column 'a'"),
+                                  r"column 'a' is not numeric: 'abc' at row 12001 \(rows counted from 1\) "
+                                  r"of .*late-text\.csv is not a number"),
     # column types
     "non-numeric QI": (_parquet_copy, "a,name", "3", [], 2, r"column 'name' is not numeric \(String\)"),
     "boolean QI": (_parquet_copy, "a,flag", "3", [], 2, r"column 'flag' is not numeric \(Boolean\)"),

@@ -59,9 +59,12 @@ def test_publish_kernels_match_reference():
     assert np.array_equal(sse, r_sse) and np.array_equal(zs, r_zs) and np.array_equal(zq, r_zq)
 
 
-def test_class_counter_equal_values_are_one_class():
-    """-0.0 and 0.0 are the same published value, so one class (as a reader's group-by sees it)."""
+def test_class_counter_negative_zero_is_its_own_class():
+    """-0.0 and 0.0 print apart (and are two bit patterns in Parquet): two classes, as
+    ``microagg verify`` counts them (issue 14, defect 9)."""
     frame = pl.DataFrame({"a": [0.0, -0.0, 0.0, 1.5, 1.5, 1.5], "b": [2.0, 2.0, 2.0, -0.0, 0.0, -0.0]})
     cc = ClassCounter(["a", "b"], 2)
     cc.add(frame)
-    assert cc.check(3, 6) == {"rows": 6, "classes": 2, "min_class_size": 3}
+    assert cc.check(1, 6) == {"rows": 6, "classes": 4, "min_class_size": 1}
+    with pytest.raises(VerificationError, match="smaller than k=2"):
+        cc.check(2, 6)

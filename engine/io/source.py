@@ -3,15 +3,25 @@
 Supported: a CSV file, a Parquet file, a directory of Parquet files, a glob of
 Parquet (or CSV) files, a Polars LazyFrame or DataFrame, a 2-D NumPy array.
 Nothing is read until a pass asks for columns; a pass reads only its columns.
+
+CSV (``CsvOptions``: separator, null values, encoding; ``.csv.gz``): types are never
+guessed from the first rows. QIs are read as Float64 (a value that is not a number
+is an error naming its column and row); the other columns as the file's text for a
+CSV output (byte-faithful pass-through), or typed from the whole file. A duplicate
+header name is refused.
 """
 
 from __future__ import annotations
 
+import codecs
+import csv as _csv
 import glob as _glob
 import os
 import queue
+import shutil
+import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -22,6 +32,77 @@ from ..errors import EngineError
 
 _PARQUET = (".parquet", ".pq", ".parq")
 _CSV = (".csv", ".tsv", ".txt")
+_GZIP = ".gz"
+_POLARS_ENCODINGS = {"utf8": "utf8", "utf-8": "utf8", "utf_8": "utf8", "utf8-lossy": "utf8-lossy",
+                     "utf-8-lossy": "utf8-lossy"}
+_TRANSCODE_PIECE = 1 << 20  # characters per piece of a streamed transcode
+
+
+@dataclass(frozen=True)
+class CsvOptions:
+    """How CSV inputs are read (``--separator``, ``--null-values``, ``--encoding``).
+
+    ``separator``: one single-byte character (``\\t`` or ``tab`` for a tab).
+    ``null_values``: texts read as missing (besides the empty field), e.g. ``("NA",)``.
+    ``encoding``: ``utf8`` (default), ``utf8-lossy`` (invalid bytes become U+FFFD), or
+    any codec Python knows (``latin-1``, ``cp1252``, ``utf-16``, ...): such a file, and
+    any ``.csv.gz``, is first transcoded / decompressed, streamed, to a private UTF-8
+    temporary file that is removed when the source is closed (end of run, error,
+    Ctrl-C). Outputs are always UTF-8, comma-separated.
+    """
+
+    separator: str = ","
+    null_values: tuple[str, ...] = ()
+    encoding: str = "utf8"
+    explicit: tuple[str, ...] = field(default=(), compare=False)  # the options given, as CLI flags
+
+    @classmethod
+    def make(cls, separator=None, null_values=None, encoding=None) -> "CsvOptions | None":
+        """Validated options, or None when none is given (the defaults)."""
+        if separator is None and null_values is None and encoding is None:
+            return None
+        sep = "," if separator is None else separator
+        if isinstance(sep, str) and sep.lower() in ("\\t", "tab"):
+            sep = "\t"
+        if not isinstance(sep, str) or len(sep) != 1 or len(sep.encode()) != 1 or sep in "\"\r\n":
+            raise EngineError(f"separator (--separator) must be one single-byte character other than a quote "
+                              f"or a line break, got {separator!r}")
+        if null_values is None:
+            nulls: tuple[str, ...] = ()
+        elif isinstance(null_values, str):
+            nulls = tuple(v for v in null_values.split(","))
+        else:
+            try:
+                nulls = tuple(null_values)
+            except TypeError:
+                raise EngineError(f"null values (--null-values) must be texts, got {null_values!r}") from None
+        for v in nulls:
+            if not isinstance(v, str) or not v:
+                raise EngineError(f"null values (--null-values) must be non-empty texts, got {v!r} "
+                                  f"(an empty field is always missing)")
+        enc = "utf8" if encoding is None else encoding
+        if not isinstance(enc, str):
+            raise EngineError(f"encoding (--encoding) must be a name such as utf8 or latin-1, got {encoding!r}")
+        if enc.lower() in _POLARS_ENCODINGS:
+            enc = _POLARS_ENCODINGS[enc.lower()]
+        else:
+            try:
+                info = codecs.lookup(enc)
+            except LookupError:
+                raise EngineError(f"encoding (--encoding) {encoding!r} is unknown (use utf8, utf8-lossy, "
+                                  f"latin-1, cp1252, ...)") from None
+            enc = "utf8" if info.name == "utf-8" else info.name
+        explicit = tuple(flag for flag, v in (("--separator", separator), ("--null-values", null_values),
+                                              ("--encoding", encoding)) if v is not None)
+        return cls(sep, nulls, enc, explicit)
+
+    @property
+    def transcode(self) -> bool:
+        return self.encoding not in ("utf8", "utf8-lossy")
+
+    def given(self) -> list[str]:
+        """The options given (even at their default values), as CLI flags (for messages)."""
+        return list(self.explicit) or ["--separator", "--null-values", "--encoding"]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -35,6 +116,13 @@ class Source:
 
     ``paths`` lists the files behind it (empty for in-memory frames); ``label``
     names it in messages.
+
+    CSV: ``columns`` come from the header; nothing is typed until asked. A caller
+    that knows its QIs calls ``with_types`` (QIs Float64; the other columns as the
+    file's text, or typed from the whole file); ``schema`` of an untyped CSV source
+    infers every column's type from the whole file (one pass) and from then on
+    ``lazy`` reads with those types (before, ``lazy`` reads text: ask ``schema``
+    first). ``close`` removes a transcoded copy.
     """
 
     lazy: pl.LazyFrame
@@ -42,10 +130,21 @@ class Source:
     paths: tuple[str, ...] = ()
     kind: str = "frame"  # "parquet" or "csv" for files
     _schema: pl.Schema | None = None
+    # CSV only (see ``open_source``): how to read, the UTF-8 files read (temporaries for a
+    # .gz or another encoding, removed by ``close``), the header, the columns read as Float64
+    csv: CsvOptions | None = None
+    _readable: tuple[str, ...] = ()
+    _names: tuple[str, ...] | None = None
+    _temps: list = field(default_factory=list)
+    floats: tuple[str, ...] = ()
 
     @property
     def schema(self) -> pl.Schema:
         if self._schema is None:
+            if self.kind == "csv":  # types inferred from the whole file (nothing typed yet)
+                typed = self.with_types({})
+                self._schema, self.lazy = typed._schema, typed.lazy
+                return self._schema
             try:
                 self._schema = self.lazy.collect_schema()
             except Exception as exc:  # corrupt files surface here
@@ -54,7 +153,128 @@ class Source:
 
     @property
     def columns(self) -> list[str]:
+        if self._names is not None:
+            return list(self._names)
         return list(self.schema.names())
+
+    # --- CSV -------------------------------------------------------------------------
+
+    def _scan(self, nulls: bool = True, **kw) -> pl.LazyFrame:
+        o = self.csv or CsvOptions()
+        files = list(self._readable)
+        try:
+            return pl.scan_csv(files if len(files) > 1 else files[0], separator=o.separator,
+                               null_values=(list(o.null_values) or None) if nulls else None,
+                               encoding="utf8-lossy" if o.encoding == "utf8-lossy" else "utf8", **kw)
+        except Exception as exc:
+            raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+
+    def _infer(self, columns: Sequence[str]) -> dict:
+        """The types of ``columns`` from every value in the file (streamed a chunk at a
+        time over the text, so memory stays at one chunk), never from the first rows.
+
+        Rules (the missing values left out): Int64 when every value is an integer that
+        fits Int64 (``-7``, ``+3``, ``007``); Float64 when every value is a number
+        (``2.5``, ``1e3``, ``inf``, ``NaN``) and none an integer too wide for Int64;
+        Boolean when every value is ``true`` or ``false`` in any case; otherwise, and
+        for a column with no value, String (a text such as `` 7`` with a space, or
+        ``18446744073709551616``, keeps every character). The same casts then read the
+        column, so a column never fails to read as its inferred type."""
+        state: dict = {c: None for c in columns}
+        if not state:
+            return {}
+        lf = self._scan(schema=pl.Schema({c: pl.String for c in self.columns})).select(list(columns))
+        try:
+            for batch in lf.collect_batches(chunk_size=200_000, maintain_order=False):
+                for c in columns:
+                    if state[c] == "str":
+                        continue
+                    v = batch.get_column(c).drop_nulls()
+                    if v.len():
+                        state[c] = _join_kinds(state[c], _kind_of(v))
+                if all(k == "str" for k in state.values()):
+                    break
+        except Exception as exc:
+            raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+        return {c: _KIND_TYPES[k] for c, k in state.items()}
+
+    def with_types(self, types: dict | None = None, text: bool = False, parse: bool = True) -> "Source":
+        """A CSV source read with fixed column types: the columns of ``types`` with those
+        types (``pl.Float64`` for numeric QIs: a value that is not a number is then an
+        error naming its column and row); every other column as text, exactly as in the
+        file, when ``text`` (pass-through to a CSV output), else with its type inferred
+        from the whole file (``_infer``). ``parse``: the columns of ``types`` are parsed
+        by the CSV reader; else (types that came from ``_infer``) cast from the text, as
+        the inference did. Other sources: unchanged."""
+        if self.kind != "csv":
+            return self
+        types = {c: dt for c, dt in (types or {}).items() if c in set(self.columns)}
+        floats = tuple(c for c, dt in types.items() if dt == pl.Float64 and parse)
+        nulls = list(self.csv.null_values) if self.csv is not None else []
+        if text:
+            # the null values are missing in the typed columns only: the text columns keep
+            # them verbatim (an "NA" passes through as "NA")
+            native = {c: dt for c, dt in types.items() if parse and not nulls}
+            scan = pl.Schema({c: native.get(c, pl.String) for c in self.columns})
+            lazy = self._scan(nulls=False, schema=scan)
+            exprs = [(_typed_from_text(c, dt, nulls) if parse else _cast_text(c, dt, nulls))
+                     for c, dt in types.items() if c not in native]
+            schema = pl.Schema({c: types.get(c, pl.String) for c in self.columns})
+        else:
+            inferred = self._infer([c for c in self.columns if c not in types])
+            native = {c: dt for c, dt in types.items() if parse}
+            scan = pl.Schema({c: native.get(c, pl.String) for c in self.columns})
+            lazy = self._scan(schema=scan)
+            cast = {**{c: dt for c, dt in types.items() if not parse}, **inferred}
+            exprs = [_cast_text(c, dt, []) for c, dt in cast.items() if dt != pl.String]
+            schema = pl.Schema({c: types.get(c, inferred.get(c)) for c in self.columns})
+        if exprs:
+            lazy = lazy.with_columns(exprs)
+        return replace(self, lazy=lazy, _schema=schema, floats=floats)
+
+    def text_view(self) -> "Source":
+        """A CSV source with every column as text (``with_types(text=True)``)."""
+        return self.with_types({}, text=True)
+
+    def close(self) -> None:
+        """Remove the temporary files behind this source (a transcoded or decompressed CSV)."""
+        while self._temps:
+            path = self._temps.pop()
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError:  # pragma: no cover - logged by nobody: best effort
+                pass
+
+    def __enter__(self) -> "Source":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _diagnose(self, columns) -> EngineError | None:
+        """After a CSV parse error: the first value of a Float64 column that is not a
+        number, as one line naming the column and the row (rows counted from 1)."""
+        cols = [c for c in (self.floats if columns is None else columns) if c in set(self.floats)]
+        if not cols:
+            return None
+        nulls = list(self.csv.null_values) if self.csv is not None else []
+        raw = self._scan(nulls=False, schema=pl.Schema({c: pl.String for c in self.columns})).select(cols)
+        offset = 0
+        try:
+            for batch in raw.collect_batches(chunk_size=100_000, maintain_order=True):
+                for c in cols:
+                    s = batch.get_column(c)
+                    bad = s.is_not_null() & ~s.is_in(nulls) & s.str.strip_chars().cast(pl.Float64, strict=False).is_null()
+                    if bad.any():
+                        i = int(bad.arg_max())
+                        return EngineError(f"column {c!r} is not numeric: {s[i]!r} at row {offset + i + 1} "
+                                           f"(rows counted from 1) of {self.label} is not a number")
+                offset += batch.height
+        except Exception:
+            return None
+        return None
 
     def count_rows(self) -> int:
         try:
@@ -67,6 +287,9 @@ class Source:
         try:
             return lf.collect()
         except Exception as exc:
+            found = self._diagnose(columns) if self.kind == "csv" else None
+            if found is not None:
+                raise found from None
             raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
 
     def _parquet_batches(self, columns, chunk_rows, native=False):
@@ -84,7 +307,7 @@ class Source:
         for f in self.paths:
             if columns is not None and not native:
                 pf = pq.ParquetFile(f)
-                frames = (pl.from_arrow(b) for b in pf.iter_batches(batch_size=chunk_rows, columns=columns,
+                frames = (_arrow_frame(b) for b in pf.iter_batches(batch_size=chunk_rows, columns=columns,
                                                                      use_threads=True))
             else:
                 frames = _row_group_slices(f, chunk_rows, columns)
@@ -122,6 +345,9 @@ class Source:
         except EngineError:
             raise
         except Exception as exc:
+            found = self._diagnose(columns) if self.kind == "csv" else None
+            if found is not None:
+                raise found from None
             raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
 
     def iter_arrays(self, columns: Sequence[str], chunk_rows: int,
@@ -131,6 +357,61 @@ class Source:
         cols = list(columns)
         arrays = ((offset, frame_to_array(frame, cols)) for offset, frame in self.iter_frames(cols, chunk_rows))
         return read_ahead(arrays) if prefetch else arrays
+
+
+def _arrow_frame(batch) -> pl.DataFrame:
+    """``pl.from_arrow``, keeping the batch's column names (it renames "" to column_0)."""
+    frame = pl.from_arrow(batch)
+    names = list(batch.schema.names)
+    if frame.columns != names:
+        frame.columns = names
+    return frame
+
+
+_KIND_TYPES = {None: pl.String, "int": pl.Int64, "float": pl.Float64, "bool": pl.Boolean, "str": pl.String}
+_INTEGER = r"^[+-]?[0-9]+$"
+
+
+def _kind_of(v: pl.Series) -> str:
+    """The narrowest kind of the non-missing texts ``v``: int, float, bool or str."""
+    if v.cast(pl.Int64, strict=False).null_count() == 0:
+        return "int"
+    if v.cast(pl.Float64, strict=False).null_count() == 0:
+        wide = v.str.contains(_INTEGER) & v.cast(pl.Int64, strict=False).is_null()
+        return "str" if wide.any() else "float"  # an integer wider than Int64 keeps its digits
+    if v.str.to_lowercase().is_in(["true", "false"]).all():
+        return "bool"
+    return "str"
+
+
+def _join_kinds(a, b) -> str:
+    if a is None or a == b:
+        return b
+    if {a, b} == {"int", "float"}:
+        return "float"
+    return "str"
+
+
+def _cast_text(c: str, dtype, nulls: list[str]) -> pl.Expr:
+    """Column ``c`` read as text, its null values as null, converted to ``dtype`` as
+    ``Source._infer`` tested it (Boolean: ``true``/``false`` in any case)."""
+    col = pl.when(pl.col(c).is_in(nulls)).then(None).otherwise(pl.col(c)) if nulls else pl.col(c)
+    if dtype == pl.String:
+        return col.alias(c)
+    if dtype == pl.Boolean:
+        return pl.when(col.is_null()).then(None).otherwise(col.str.to_lowercase() == "true").alias(c)
+    return col.cast(dtype).alias(c)
+
+
+def _typed_from_text(c: str, dtype, nulls: list[str]) -> pl.Expr:
+    """Column ``c`` read as text, its null values as null, cast to ``dtype`` (strictly:
+    a text that is not a ``dtype`` is an error, which ``Source._diagnose`` locates)."""
+    col = pl.when(pl.col(c).is_in(nulls)).then(None).otherwise(pl.col(c))
+    if dtype == pl.String:
+        return col.alias(c)
+    if dtype.is_numeric():
+        col = col.str.strip_chars()
+    return col.cast(dtype).alias(c)
 
 
 def _row_group_slices(path: str, chunk_rows: int, columns=None) -> Iterator[pl.DataFrame]:
@@ -236,6 +517,8 @@ def _expand_path(text: str) -> list[str]:
 
 def _kind(path: str) -> str:
     suffix = Path(path).suffix.lower()
+    if suffix == _GZIP and Path(path[:-len(_GZIP)]).suffix.lower() in _CSV:
+        return "csv"
     if suffix in _PARQUET:
         return "parquet"
     if suffix in _CSV:
@@ -243,10 +526,111 @@ def _kind(path: str) -> str:
     raise EngineError(f"unsupported input format {suffix or '(none)'!r}: {path} (use .csv or .parquet)")
 
 
-def open_source(data, *, names: Sequence[str] | None = None) -> Source:
-    """Open ``data`` lazily. ``names`` labels the columns of a NumPy array."""
+def csv_options(separator=None, null_values=None, encoding=None) -> CsvOptions | None:
+    """The API's ``separator``, ``null_values``, ``encoding`` keywords, validated."""
+    return CsvOptions.make(separator=separator, null_values=null_values, encoding=encoding)
+
+
+def _readable_csv(path: str, opts: CsvOptions, tmp_dir, temps: list) -> str:
+    """``path`` itself, or for a ``.gz`` file or an encoding other than UTF-8 a private
+    UTF-8 temporary copy (streamed a piece at a time: memory stays bounded), created in
+    ``tmp_dir`` (default: the system's temporary folder) and listed in ``temps``."""
+    gz = path.lower().endswith(_GZIP)
+    if not gz and not opts.transcode:
+        return path
+    import gzip
+    import zlib
+
+    from .tempfiles import os_reason, private_file
+
+    folder = os.fspath(tmp_dir) if tmp_dir is not None else tempfile.gettempdir()
+    tmp = private_file(folder, Path(path).name)
+    temps.append(tmp)
+    what = "decompress" if not opts.transcode else f"decode ({opts.encoding})"
+    try:
+        raw = gzip.open(path, "rb") if gz else open(path, "rb")
+        with raw, open(tmp, "wb") as out:
+            if not opts.transcode:
+                shutil.copyfileobj(raw, out, _TRANSCODE_PIECE)
+            else:
+                decoder = codecs.getincrementaldecoder(opts.encoding)("strict")
+                done = 0
+                while True:
+                    piece = raw.read(_TRANSCODE_PIECE)
+                    try:
+                        text = decoder.decode(piece, final=not piece)
+                    except UnicodeError as exc:  # the offset of the bad bytes, when the codec says
+                        at = f" at byte {done + exc.start:,}" if isinstance(getattr(exc, "start", None), int) else ""
+                        raise EngineError(f"cannot {what} {path}: {getattr(exc, 'reason', None) or exc}{at}") from None
+                    out.write(text.encode("utf-8"))
+                    done += len(piece)
+                    if not piece:
+                        break
+    except EngineError:
+        raise
+    except (OSError, EOFError, zlib.error) as exc:
+        if isinstance(exc, OSError) and exc.filename == tmp:
+            raise EngineError(f"cannot write a temporary copy of {path} in {folder}: {os_reason(exc)}") from None
+        raise EngineError(f"cannot {what} {path}: {_first_line(exc)}") from None
+    return tmp
+
+
+def _check_header(path: str, label: str, opts: CsvOptions) -> None:
+    """Refuse a header that names a column twice (Polars would rename it x_duplicated_0)."""
+    try:
+        with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+            header = next(_csv.reader(fh, delimiter=opts.separator, quotechar='"'), [])
+    except (OSError, _csv.Error) as exc:
+        raise EngineError(f"cannot read {label}: {_first_line(exc)}") from None
+    if header and header[0].startswith("\ufeff"):
+        header[0] = header[0][1:]
+    seen = set()
+    for c in header:
+        if c in seen:
+            raise EngineError(f"column {c!r} appears twice in the header of {label}")
+        seen.add(c)
+
+
+def _open_csv(files: list[str], text: str, opts: CsvOptions | None, tmp_dir) -> Source:
+    """A CSV source: columns named from the header, nothing typed or inferred yet (see
+    ``Source.with_types`` and ``Source.schema``)."""
+    o = opts or CsvOptions()
+    temps: list = []
+    try:
+        readable = []
+        for f in files:
+            r = _readable_csv(f, o, tmp_dir, temps)
+            _check_header(r, f if len(files) > 1 else text, o)
+            readable.append(r)
+        src = Source(pl.LazyFrame(), text, tuple(files), "csv", csv=opts, _readable=tuple(readable), _temps=temps)
+        src.lazy = src._scan(infer_schema=False)
+        try:
+            names = src.lazy.collect_schema().names()
+        except Exception as exc:
+            raise EngineError(f"cannot read {text}: {_first_line(exc)}") from None
+        src._names = tuple(names)
+        return src
+    except BaseException:
+        for t in temps:
+            try:
+                os.unlink(t)
+            except OSError:
+                pass
+        raise
+
+
+def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | None = None,
+                tmp_dir=None) -> Source:
+    """Open ``data`` lazily. ``names`` labels the columns of a NumPy array. ``csv``: how
+    to read a CSV input (refused for any other input); ``tmp_dir``: where a .csv.gz or a
+    non-UTF-8 CSV is transcoded (the caller closes the source to remove it)."""
     if isinstance(data, Source):
         return data
+    if csv is not None:
+        is_csv = isinstance(data, (str, os.PathLike)) and all(_kind(f) == "csv" for f in _expand_path(os.fspath(data)))
+        if not is_csv:
+            what = os.fspath(data) if isinstance(data, (str, os.PathLike)) else f"a {type(data).__name__}"
+            raise EngineError(f"{', '.join(csv.given())}: CSV options apply to CSV input only, not {what}")
     if isinstance(data, pl.LazyFrame):
         return Source(data, "input frame")
     if isinstance(data, pl.DataFrame):
@@ -266,11 +650,10 @@ def open_source(data, *, names: Sequence[str] | None = None) -> Source:
         if len(kinds) > 1:
             raise EngineError(f"input mixes CSV and Parquet files: {text}")
         kind = kinds.pop()
+        if kind == "csv":
+            return _open_csv(files, text, csv, tmp_dir)
         try:
-            if kind == "parquet":
-                lf = pl.scan_parquet(files if len(files) > 1 else files[0])
-            else:
-                lf = pl.scan_csv(files if len(files) > 1 else files[0], infer_schema_length=10000)
+            lf = pl.scan_parquet(files if len(files) > 1 else files[0])
         except Exception as exc:
             raise EngineError(f"cannot read {text}: {_first_line(exc)}") from None
         return Source(lf, text, tuple(files), kind)

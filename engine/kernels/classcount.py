@@ -48,12 +48,10 @@ def count_keys(new_keys, new_counts, start, table, used, max_used, bits):
 @njit(cache=True, nogil=True)
 def hash_column(values, h):
     """Fold a float64 column into the row hashes ``h`` (uint64, updated in place):
-    ``h = splitmix64(h ^ bits(v))``, with -0.0 hashed as 0.0 (equal values, one class)."""
+    ``h = splitmix64(h ^ bits(v))``: -0.0 and 0.0 hash apart (a reader of the output
+    tells them apart, so they are two classes: ``engine.selfcheck``)."""
     for i in range(h.shape[0]):
-        v = values[i]
-        if v == 0.0:
-            v = 0.0
-        z = h[i] ^ np.float64(v).view(np.uint64)
+        z = h[i] ^ np.float64(values[i]).view(np.uint64)
         z = z + np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
