@@ -49,6 +49,9 @@ def check_columns(source: Source, qi: Sequence[str], numeric: bool = True) -> No
         if c not in schema:
             raise EngineError(f"column {c!r} not found in {source.label} (columns: {', '.join(schema.names()[:12])}"
                               f"{', ...' if len(schema) > 12 else ''})")
+    # Parquet files that disagree (engine.io.schema): the QIs in every file, the other columns exact
+    if hasattr(source, "check_reconciled"):
+        source.check_reconciled(qi, [c for c in schema.names() if c not in set(qi)])
     for c in qi if numeric else ():
         dt = schema[c]
         if not (dt.is_numeric() and dt != pl.Boolean):

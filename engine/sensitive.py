@@ -221,6 +221,7 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
             seen.add(c)
         if sa is not None and sa in seen:
             raise EngineError(f"column {sa!r}: the sensitive attribute is also listed as a quasi-identifier")
+        source.check_reconciled(qi + ([sa] if sa else []), [c for c in source.columns if c not in seen])
         schema = source.schema
         if method == "mnqia":
             for c in qi:

@@ -354,6 +354,7 @@ def verify_release(output, qi, k: int, *, sa: str | None = None, l: int | None =
     out = open_source(output)
     pub = published_columns(out, qi)
     keys = [c for cols in pub.values() for c in cols]
+    out.check_reconciled(keys + ([sa] if sa is not None and sa in out.columns else []))
     if sa is not None and sa not in out.columns:
         raise EngineError(f"sensitive attribute {sa!r} not found in {out.label}")
     rows = out.count_rows()
@@ -366,6 +367,7 @@ def verify_release(output, qi, k: int, *, sa: str | None = None, l: int | None =
         for c in qi:
             if c not in orig.columns:
                 raise EngineError(f"column {c!r} not found in {orig.label}")
+        orig.check_reconciled(qi)
         orig_rows = orig.count_rows()
 
     result = VerifyResult(output=out.label, ok=True, rows=rows, qi=qi, key_columns=keys, k=k, classes=0,

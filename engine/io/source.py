@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import EngineError
+from .schema import FolderSchema, adapt, adapt_lazy, check_reconciled, reconcile_parquet
 
 _PARQUET = (".parquet", ".pq", ".parq")
 _CSV = (".csv", ".tsv", ".txt")
@@ -42,6 +43,8 @@ class Source:
     paths: tuple[str, ...] = ()
     kind: str = "frame"  # "parquet" or "csv" for files
     _schema: pl.Schema | None = None
+    # Parquet files: their reconciled schema (``engine.io.schema``); every frame read is cast to it
+    folder: FolderSchema | None = None
 
     @property
     def schema(self) -> pl.Schema:
@@ -55,6 +58,12 @@ class Source:
     @property
     def columns(self) -> list[str]:
         return list(self.schema.names())
+
+    def check_reconciled(self, used: Sequence[str], passthrough: Sequence[str] = ()) -> None:
+        """Parquet files that disagree: refuse when a column in ``used`` is missing
+        from a file, or a column in ``passthrough`` would not convert exactly
+        (``engine.io.schema.check_reconciled``). Nothing to check otherwise."""
+        check_reconciled(self.folder, self.label, used, passthrough)
 
     def count_rows(self) -> int:
         try:
@@ -81,17 +90,21 @@ class Source:
         import pyarrow.parquet as pq
 
         schema = self.schema
+        want = pl.Schema({c: schema[c] for c in (schema.names() if columns is None else columns)})
         for f in self.paths:
+            have = self.folder.file_schema(f) if self.folder is not None else schema
+            # the file's columns among those asked for (a file without any of them:
+            # its first column, for the row count); ``adapt`` adds the others as nulls,
+            # casts, and puts them in the order asked for
+            read = [c for c in want.names() if c in have] or list(have.names())[:1]
             if columns is not None and not native:
                 pf = pq.ParquetFile(f)
-                frames = (pl.from_arrow(b) for b in pf.iter_batches(batch_size=chunk_rows, columns=columns,
+                frames = (pl.from_arrow(b) for b in pf.iter_batches(batch_size=chunk_rows, columns=read,
                                                                      use_threads=True))
             else:
-                frames = _row_group_slices(f, chunk_rows, columns)
+                frames = _row_group_slices(f, chunk_rows, None if len(read) == len(have) else read)
             for frame in frames:
-                if frame.schema != (sub := pl.Schema({c: schema[c] for c in frame.columns})):
-                    frame = frame.cast(dict(sub))
-                yield frame
+                yield adapt(frame, want)
 
     def iter_frames(self, columns: Sequence[str] | None, chunk_rows: int,
                     prefetch: bool = False, native: bool = False) -> Iterator[tuple[int, pl.DataFrame]]:
@@ -266,12 +279,19 @@ def open_source(data, *, names: Sequence[str] | None = None) -> Source:
         if len(kinds) > 1:
             raise EngineError(f"input mixes CSV and Parquet files: {text}")
         kind = kinds.pop()
+        folder = None
         try:
             if kind == "parquet":
-                lf = pl.scan_parquet(files if len(files) > 1 else files[0])
+                folder = reconcile_parquet(files, text)
+                if folder.uniform:
+                    lf = pl.scan_parquet(files if len(files) > 1 else files[0])
+                else:  # each file cast to the reconciled schema, in its column order
+                    lf = pl.concat([adapt_lazy(pl.scan_parquet(f), folder.schema) for f in files], how="vertical")
             else:
                 lf = pl.scan_csv(files if len(files) > 1 else files[0], infer_schema_length=10000)
+        except EngineError:
+            raise
         except Exception as exc:
             raise EngineError(f"cannot read {text}: {_first_line(exc)}") from None
-        return Source(lf, text, tuple(files), kind)
+        return Source(lf, text, tuple(files), kind, folder.schema if folder else None, folder)
     raise EngineError(f"unsupported input type {type(data).__name__}")
