@@ -286,6 +286,7 @@ def _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output):
     from .mnqia import mdav_range_loss, mnqia_partition
 
     df = source.collect()
+    _first_bad(df, qi, sa, method)
     if method == "maxent":
         enc = encode_table(df, qi, sa)
         res = maxent_partition(enc.Q, enc.sa_codes, epsilon=epsilon, k=k, seed=seed, qi_kinds=enc.kinds,
@@ -297,16 +298,6 @@ def _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output):
                    "forced_single_class": bool(res.forced_single_class),
                    "entropy_hist": _plain(res.entropy_hist)}
     else:
-        for c in qi:  # the messages of the streaming profile pass
-            x = df[c]
-            if x.null_count():
-                raise EngineError(f"column {c!r} has a missing value at row {int(x.is_null().arg_max()) + 1} "
-                                  f"(rows counted from 1)")
-            bad = ~np.isfinite(x.cast(pl.Float64).to_numpy())
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                raise EngineError(f"column {c!r} has a non-finite value ({x[i]}) at row {i + 1} "
-                                  f"(rows counted from 1)")
         X = np.ascontiguousarray(df.select(qi).cast(pl.Float64).to_numpy())
         res = mnqia_partition(X, k)
         labels, kinds = res.labels, None
@@ -315,6 +306,27 @@ def _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output):
                    "mdav_range_il_percent": il_mdav[1]}
     table = generalize(df, labels, qi, kinds=kinds, numeric_output=numeric_output)
     return table, labels, metrics
+
+
+def _first_bad(frame, qi, sa, method, offset=0, columns=None) -> None:
+    """Raise for the first null, NaN or infinite value of the QIs and the SA (or of
+    ``columns`` among them) by row, whatever its kind and column, in the messages of
+    the method's own checks (mnqia: the profile pass's; maxent: ``encode_table``'s)."""
+    from .profile import bad_value_error, first_bad
+
+    cols = [c for c in qi + ([sa] if sa else []) if columns is None or c in columns]
+    hit = first_bad(frame, cols)
+    if hit is None:
+        return
+    c, i, null = hit
+    row = offset + i + 1
+    if method == "mnqia":
+        raise bad_value_error(c, frame.get_column(c), i, offset)
+    if c == sa:
+        what = "null sensitive value" if null else "NaN or infinite sensitive value"
+        raise EngineError(f"column {c!r}: {what} at row {row} (rows counted from 1)")
+    what = "null quasi-identifier" if null else "NaN or infinite value"
+    raise EngineError(f"column {c!r}: {what} at row {row} (rows counted from 1)")
 
 
 # ---------------------------------------------------------------- block by block
@@ -373,16 +385,8 @@ def _dictionary_pass(source, cat, sa, chunk_rows, rows, progress):
     counts: list[pl.DataFrame] = []
     with Progress("dictionary", rows, progress) as bar:
         for offset, frame in source.iter_frames(cols, chunk_rows):
-            for c in cols:
-                s = frame.get_column(c)
-                if s.null_count():
-                    row = offset + int(s.is_null().arg_max()) + 1
-                    what = "null sensitive value" if c == sa else "null quasi-identifier"
-                    raise EngineError(f"column {c!r}: {what} at row {row} (rows counted from 1)")
-                if c == sa and s.dtype.is_float() and not s.is_finite().all():
-                    row = offset + int((~s.is_finite()).arg_max()) + 1
-                    raise EngineError(f"column {sa!r}: NaN or infinite sensitive value at row {row} "
-                                      f"(rows counted from 1)")
+            # nulls in the categorical QIs and the SA, NaN / infinite in the SA: the first by row
+            _first_bad(frame, list(cat), sa, "maxent", offset)
             for c in cat:
                 uniq[c].append(frame.get_column(c).unique())
                 if len(uniq[c]) > 32:
