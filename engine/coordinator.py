@@ -22,6 +22,7 @@ from .budget import plan_budget
 from .config import RunConfig
 from .errors import EngineError
 from .io.sink import atomic_output, check_destination, check_tmp_dir, output_format
+from .io.schema import check_output_types
 from .io.source import open_source
 from .io.spill import BlockStore
 from .kernels.groups import count_labels
@@ -69,6 +70,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         if dest is not None:
             check_destination(dest, source.paths)
             fmt = output_format(dest)
+            check_output_types(source.schema, fmt, [c for c in source.columns if c not in set(cfg.qi)])
         check_tmp_dir(tmp_dir)
         rows = source.count_rows()
         if rows == 0:

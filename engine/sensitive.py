@@ -111,6 +111,7 @@ import polars as pl
 
 from .errors import EngineError
 from .io.sink import atomic_output, check_destination, output_format, write_frame
+from .io.schema import check_output_types
 from .io.source import open_source
 from .io.spill import BlockStore
 from .report import PeakRSS
@@ -222,6 +223,7 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
         if sa is not None and sa in seen:
             raise EngineError(f"column {sa!r}: the sensitive attribute is also listed as a quasi-identifier")
         source.check_reconciled(qi + ([sa] if sa else []), [c for c in source.columns if c not in seen])
+        check_output_types(source.schema, fmt, source.columns)  # generalized QIs keep their type too
         schema = source.schema
         if method == "mnqia":
             for c in qi:

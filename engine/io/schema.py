@@ -43,6 +43,7 @@ import polars as pl
 
 from ..errors import EngineError
 
+WIDE_INTEGERS = (pl.Int128, pl.UInt128)
 _SIGNED = {pl.Int8: 8, pl.Int16: 16, pl.Int32: 32, pl.Int64: 64}
 _UNSIGNED = {pl.UInt8: 8, pl.UInt16: 16, pl.UInt32: 32, pl.UInt64: 64}
 _SIGNED_BY_BITS = {8: pl.Int8, 16: pl.Int16, 32: pl.Int32, 64: pl.Int64}
@@ -133,6 +134,11 @@ def reconcile_parquet(files: Sequence[str], label: str) -> FolderSchema:
             sch, d64 = _file_schema(f)
         except Exception as exc:
             raise EngineError(f"cannot read {label}: {f}: {_first_line(exc)}") from None
+        for name, dt in sch.items():
+            if dt in WIDE_INTEGERS:
+                raise EngineError(f"cannot read {label}: column {name!r} in {f} is {dt}: Parquet files with "
+                                  f"128-bit integers are read in chunks by pyarrow, which cannot read them; store "
+                                  f"the column as Int64, Decimal or text")
         schemas.append(sch)
         date64 |= d64
     target: dict[str, pl.DataType] = {}
@@ -180,6 +186,19 @@ def adapt_lazy(lf: pl.LazyFrame, schema: pl.Schema) -> pl.LazyFrame:
     exprs = [(pl.col(c) if have[c] == dt else pl.col(c).cast(dt)) if c in have
              else pl.lit(None, dtype=dt).alias(c) for c, dt in schema.items()]
     return lf.select(exprs)
+
+
+def check_output_types(schema: pl.Schema, fmt: str | None, columns) -> None:
+    """Refuse, before any work, a Parquet output that would hold a 128-bit integer column
+    (of ``columns``, the ones written as they are): Polars writes it, but pyarrow
+    and most tools cannot read the file (nor can the run's own check). CSV holds them
+    exactly (as text)."""
+    if fmt != "parquet":
+        return
+    for c in columns:
+        if c in schema and schema[c] in WIDE_INTEGERS:
+            raise EngineError(f"column {c!r} is {schema[c]}: a Parquet file with 128-bit integers cannot be read "
+                              f"by pyarrow and most tools; write CSV, or cast it (e.g. to Decimal or String)")
 
 
 def check_reconciled(folder: FolderSchema | None, label: str, used: Sequence[str],
