@@ -253,8 +253,8 @@ def _bad_rows(frame, null_at, nan_at, null_col="x", nan_col="y"):
 @pytest.mark.parametrize("method", ["mdav", "mnqia", "maxent"])
 @pytest.mark.parametrize("blocks", [False, True])
 def test_first_bad_value_by_row(tmp_path, capsys, cols, method, blocks):
-    """A NaN at row 5 and a null at row 9 (same or other column): row 5 is reported."""
-    frame = _bad_rows(_part(0, 40).with_columns(pl.col("x").cast(pl.Float64)), 8, 4, *cols)
+    """A NaN at row 5 and a null at row 7 (same or other column, same chunk): row 5 is reported."""
+    frame = _bad_rows(_part(0, 40).with_columns(pl.col("x").cast(pl.Float64)), 6, 4, *cols)
     src = tmp_path / "bad.parquet"
     frame.write_parquet(src, row_group_size=10)
     args = {"mdav": (), "maxent": ("--method", "maxent", "--sa", "s"), "mnqia": ("--method", "mnqia")}[method]
