@@ -12,6 +12,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numba
 import numpy as np
@@ -40,7 +41,8 @@ log = logging.getLogger("engine")
 class RunResult:
     report: Report
     labels: np.ndarray
-    table: pl.DataFrame | None = None
+    # a Polars DataFrame; ``microaggregate`` gives a pandas DataFrame or pyarrow Table for those inputs
+    table: pl.DataFrame | Any | None = None
 
 
 @contextlib.contextmanager
