@@ -126,6 +126,10 @@ def test_folder_missing_pass_through_column_reads_as_nulls(tmp_path, capsys):
     code, err = _cli(capsys, "verify", tmp_path / "missing-out.parquet", "--qi", "x,y", "--k", 3,
                      "--original", folder)
     assert code == 0, err
+    # several blocks: the write pass reads only the other columns, some files have none of "name"
+    blocks = _same_as_one_file(tmp_path, capsys, folder, whole, ["x", "y", "n"], extra=("--block-size", 20,
+                                                                                        "--chunk-rows", 10))
+    assert blocks["name"].to_list() == whole["name"].to_list()
 
 
 def test_folder_column_only_in_a_later_file(tmp_path, capsys):

@@ -169,23 +169,33 @@ def reconcile_parquet(files: Sequence[str], label: str) -> FolderSchema:
     return FolderSchema(full, tuple(files), tuple(schemas), missing, inexact, uniform)
 
 
+def _casts(have: pl.Schema, schema: pl.Schema) -> list:
+    return [pl.col(c) if have.get(c) == dt else pl.col(c).cast(dt) for c, dt in schema.items()]
+
+
+def _nulls(have: pl.Schema, schema: pl.Schema) -> list:
+    return [pl.lit(None, dtype=dt).alias(c) for c, dt in schema.items() if c not in have]
+
+
 def adapt(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
     """``frame`` (one file's columns, any order, maybe fewer) as ``schema``: its columns
-    in that order, cast to those types, a column the file lacks as nulls."""
+    in that order, cast to those types, a column the file lacks as nulls (added with
+    ``with_columns``, so they have the frame's height even when no column of the file
+    is asked for)."""
     if list(frame.schema.items()) == list(schema.items()):
         return frame
-    have = frame.schema
-    exprs = [(pl.col(c) if have[c] == dt else pl.col(c).cast(dt)) if c in have
-             else pl.lit(None, dtype=dt).alias(c) for c, dt in schema.items()]
-    return frame.select(exprs)
+    if nulls := _nulls(frame.schema, schema):
+        frame = frame.with_columns(nulls)
+    return frame.select(_casts(frame.schema, schema))
 
 
 def adapt_lazy(lf: pl.LazyFrame, schema: pl.Schema) -> pl.LazyFrame:
     """``adapt`` on a LazyFrame (one file's scan)."""
     have = lf.collect_schema()
-    exprs = [(pl.col(c) if have[c] == dt else pl.col(c).cast(dt)) if c in have
-             else pl.lit(None, dtype=dt).alias(c) for c, dt in schema.items()]
-    return lf.select(exprs)
+    if nulls := _nulls(have, schema):
+        lf = lf.with_columns(nulls)
+    # a date64 column: Polars reads Datetime[ms], the schema says Date: always cast
+    return lf.select([pl.col(c).cast(dt) for c, dt in schema.items()])
 
 
 def check_output_types(schema: pl.Schema, fmt: str | None, columns) -> None:
