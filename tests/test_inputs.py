@@ -126,10 +126,13 @@ def test_folder_missing_pass_through_column_reads_as_nulls(tmp_path, capsys):
     code, err = _cli(capsys, "verify", tmp_path / "missing-out.parquet", "--qi", "x,y", "--k", 3,
                      "--original", folder)
     assert code == 0, err
-    # several blocks: the write pass reads only the other columns, some files have none of "name"
+    # several blocks: the write pass reads only the other columns, and one file has none of them
+    frames = [a, _part(1).select("x", "y", "n"), c]
+    folder = _folder(tmp_path, "qi-only", frames)
+    whole = pl.concat(frames, how="diagonal")
     blocks = _same_as_one_file(tmp_path, capsys, folder, whole, ["x", "y", "n"], extra=("--block-size", 20,
                                                                                         "--chunk-rows", 10))
-    assert blocks["name"].to_list() == whole["name"].to_list()
+    assert blocks["name"].to_list() == whole["name"].to_list() and blocks["s"].null_count() == N
 
 
 def test_folder_column_only_in_a_later_file(tmp_path, capsys):
