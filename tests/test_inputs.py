@@ -436,3 +436,15 @@ def test_pyarrow_table_and_dataset(tmp_path):
         out = pl.read_parquet(tmp_path / "o.parquet")
         assert out.drop("x", "y").equals(f.drop("x", "y"))
         assert out.group_by("x", "y").len()["len"].min() >= 3
+
+
+def test_pandas_is_not_imported_unless_given(tmp_path):
+    import subprocess
+    import sys
+
+    pl.DataFrame({"x": np.arange(20.0), "y": np.arange(20.0) % 3}).write_parquet(tmp_path / "a.parquet")
+    code = ("import sys, numpy as np, engine\n"
+            "engine.microaggregate(np.arange(40.0).reshape(20, 2), k=3)\n"
+            f"engine.anonymize({str(tmp_path / 'a.parquet')!r}, {str(tmp_path / 'o.parquet')!r}, ['x', 'y'], k=3)\n"
+            "assert 'pandas' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
