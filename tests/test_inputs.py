@@ -415,6 +415,9 @@ def test_pandas_bad_column_names():
     df = pd.DataFrame({0: [1.0, 2.0, 3.0], 1: [1.0, 2.0, 3.0]})
     with pytest.raises(EngineError, match=r"pandas column names must be strings, got 0 \(int\)"):
         engine.microaggregate(df, ["0", "1"], k=2)
+    df = pd.DataFrame({"x": [1.0, 2.0, 3.0], "y": [1.0, 2.0, 3.0]}, index=pd.Index([5, 6, 7], name="x"))
+    with pytest.raises(EngineError, match=r"cannot convert the pandas DataFrame: .*x"):
+        engine.microaggregate(df, ["x", "y"], k=2)
 
 
 def test_pyarrow_table_and_dataset(tmp_path):

@@ -301,9 +301,9 @@ def _from_pandas(df) -> pl.DataFrame:
         dup = df.columns[df.columns.duplicated()][0]
         raise EngineError(f"pandas column {dup!r} appears twice; rename one of them")
     idx = df.index
-    if not (isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1 and idx.name is None):
-        df = df.reset_index()
     try:
+        if not (isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1 and idx.name is None):
+            df = df.reset_index()  # refuses an index named as a column
         return pl.from_pandas(df)
     except Exception as exc:
         raise EngineError(f"cannot convert the pandas DataFrame: {_first_line(exc)}") from None
