@@ -378,8 +378,14 @@ class _SAStore(BlockStore):
         super().append_records(block, rec, **kw)
 
 
-def _dictionary_pass(source, cat, sa, chunk_rows, rows, progress):
-    """Sorted distinct values of the categorical QIs and the SA, and the SA counts."""
+def _dictionary_pass(source, cat, sa, chunk_rows, rows, progress, num=()):
+    """Sorted distinct values of the categorical QIs and the SA, and the SA counts.
+
+    Raises for the first null (categorical QIs, SA) or NaN / infinite value (SA) by
+    row; when there is one, the numeric QIs ``num`` (checked by the next pass) are
+    read up to its row first, so that an earlier bad numeric value is reported
+    instead (the first bad value by row, whatever the column)."""
+    from .profile import first_bad
     from .progress import Progress
 
     cols = list(cat) + [sa]
@@ -388,7 +394,10 @@ def _dictionary_pass(source, cat, sa, chunk_rows, rows, progress):
     with Progress("dictionary", rows, progress) as bar:
         for offset, frame in source.iter_frames(cols, chunk_rows):
             # nulls in the categorical QIs and the SA, NaN / infinite in the SA: the first by row
-            _first_bad(frame, list(cat), sa, "maxent", offset)
+            hit = first_bad(frame, cols)
+            if hit is not None:
+                _numeric_before(source, list(num), offset + hit[1], chunk_rows)
+                _first_bad(frame, list(cat), sa, "maxent", offset)
             for c in cat:
                 uniq[c].append(frame.get_column(c).unique())
                 if len(uniq[c]) > 32:
@@ -401,6 +410,20 @@ def _dictionary_pass(source, cat, sa, chunk_rows, rows, progress):
     vc = pl.concat(counts).group_by(sa).agg(pl.col("n").sum()).sort(sa)
     dicts[sa] = vc.get_column(sa)
     return dicts, vc.get_column("n").to_numpy().astype(np.int64)
+
+
+def _numeric_before(source, num, end, chunk_rows) -> None:
+    """Raise (the profile pass's message) for the first null, NaN or infinite value of
+    the numeric QIs ``num`` in rows before ``end``, if there is one (an error path only)."""
+    from .profile import first_bad_value
+
+    if not num:
+        return
+    for offset, frame in source.iter_frames(num, chunk_rows):
+        if offset >= end:
+            return
+        frame = frame.head(end - offset)
+        first_bad_value(frame, num, offset)
 
 
 def _entropy_counts(cnt) -> float:
@@ -522,7 +545,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
     m = 0
     if method == "maxent":
         t = time.perf_counter()
-        dicts, sa_total = _dictionary_pass(source, cat, sa, chunk_rows, rows, progress)
+        dicts, sa_total = _dictionary_pass(source, cat, sa, chunk_rows, rows, progress, num)
         passes["dictionary"] = time.perf_counter() - t
         m = int(sa_total.shape[0])
         if m < 2:

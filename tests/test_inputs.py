@@ -451,3 +451,19 @@ def test_pandas_is_not_imported_unless_given(tmp_path):
             f"engine.anonymize({str(tmp_path / 'a.parquet')!r}, {str(tmp_path / 'o.parquet')!r}, ['x', 'y'], k=3)\n"
             "assert 'pandas' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_first_bad_value_by_row_maxent_blocks_numeric_before_categorical():
+    frame = _part(0, 40).with_columns(pl.col("x").cast(pl.Float64))
+    idx = pl.int_range(pl.len())
+    for nan_at, null_at, message in ((5, 9, r"column 'x' has a non-finite value \(nan\) at row 6 "),
+                                     (12, 9, r"column 'name': null quasi-identifier at row 10 "),
+                                     (30, 9, r"column 'name': null quasi-identifier at row 10 ")):
+        bad = frame.with_columns(pl.when(idx == null_at).then(None).otherwise(pl.col("name")).alias("name"),
+                                 pl.when(idx == nan_at).then(float("nan")).otherwise(pl.col("x")).alias("x"))
+        for blocks in (False, True):
+            msg = message if blocks or "name" in message else message.replace(
+                r"has a non-finite value \(nan\)", "NaN or infinite value").replace("column 'x'", "column 'x':")
+            with pytest.raises(EngineError, match=msg):
+                anonymize_sensitive(bad, None, ["name", "x"], "maxent", sa="s", k=3, _force_blocks=blocks,
+                                    block_size=20 if blocks else None, chunk_rows=7)
