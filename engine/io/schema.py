@@ -101,7 +101,9 @@ class FolderSchema:
     uniform: bool = True  # every file has exactly ``schema``, same order, no cast needed
 
     def file_schema(self, path: str) -> pl.Schema:
-        return self.file_schemas[self.files.index(path)]
+        if not hasattr(self, "_by_path"):
+            self._by_path = dict(zip(self.files, self.file_schemas))
+        return self._by_path[path]
 
 
 def _file_schema(path: str) -> tuple[pl.Schema, bool]:
