@@ -191,9 +191,9 @@ def adapt(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
     return frame.select(_casts(frame.schema, schema))
 
 
-def adapt_lazy(lf: pl.LazyFrame, schema: pl.Schema) -> pl.LazyFrame:
-    """``adapt`` on a LazyFrame (one file's scan)."""
-    have = lf.collect_schema()
+def adapt_lazy(lf: pl.LazyFrame, schema: pl.Schema, have: pl.Schema | None = None) -> pl.LazyFrame:
+    """``adapt`` on a LazyFrame (one file's scan, whose columns are those of ``have``)."""
+    have = lf.collect_schema() if have is None else have
     if nulls := _nulls(have, schema):
         lf = lf.with_columns(nulls)
     # a date64 column: Polars reads Datetime[ms], the schema says Date: always cast

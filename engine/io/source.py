@@ -361,7 +361,8 @@ def open_source(data, *, names: Sequence[str] | None = None) -> Source:
                 if folder.uniform:
                     lf = pl.scan_parquet(files if len(files) > 1 else files[0])
                 else:  # each file cast to the reconciled schema, in its column order
-                    lf = pl.concat([adapt_lazy(pl.scan_parquet(f), folder.schema) for f in files], how="vertical")
+                    lf = pl.concat([adapt_lazy(pl.scan_parquet(f), folder.schema, folder.file_schema(f))
+                                    for f in files], how="vertical")
             else:
                 lf = pl.scan_csv(files if len(files) > 1 else files[0], infer_schema_length=10000)
         except EngineError:
