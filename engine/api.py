@@ -9,7 +9,7 @@ import numpy as np
 from .config import RunConfig
 from .coordinator import RunResult, run
 from .errors import EngineError
-from .io.source import csv_options
+from .io.source import csv_options, input_kind
 
 
 def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: str = "mdav",
@@ -26,9 +26,10 @@ def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: st
 
     Parameters
     ----------
-    data : polars.DataFrame | polars.LazyFrame | numpy.ndarray | str | Path
+    data : polars.DataFrame | polars.LazyFrame | pandas.DataFrame | pyarrow.Table | pyarrow.dataset.Dataset | numpy.ndarray | str | Path
         The table; a path may name a CSV or Parquet file, a folder of Parquet
-        files or a glob.
+        files or a glob. pandas and pyarrow tables are read through Arrow
+        (numeric columns without a copy), a pyarrow dataset lazily.
     qi : list of str
         Quasi-identifier columns (numeric). For a NumPy array, ``qi`` names its
         columns (default ``x0, x1, ...``, all used).
@@ -70,6 +71,9 @@ def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: st
         ``table``: the anonymized table, rows in input order, each QI replaced by
         its group's mean (Float64), other columns unchanged; ``labels``: group id
         per row; ``report``: sizes, SSE, SST, information loss, timings, memory.
+        ``table`` is of the input's kind: a pandas DataFrame for pandas (its index
+        and other columns are the input's own), a pyarrow Table for a pyarrow Table,
+        RecordBatch or dataset, else a Polars DataFrame.
     """
     names = None
     if isinstance(data, np.ndarray):
@@ -86,7 +90,34 @@ def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: st
                          refine_seconds=refine_seconds, seed=seed, select=select, select_count=select_count,
                          select_measure=select_measure, width=width, bins=bins,
                          csv=csv_options(separator, null_values, encoding))
-    return run(data, cfg, None, names=names, tmp_dir=tmp_dir)
+    result = run(data, cfg, None, names=names, tmp_dir=tmp_dir)
+    kind = input_kind(data)
+    if kind is not None and result.table is not None:
+        result.table = _as_input_kind(data, kind, result.table, list(cfg.qi), group_column)
+    return result
+
+
+def _as_input_kind(data, kind: str, table, qi: list, group_column: str | None):
+    """The result ``table`` (Polars) as the kind of ``data``: for pandas and pyarrow
+    tables, ``data`` itself with the QI columns replaced (and the group column
+    added), so every other column, the index and the column types are the input's."""
+    new = {c: table.get_column(c).to_numpy() for c in qi}
+    if group_column is not None:
+        new[group_column] = table.get_column(group_column).to_numpy()
+    if kind == "pandas":
+        out = data.copy(deep=False)
+        for c, values in new.items():
+            out[c] = values
+        return out
+    if kind == "dataset":
+        return table.to_arrow()
+    import pyarrow as pa
+
+    out = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
+    for c, values in new.items():
+        i = out.schema.get_field_index(c)
+        out = out.set_column(i, c, pa.array(values)) if i >= 0 else out.append_column(c, pa.array(values))
+    return out
 
 
 def anonymize(source, sink, qi: Sequence[str], k: int, method: str = "mdav", gamma: float | None = None, *,

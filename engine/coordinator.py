@@ -12,6 +12,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numba
 import numpy as np
@@ -22,6 +23,7 @@ from .budget import plan_budget
 from .config import RunConfig
 from .errors import EngineError
 from .io.sink import atomic_output, check_destination, check_tmp_dir, output_format
+from .io.schema import check_output_types
 from .io.source import open_source
 from .io.spill import BlockStore
 from .kernels.groups import count_labels
@@ -39,7 +41,8 @@ log = logging.getLogger("engine")
 class RunResult:
     report: Report
     labels: np.ndarray
-    table: pl.DataFrame | None = None
+    # a Polars DataFrame; ``microaggregate`` gives a pandas DataFrame or pyarrow Table for those inputs
+    table: pl.DataFrame | Any | None = None
 
 
 @contextlib.contextmanager
@@ -80,6 +83,8 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         check_columns(source, cfg.qi, numeric=False)
         if cfg.group_column is not None and cfg.group_column in source.columns:
             raise EngineError(f"group column {cfg.group_column!r} already exists in {source.label}")
+        if dest is not None:
+            check_output_types(source.schema, fmt, [c for c in source.columns if c not in set(cfg.qi)])
         rows = source.count_rows()
         if rows == 0:
             raise EngineError(f"{source.label} has no rows")

@@ -852,6 +852,7 @@ def profile(
 def _profile(src, columns, measure, width, bins, binning, levels, count, chunk_rows, threads,
              max_cells) -> ProfileResult:
     cols = _resolve_columns(src, columns)
+    src.check_reconciled(cols)
     _check_settings(cols, measure, width, bins, binning, levels, count, chunk_rows, threads)
     t0 = time.perf_counter()
     plans = plan_bins(src, cols, width=width, bins=bins, binning=binning, levels=levels, max_cells=max_cells)

@@ -49,6 +49,9 @@ def check_columns(source: Source, qi: Sequence[str], numeric: bool = True) -> No
         if c not in schema:
             raise EngineError(f"column {c!r} not found in {source.label} (columns: {', '.join(schema.names()[:12])}"
                               f"{', ...' if len(schema) > 12 else ''})")
+    # Parquet files that disagree (engine.io.schema): the QIs in every file, the other columns exact
+    if hasattr(source, "check_reconciled"):
+        source.check_reconciled(qi, [c for c in schema.names() if c not in set(qi)])
     for c in qi if numeric else ():
         dt = schema[c]
         if not (dt.is_numeric() and dt != pl.Boolean):
@@ -63,12 +66,50 @@ def _power_of_two(absmax: np.ndarray) -> np.ndarray:
     return out
 
 
-def _first_null(frame: pl.DataFrame, qi: Sequence[str], offset: int) -> None:
-    for c in qi:
+def bad_value_error(column: str, s: pl.Series, i: int, offset: int) -> EngineError:
+    """The error for the bad value at index ``i`` of ``s`` (a null, NaN or infinite)."""
+    if s[i] is None:
+        return EngineError(f"column {column!r} has a missing value at row {offset + i + 1} (rows counted from 1)")
+    return EngineError(f"column {column!r} has a non-finite value ({s.cast(pl.Float64)[i]}) at row {offset + i + 1} "
+                       f"(rows counted from 1)")
+
+
+def first_bad(frame: pl.DataFrame, columns: Sequence[str]) -> tuple[str, int, bool] | None:
+    """``(column, index, is_null)`` of the first null (any column) or NaN / infinite
+    value (float columns) of ``columns`` in ``frame`` by row, the first column at that
+    row; None when there is none. For columns of any type (the sensitive methods')."""
+    best = None
+    for c in columns:
         s = frame.get_column(c)
-        if s.null_count():
-            row = offset + int(s.is_null().arg_max())
-            raise EngineError(f"column {c!r} has a missing value at row {row + 1} (rows counted from 1)")
+        bad = s.is_null()
+        if s.dtype.is_float():
+            bad = bad | ~s.is_finite().fill_null(True)
+        if best is not None:
+            bad = bad.head(best[1])
+        at = bad.arg_true()
+        if at.len():
+            i = int(at[0])
+            best = (c, i, s[i] is None)
+    return best
+
+
+def first_bad_value(frame: pl.DataFrame, columns: Sequence[str], offset: int = 0, X: np.ndarray | None = None,
+                    bad: np.ndarray | None = None) -> None:
+    """Raise for the first null, NaN or infinite value of ``columns`` by row (the first
+    column at that row), whichever kind it is. ``X`` (d, rows): the columns as float64,
+    nulls as NaN, with ``bad[j]`` the index of column j's first non-finite value (-1:
+    none), when the caller has them already."""
+    if X is None:
+        X = np.empty((len(columns), frame.height))
+        for j, c in enumerate(columns):
+            X[j] = numeric_values(frame.get_column(c))
+    if bad is None:
+        ok = np.isfinite(X)
+        bad = np.where(ok.all(axis=1), -1, np.argmin(ok, axis=1))
+    rows = np.where(bad >= 0, bad, np.iinfo(np.int64).max)
+    j = int(np.argmin(rows))
+    if bad[j] >= 0:
+        raise bad_value_error(columns[j], frame.get_column(columns[j]), int(bad[j]), offset)
 
 
 class Moments:
@@ -91,19 +132,15 @@ class Moments:
         """Check and add the chunk ``frame`` (rows ``offset``...); return its QI values
         column-major (d, rows), float64."""
         qi = self.qi
-        _first_null(frame, qi, offset)
-        X = np.empty((len(qi), frame.height))  # column-major: contiguous copies and scans
+        X = np.empty((len(qi), frame.height))  # column-major: contiguous copies and scans; nulls as NaN
         for j, c in enumerate(qi):
             X[j] = numeric_values(frame.get_column(c))
         if self.shift is None:
             self.shift = np.where(np.isfinite(X[:, 0]), X[:, 0], 0.0) / self.scale
         bad = np.full(len(qi), -1, np.int64)
         accumulate_moments(X, self.scale, self.shift, self.s, self.q, self.mn, self.mx, bad)
-        for j in range(len(qi)):
-            if bad[j] >= 0:
-                v = X[j, bad[j]]
-                raise EngineError(f"column {qi[j]!r} has a non-finite value ({v}) at row "
-                                  f"{offset + bad[j] + 1} (rows counted from 1)")
+        # a null is a NaN in X: the first bad value by row, null, NaN or infinite
+        first_bad_value(frame, qi, offset, X, bad)
         self.n += frame.height
         return X
 

@@ -181,6 +181,8 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows) -> RiskResult:
         if c not in osrc.columns:
             raise EngineError(f"column {c!r} not found in {osrc.label}")
     pub = published_columns(msrc, qi)
+    osrc.check_reconciled(qi)
+    msrc.check_reconciled([m for c in qi for m in pub[c]])
     n = osrc.count_rows()
     if n == 0:
         raise EngineError(f"{osrc.label} has no rows")

@@ -112,6 +112,7 @@ import polars as pl
 
 from .errors import EngineError
 from .io.sink import atomic_output, check_destination, output_format, write_frame
+from .io.schema import check_output_types
 from .io.source import open_source
 from .io.spill import BlockStore
 from .report import PeakRSS
@@ -239,6 +240,8 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
             seen.add(c)
         if sa is not None and sa in seen:
             raise EngineError(f"column {sa!r}: the sensitive attribute is also listed as a quasi-identifier")
+        source.check_reconciled(qi + ([sa] if sa else []), [c for c in source.columns if c not in seen])
+        check_output_types(source.schema, fmt, source.columns)  # generalized QIs keep their type too
         schema = source.schema
         if method == "mnqia":
             for c in qi:
@@ -303,6 +306,7 @@ def _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output):
     from .mnqia import mdav_range_loss, mnqia_partition
 
     df = source.collect()
+    _first_bad(df, qi, sa, method)
     if method == "maxent":
         enc = encode_table(df, qi, sa)
         res = maxent_partition(enc.Q, enc.sa_codes, epsilon=epsilon, k=k, seed=seed, qi_kinds=enc.kinds,
@@ -314,16 +318,6 @@ def _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output):
                    "forced_single_class": bool(res.forced_single_class),
                    "entropy_hist": _plain(res.entropy_hist)}
     else:
-        for c in qi:  # the messages of the streaming profile pass
-            x = df[c]
-            if x.null_count():
-                raise EngineError(f"column {c!r} has a missing value at row {int(x.is_null().arg_max()) + 1} "
-                                  f"(rows counted from 1)")
-            bad = ~np.isfinite(x.cast(pl.Float64).to_numpy())
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                raise EngineError(f"column {c!r} has a non-finite value ({x[i]}) at row {i + 1} "
-                                  f"(rows counted from 1)")
         X = np.ascontiguousarray(df.select(qi).cast(pl.Float64).to_numpy())
         res = mnqia_partition(X, k)
         labels, kinds = res.labels, None
@@ -332,6 +326,27 @@ def _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output):
                    "mdav_range_il_percent": il_mdav[1]}
     table = generalize(df, labels, qi, kinds=kinds, numeric_output=numeric_output)
     return table, labels, metrics
+
+
+def _first_bad(frame, qi, sa, method, offset=0, columns=None) -> None:
+    """Raise for the first null, NaN or infinite value of the QIs and the SA (or of
+    ``columns`` among them) by row, whatever its kind and column, in the messages of
+    the method's own checks (mnqia: the profile pass's; maxent: ``encode_table``'s)."""
+    from .profile import bad_value_error, first_bad
+
+    cols = [c for c in qi + ([sa] if sa else []) if columns is None or c in columns]
+    hit = first_bad(frame, cols)
+    if hit is None:
+        return
+    c, i, null = hit
+    row = offset + i + 1
+    if method == "mnqia":
+        raise bad_value_error(c, frame.get_column(c), i, offset)
+    if c == sa:
+        what = "null sensitive value" if null else "NaN or infinite sensitive value"
+        raise EngineError(f"column {c!r}: {what} at row {row} (rows counted from 1)")
+    what = "null quasi-identifier" if null else "NaN or infinite value"
+    raise EngineError(f"column {c!r}: {what} at row {row} (rows counted from 1)")
 
 
 # ---------------------------------------------------------------- block by block
@@ -381,8 +396,14 @@ class _SAStore(BlockStore):
         super().append_records(block, rec, **kw)
 
 
-def _dictionary_pass(source, cat, sa, chunk_rows, rows, progress):
-    """Sorted distinct values of the categorical QIs and the SA, and the SA counts."""
+def _dictionary_pass(source, cat, sa, chunk_rows, rows, progress, num=()):
+    """Sorted distinct values of the categorical QIs and the SA, and the SA counts.
+
+    Raises for the first null (categorical QIs, SA) or NaN / infinite value (SA) by
+    row; when there is one, the numeric QIs ``num`` (checked by the next pass) are
+    read up to its row first, so that an earlier bad numeric value is reported
+    instead (the first bad value by row, whatever the column)."""
+    from .profile import first_bad
     from .progress import Progress
 
     cols = list(cat) + [sa]
@@ -390,16 +411,11 @@ def _dictionary_pass(source, cat, sa, chunk_rows, rows, progress):
     counts: list[pl.DataFrame] = []
     with Progress("dictionary", rows, progress) as bar:
         for offset, frame in source.iter_frames(cols, chunk_rows):
-            for c in cols:
-                s = frame.get_column(c)
-                if s.null_count():
-                    row = offset + int(s.is_null().arg_max()) + 1
-                    what = "null sensitive value" if c == sa else "null quasi-identifier"
-                    raise EngineError(f"column {c!r}: {what} at row {row} (rows counted from 1)")
-                if c == sa and s.dtype.is_float() and not s.is_finite().all():
-                    row = offset + int((~s.is_finite()).arg_max()) + 1
-                    raise EngineError(f"column {sa!r}: NaN or infinite sensitive value at row {row} "
-                                      f"(rows counted from 1)")
+            # nulls in the categorical QIs and the SA, NaN / infinite in the SA: the first by row
+            hit = first_bad(frame, cols)
+            if hit is not None:
+                _numeric_before(source, list(num), offset + hit[1], chunk_rows)
+                _first_bad(frame, list(cat), sa, "maxent", offset)
             for c in cat:
                 uniq[c].append(frame.get_column(c).unique())
                 if len(uniq[c]) > 32:
@@ -412,6 +428,20 @@ def _dictionary_pass(source, cat, sa, chunk_rows, rows, progress):
     vc = pl.concat(counts).group_by(sa).agg(pl.col("n").sum()).sort(sa)
     dicts[sa] = vc.get_column(sa)
     return dicts, vc.get_column("n").to_numpy().astype(np.int64)
+
+
+def _numeric_before(source, num, end, chunk_rows) -> None:
+    """Raise (the profile pass's message) for the first null, NaN or infinite value of
+    the numeric QIs ``num`` in rows before ``end``, if there is one (an error path only)."""
+    from .profile import first_bad_value
+
+    if not num:
+        return
+    for offset, frame in source.iter_frames(num, chunk_rows):
+        if offset >= end:
+            return
+        frame = frame.head(end - offset)
+        first_bad_value(frame, num, offset)
 
 
 def _entropy_counts(cnt) -> float:
@@ -533,7 +563,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
     m = 0
     if method == "maxent":
         t = time.perf_counter()
-        dicts, sa_total = _dictionary_pass(source, cat, sa, chunk_rows, rows, progress)
+        dicts, sa_total = _dictionary_pass(source, cat, sa, chunk_rows, rows, progress, num)
         passes["dictionary"] = time.perf_counter() - t
         m = int(sa_total.shape[0])
         if m < 2:

@@ -444,6 +444,7 @@ def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows) -> VerifyResult:
     out = open_source(output)
     pub = published_columns(out, qi)
     keys = [c for cols in pub.values() for c in cols]
+    out.check_reconciled(keys + ([sa] if sa is not None and sa in out.columns else []))
     if sa is not None and sa not in out.columns:
         raise EngineError(f"sensitive attribute {sa!r} not found in {out.label}")
     # a CSV release is read as text: its classes are the texts a reader sees, and with a
@@ -464,6 +465,7 @@ def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows) -> VerifyResult:
         for c in qi:
             if c not in orig.columns:
                 raise EngineError(f"column {c!r} not found in {orig.label}")
+        orig.check_reconciled(qi)
         if orig.kind == "csv":  # QIs typed from the whole file; the rest as text beside a CSV release
             schema = orig.schema
             orig = orig.with_types({c: schema[c] for c in qi}, text=out.kind == "csv", parse=False)

@@ -1,7 +1,8 @@
 """Open any supported input lazily and hand out chunks of columns as NumPy arrays.
 
 Supported: a CSV file, a Parquet file, a directory of Parquet files, a glob of
-Parquet (or CSV) files, a Polars LazyFrame or DataFrame, a 2-D NumPy array.
+Parquet (or CSV) files, a Polars LazyFrame or DataFrame, a pandas DataFrame, a
+pyarrow Table, RecordBatch or dataset, a 2-D NumPy array.
 Nothing is read until a pass asks for columns; a pass reads only its columns.
 
 CSV (``CsvOptions``: separator, null values, encoding; ``.csv.gz``): types are never
@@ -20,6 +21,7 @@ import os
 import queue
 import shutil
 import tempfile
+import sys
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +31,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import EngineError
+from .schema import FolderSchema, adapt, adapt_lazy, check_reconciled, reconcile_parquet
 
 _PARQUET = (".parquet", ".pq", ".parq")
 _CSV = (".csv", ".tsv", ".txt")
@@ -137,6 +140,8 @@ class Source:
     _names: tuple[str, ...] | None = None
     _temps: list = field(default_factory=list)
     floats: tuple[str, ...] = ()
+    # Parquet files: their reconciled schema (``engine.io.schema``); every frame read is cast to it
+    folder: FolderSchema | None = None
 
     @property
     def schema(self) -> pl.Schema:
@@ -276,6 +281,12 @@ class Source:
             return None
         return None
 
+    def check_reconciled(self, used: Sequence[str], passthrough: Sequence[str] = ()) -> None:
+        """Parquet files that disagree: refuse when a column in ``used`` is missing
+        from a file, or a column in ``passthrough`` would not convert exactly
+        (``engine.io.schema.check_reconciled``). Nothing to check otherwise."""
+        check_reconciled(self.folder, self.label, used, passthrough)
+
     def count_rows(self) -> int:
         try:
             return int(self.lazy.select(pl.len()).collect().item())
@@ -304,17 +315,21 @@ class Source:
         import pyarrow.parquet as pq
 
         schema = self.schema
+        want = pl.Schema({c: schema[c] for c in (schema.names() if columns is None else columns)})
         for f in self.paths:
+            have = self.folder.file_schema(f) if self.folder is not None else schema
+            # the file's columns among those asked for (a file without any of them:
+            # its first column, for the row count); ``adapt`` adds the others as nulls,
+            # casts, and puts them in the order asked for
+            read = [c for c in want.names() if c in have] or list(have.names())[:1]
             if columns is not None and not native:
                 pf = pq.ParquetFile(f)
-                frames = (_arrow_frame(b) for b in pf.iter_batches(batch_size=chunk_rows, columns=columns,
+                frames = (_arrow_frame(b) for b in pf.iter_batches(batch_size=chunk_rows, columns=read,
                                                                      use_threads=True))
             else:
-                frames = _row_group_slices(f, chunk_rows, columns)
+                frames = _row_group_slices(f, chunk_rows, None if len(read) == len(have) else read)
             for frame in frames:
-                if frame.schema != (sub := pl.Schema({c: schema[c] for c in frame.columns})):
-                    frame = frame.cast(dict(sub))
-                yield frame
+                yield adapt(frame, want)
 
     def iter_frames(self, columns: Sequence[str] | None, chunk_rows: int,
                     prefetch: bool = False, native: bool = False) -> Iterator[tuple[int, pl.DataFrame]]:
@@ -485,9 +500,14 @@ def numeric_values(s: pl.Series) -> np.ndarray:
     (no Polars cast, so one pass less) when it is an integer or float column without
     nulls, else cast to Float64 with nulls as NaN. NumPy's conversion to float64
     rounds as Polars' cast does."""
-    if s.null_count() or not (s.dtype.is_integer() or s.dtype.is_float()):
+    if s.null_count() or not (s.dtype.is_integer() or s.dtype.is_float()) or s.dtype in _NO_NUMPY:
         s = s.cast(pl.Float64)
     return s.to_numpy()
+
+
+# no NumPy buffer (128-bit integers), or one NumPy converts slowly: Polars' cast to
+# Float64 instead (correctly rounded, as for Int64 values above 2^53)
+_NO_NUMPY = (pl.Int128, pl.UInt128, pl.Float16)
 
 
 def frame_to_array(frame: pl.DataFrame, columns: Sequence[str]) -> np.ndarray:
@@ -619,6 +639,65 @@ def _open_csv(files: list[str], text: str, opts: CsvOptions | None, tmp_dir) -> 
         raise
 
 
+def input_kind(data) -> str | None:
+    """"pandas", "arrow" (a pyarrow Table or RecordBatch), "dataset" (a pyarrow
+    dataset) or None (anything else). pandas and pyarrow are not imported: an object
+    of theirs exists only if its module was imported already."""
+    pd = sys.modules.get("pandas")
+    if pd is not None and isinstance(data, pd.DataFrame):
+        return "pandas"
+    pa = sys.modules.get("pyarrow")
+    if pa is not None and isinstance(data, (pa.Table, pa.RecordBatch)):
+        return "arrow"
+    ds = sys.modules.get("pyarrow.dataset")
+    if ds is not None and isinstance(data, ds.Dataset):
+        return "dataset"
+    return None
+
+
+def _dates(lf_or_frame, arrow_schema):
+    """Arrow ``date64`` columns (Polars: Datetime[ms]) back to dates (Polars Date)."""
+    import pyarrow as pa
+
+    d64 = [f.name for f in arrow_schema if pa.types.is_date64(f.type)]
+    return lf_or_frame.with_columns(pl.col(d64).cast(pl.Date)) if d64 else lf_or_frame
+
+
+def _from_pandas(df) -> pl.DataFrame:
+    """A pandas DataFrame as Polars (through Arrow: numeric columns without a copy). An
+    index other than the default 0, 1, ... becomes columns first (as pandas' own
+    ``to_parquet`` keeps it): by its names, or ``index`` (pandas' ``reset_index``)."""
+    import pandas as pd
+
+    for c in df.columns:
+        if not isinstance(c, str):
+            raise EngineError(f"pandas column names must be strings, got {c!r} ({type(c).__name__}); "
+                              f"rename them (df.columns = df.columns.astype(str))")
+    if df.columns.has_duplicates:
+        dup = df.columns[df.columns.duplicated()][0]
+        raise EngineError(f"pandas column {dup!r} appears twice; rename one of them")
+    idx = df.index
+    try:
+        if not (isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1 and idx.name is None):
+            df = df.reset_index()  # refuses an index named as a column
+        return pl.from_pandas(df)
+    except Exception as exc:
+        raise EngineError(f"cannot convert the pandas DataFrame: {_first_line(exc)}") from None
+
+
+def _from_memory(data, kind: str) -> Source:
+    if kind == "pandas":
+        return Source(_from_pandas(data).lazy(), "input DataFrame (pandas)")
+    try:
+        if kind == "arrow":
+            frame = _dates(pl.from_arrow(data, rechunk=False), data.schema)
+            return Source(frame.lazy(), "input table (pyarrow)")
+        lf = _dates(pl.scan_pyarrow_dataset(data), data.schema)
+        return Source(lf, "input dataset (pyarrow)")
+    except Exception as exc:
+        raise EngineError(f"cannot convert the pyarrow {kind}: {_first_line(exc)}") from None
+
+
 def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | None = None,
                 tmp_dir=None) -> Source:
     """Open ``data`` lazily. ``names`` labels the columns of a NumPy array. ``csv``: how
@@ -635,13 +714,22 @@ def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | N
         return Source(data, "input frame")
     if isinstance(data, pl.DataFrame):
         return Source(data.lazy(), "input frame")
+    kind = input_kind(data)
+    if kind is not None:
+        return _from_memory(data, kind)
     if isinstance(data, np.ndarray):
         if data.ndim != 2:
             raise EngineError(f"a NumPy input must be 2-D, got {data.ndim}-D")
+        if not ((np.issubdtype(data.dtype, np.integer) or np.issubdtype(data.dtype, np.floating))
+                and data.dtype.itemsize <= 8 or data.dtype == np.bool_):
+            raise EngineError(f"a NumPy input must hold integers or floats of up to 64 bits, got dtype {data.dtype}")
         cols = list(names) if names is not None else [f"x{j}" for j in range(data.shape[1])]
         if len(cols) != data.shape[1]:
             raise EngineError(f"qi names {len(cols)} columns but the array has {data.shape[1]}")
-        frame = pl.DataFrame({c: np.asarray(data[:, j]) for j, c in enumerate(cols)})
+        try:
+            frame = pl.DataFrame({c: np.asarray(data[:, j]) for j, c in enumerate(cols)})
+        except Exception as exc:
+            raise EngineError(f"cannot convert the NumPy array ({data.dtype}): {_first_line(exc)}") from None
         return Source(frame.lazy(), "input array")
     if isinstance(data, (str, os.PathLike)):
         text = os.fspath(data)
@@ -653,8 +741,15 @@ def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | N
         if kind == "csv":
             return _open_csv(files, text, csv, tmp_dir)
         try:
-            lf = pl.scan_parquet(files if len(files) > 1 else files[0])
+            folder = reconcile_parquet(files, text)
+            if folder.uniform:
+                lf = pl.scan_parquet(files if len(files) > 1 else files[0])
+            else:  # each file cast to the reconciled schema, in its column order
+                lf = pl.concat([adapt_lazy(pl.scan_parquet(f), folder.schema, folder.file_schema(f))
+                                for f in files], how="vertical")
+        except EngineError:
+            raise
         except Exception as exc:
             raise EngineError(f"cannot read {text}: {_first_line(exc)}") from None
-        return Source(lf, text, tuple(files), kind)
+        return Source(lf, text, tuple(files), kind, folder.schema, folder=folder)
     raise EngineError(f"unsupported input type {type(data).__name__}")
