@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 
+from . import __version__
 from .config import METHODS, REFINE_MODES, RunConfig
 from .errors import EngineError, VerificationError
 
@@ -75,6 +76,7 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="microagg", description="k-anonymity by microaggregation (MDAV family).")
+    parser.add_argument("--version", action="version", version=f"microagg {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     a = sub.add_parser("anonymize", help="anonymize a CSV/Parquet table",
@@ -146,9 +148,25 @@ def _write_json(path, text: str) -> None:
             fh.write(text)
 
 
+def _inputs(*data) -> tuple[str, ...]:
+    """The files behind the command's inputs (paths, folders, globs)."""
+    from .io.sink import input_files
+
+    return tuple(f for d in data if d is not None for f in input_files(d))
+
+
+def _check_json(args, *inputs) -> None:
+    """``--json`` of verify / risk / profile: checked before any work."""
+    if args.json:
+        from .io.sink import check_side_output
+
+        check_side_output("--json", args.json, _inputs(*inputs))
+
+
 def _cmd_verify(args) -> int:
     from .verify import verify_release
 
+    _check_json(args, args.output, args.original)
     res = verify_release(args.output, args.qi, args.k, sa=args.sa, l=args.l, epsilon=args.epsilon,
                          original=args.original, chunk_rows=args.chunk_rows)
     if args.json:
@@ -162,6 +180,7 @@ def _cmd_verify(args) -> int:
 def _cmd_risk(args) -> int:
     from .risk import disclosure_risk
 
+    _check_json(args, args.original, args.masked)
     res = disclosure_risk(args.original, args.masked, args.qi, p=args.p, chunk_rows=args.chunk_rows)
     if args.json:
         _write_json(args.json, res.to_json())
@@ -169,8 +188,11 @@ def _cmd_risk(args) -> int:
     return 0
 
 
-def _anonymize_risk(args, qi):
-    """Disclosure risk of a finished run, on the QIs that are numeric in the input."""
+def _anonymize_risk(args, qi, group):
+    """Disclosure risk of a finished run, on the QIs that are numeric in the input. It
+    reads the output from its temporary file, before the commit: a risk step that
+    fails or is interrupted leaves nothing."""
+    from .io.sink import written_source
     from .io.source import open_source
     from .risk import disclosure_risk
     from .verify import is_numeric, parse_columns
@@ -179,21 +201,21 @@ def _anonymize_risk(args, qi):
     numeric = [c for c in parse_columns(qi) if c in schema and is_numeric(schema[c])]
     if not numeric:
         return None
-    return disclosure_risk(args.input, args.output, numeric, chunk_rows=args.chunk_rows)
+    masked = written_source(group.temp(args.output), args.output)
+    return disclosure_risk(args.input, masked, numeric, chunk_rows=args.chunk_rows)
 
 
 def _cmd_profile(args) -> int:
     from . import dependency
-    from .io.sink import atomic_output
+    from .report import json_text
 
+    _check_json(args, args.input)
     cols = [c.strip() for c in args.columns.split(",")] if args.columns.strip() else []
     res = dependency.profile(args.input, cols, args.measure, width=args.width, bins=args.bins,
                              binning=args.binning, count=args.select_count, threads=args.threads)
-    print(res.render())
     if args.json:
-        with atomic_output(args.json) as tmp:
-            with open(tmp, "w") as fh:
-                json.dump(res.to_dict(), fh, indent=2)
+        _write_json(args.json, json_text(res.to_dict()))
+    print(res.render())
     return 0
 
 
@@ -208,43 +230,71 @@ def _settings(args, qi) -> RunConfig:
                           bins=args.bins)
 
 
-def _emit(report, args) -> None:
-    if args.report:
-        from .io.sink import atomic_output
+def _start_group(stack, args, inputs, output, output_option="OUTPUT"):
+    """Check OUTPUT and ``--report`` before any work and open the commit group that
+    renames them together (``io.sink.CommitGroup``); returns ``(group, report temp)``."""
+    from .io.sink import CommitGroup, check_destination, check_side_output
 
-        with atomic_output(args.report) as tmp:
-            with open(tmp, "w") as fh:
-                fh.write(report.to_json())
-    if not args.quiet:
-        print(report.summary(), file=sys.stderr)
+    if output is not None:
+        check_destination(output, inputs)
+    group = stack.enter_context(CommitGroup())
+    report_tmp = None
+    if args.report:
+        check_side_output("--report", args.report, inputs, [(output_option, output)])
+        report_tmp = group.add(args.report, side=True)
+    return group, report_tmp
+
+
+def _finish(group, report_tmp, report, args) -> None:
+    """Write the report to its temporary file, then commit it with OUTPUT: both in
+    place, or (an error, an interrupt) neither."""
+    if report_tmp is not None:
+        text = report.to_json()
+        try:
+            with open(report_tmp, "w") as fh:
+                fh.write(text)
+        except OSError as exc:
+            from .io.tempfiles import os_reason
+
+            raise EngineError(f"cannot write {args.report}: {os_reason(exc)}") from None
+    group.commit()
 
 
 def _cmd_anonymize(args) -> int:
     from .coordinator import run
 
-    if args.method in ("maxent", "mnqia"):
-        from .sensitive import anonymize_sensitive
+    inputs = _inputs(args.input)
+    with contextlib.ExitStack() as stack:
+        group, report_tmp = _start_group(stack, args, inputs, args.output)
+        if args.method in ("maxent", "mnqia"):
+            from .sensitive import anonymize_sensitive
 
-        k = 3 if (args.k is None and args.method == "mnqia") else args.k
-        _, _, rep = anonymize_sensitive(args.input, args.output, args.qi, args.method, sa=args.sa, k=k,
-                                        epsilon=args.epsilon, seed=args.seed, numeric_output=args.numeric_output,
-                                        tmp_dir=args.tmp_dir, block_size=args.block_size,
-                                        memory_limit=args.memory_limit, chunk_rows=args.chunk_rows,
-                                        threads=args.threads,
-                                        progress=args.progress if args.progress is not None else sys.stderr.isatty())
-        risk = _anonymize_risk(args, args.qi) if args.risk else None
-        if risk is not None:
-            rep.metrics["risk"] = risk.to_dict()
-        _emit(rep, args)
-        if risk is not None and not args.quiet:
-            print(risk.brief(), file=sys.stderr)
-        return 0
+            k = 3 if (args.k is None and args.method == "mnqia") else args.k
+            _, _, rep = anonymize_sensitive(args.input, args.output, args.qi, args.method, sa=args.sa, k=k,
+                                            epsilon=args.epsilon, seed=args.seed,
+                                            numeric_output=args.numeric_output, tmp_dir=args.tmp_dir,
+                                            block_size=args.block_size, memory_limit=args.memory_limit,
+                                            chunk_rows=args.chunk_rows, threads=args.threads, group=group,
+                                            progress=args.progress if args.progress is not None
+                                            else sys.stderr.isatty())
+            risk = _anonymize_risk(args, args.qi, group) if args.risk else None
+            if risk is not None:
+                rep.metrics["risk"] = risk.to_dict()
+            _finish(group, report_tmp, rep, args)
+            if not args.quiet:
+                print(rep.summary(), file=sys.stderr)
+                if risk is not None:
+                    print(risk.brief(), file=sys.stderr)
+            return 0
 
-    cfg = _settings(args, args.qi)
-    result = run(args.input, cfg, args.output, tmp_dir=args.tmp_dir)
-    if args.risk:  # after the output is complete: it reads the input and the output
-        result.report.risk = _anonymize_risk(args, cfg.qi).to_dict()
-    _emit(result.report, args)
+        cfg = _settings(args, args.qi)
+        result = run(args.input, cfg, args.output, tmp_dir=args.tmp_dir, group=group)
+        if args.risk:  # the output is complete, not yet in place: it reads the input and the output
+            risk = _anonymize_risk(args, cfg.qi, group)
+            result.report.risk = risk.to_dict() if risk is not None else None
+        _finish(group, report_tmp, result.report, args)
+    if not args.quiet:
+        print(result.report.summary(), file=sys.stderr)
     return 0
 
 
@@ -255,14 +305,17 @@ def _cmd_demo(args) -> int:
     if args.rows < 1:
         raise EngineError(f"--rows must be positive, got {args.rows}")
     cfg = _settings(args, ",".join(DEMO_QI))
-    t = time.perf_counter()
-    frame = census_like(args.rows, seed=args.seed)
+    with contextlib.ExitStack() as stack:
+        group, report_tmp = _start_group(stack, args, (), args.output, "--output")
+        t = time.perf_counter()
+        frame = census_like(args.rows, seed=args.seed)
+        if not args.quiet:
+            print(f"demo: generated {frame.height:,} census-like rows in {time.perf_counter() - t:.2f} s "
+                  f"(seed {args.seed}); quasi-identifiers: {', '.join(DEMO_QI)}", file=sys.stderr)
+        result = run(frame, cfg, args.output, tmp_dir=None, group=group)
+        _finish(group, report_tmp, result.report, args)
     if not args.quiet:
-        print(f"demo: generated {frame.height:,} census-like rows in {time.perf_counter() - t:.2f} s "
-              f"(seed {args.seed}); quasi-identifiers: {', '.join(DEMO_QI)}", file=sys.stderr)
-    result = run(frame, cfg, args.output, tmp_dir=None)
-    _emit(result.report, args)
-    if not args.quiet:
+        print(result.report.summary(), file=sys.stderr)
         print(json.dumps({k: v for k, v in result.report.to_dict().items()
                           if k in ("rows", "groups", "min_group_size", "max_group_size",
                                    "information_loss_percent", "wall_seconds", "peak_rss_bytes")}))
@@ -306,6 +359,29 @@ def _signals_as_interrupts():
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
 
 
+def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
+    """The interrupt behind ``exc``, if any. A signal handler that raises while a
+    Numba-compiled function is running (the kd-tree of ``--risk``, say) surfaces as
+    ``SystemError: CPUDispatcher(...) returned a result with an exception set``, caused
+    by the KeyboardInterrupt / Terminated; another wrapper may chain it as context."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    if isinstance(exc, Terminated):
+        print("\nmicroagg: terminated (SIGTERM); temporary files removed, no partial output left",
+              file=sys.stderr)
+        return 143
+    print("\nmicroagg: interrupted; temporary files removed, no partial output left", file=sys.stderr)
+    return 130
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -319,14 +395,11 @@ def main(argv=None) -> int:
     except EngineError as exc:
         print(f"microagg: error: {exc}", file=sys.stderr)
         return 2
-    except Terminated:
-        print("\nmicroagg: terminated (SIGTERM); temporary files removed, no partial output left",
-              file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print("\nmicroagg: interrupted; temporary files removed, no partial output left", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # and Terminated
+        return _interrupted(exc)
     except Exception as exc:  # pragma: no cover - a bug, not bad input
+        if (interrupt := _interrupt_in(exc)) is not None:  # raised inside a compiled kernel
+            return _interrupted(interrupt)
         if os.environ.get("MICROAGG_DEBUG"):
             raise
         print(f"microagg: internal error: {type(exc).__name__}: {exc} (set MICROAGG_DEBUG=1 for a traceback)",
@@ -351,6 +424,28 @@ def entry() -> None:
     # CPU from the threads that read, spill and encode meanwhile (the pool starts at the
     # first parallel loop, after this). The user's own setting wins.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # from here on Ctrl-C and SIGTERM end the process quietly (130 / 143), also while
+    # the libraries are imported (the first second); ``main`` handles them in commands
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup, background jobs: stays ignored
+                signal.signal(sig, _early_signal)
+        code = _entry_main()
+    except KeyboardInterrupt as exc:  # and Terminated
+        code = _interrupted(exc)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        logging.shutdown()
+        os._exit(code)
+
+
+def _early_signal(signum, frame):
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _entry_main() -> int:
     # NumPy asks for transparent huge pages for every array of 4 MiB or more; the kernel
     # then zeroes 2 MiB at each first touch, also of pages the run reads before it
     # writes or never fills. Without: 0.4-0.5 CPU-s less system time per 10M-row
@@ -360,13 +455,7 @@ def entry() -> None:
     # the objects of the imports (Numba's, Polars') live as long as the process: out of
     # the collector's way, so its full collections no longer walk them (0.06 s a run)
     gc.freeze()
-    code = main()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        logging.shutdown()
-        os._exit(code)
+    return main()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -85,7 +85,9 @@ class RiskResult:
         return asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        from .report import json_text
+
+        return json_text(self.to_dict())
 
     def summary(self) -> str:
         lines = [

@@ -269,7 +269,9 @@ class VerifyResult:
         return asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, default=_plain)
+        from .report import json_text
+
+        return json_text(self.to_dict(), default=_plain)
 
     def summary(self) -> str:
         lines = [f"verify {self.output}: {'PASS' if self.ok else 'FAIL'}  "
