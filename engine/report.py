@@ -74,7 +74,7 @@ def json_text(obj, **kw) -> str:
             raise
         plain = json.loads(json.dumps(obj, **kw))
         raise VerificationError(f"the JSON would hold a non-finite number "
-                                f"({_first_non_finite(plain) or 'a value'}); nothing was written") from None
+                                f"({_first_non_finite(plain) or 'a value'})") from None
 
 
 def lifetime_peak_rss() -> int:

@@ -286,6 +286,16 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
     return table, labels, rep
 
 
+def _check_span(c, method, lo, hi) -> None:
+    """A numeric QI whose range overflows a float (e.g. -1.5e308 .. 1.5e308) cannot be
+    measured (the losses divide by the range): refused, naming the column."""
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return  # (missing and non-finite values have their own messages)
+    if not math.isfinite(hi - lo):
+        raise EngineError(f"column {c!r} spans {lo:g} .. {hi:g}: too wide for method {method} (its range "
+                          f"overflows a float); rescale the column")
+
+
 # ---------------------------------------------------------------- one block, in memory
 
 
@@ -294,6 +304,10 @@ def _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output):
     from .mnqia import mdav_range_loss, mnqia_partition
 
     df = source.collect()
+    for c in qi:
+        if _is_numeric(df.schema[c]) and df.height:
+            x = df[c].cast(pl.Float64)
+            _check_span(c, method, x.min(), x.max())
     if method == "maxent":
         enc = encode_table(df, qi, sa)
         res = maxent_partition(enc.Q, enc.sa_codes, epsilon=epsilon, k=k, seed=seed, qi_kinds=enc.kinds,
@@ -550,6 +564,8 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
     release_memory()
     gmin = profile.min[:dn].copy()
     gmax = profile.max[:dn].copy()
+    for j, c in enumerate(num):
+        _check_span(c, method, float(gmin[j]), float(gmax[j]))
     R = gmax - gmin
 
     labels = None
