@@ -20,7 +20,6 @@ import sys
 import threading
 import time
 
-from . import __version__
 from .config import METHODS, REFINE_MODES, RunConfig
 from .errors import EngineError, VerificationError
 
@@ -74,9 +73,26 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="do not print the summary")
 
 
+def _version() -> str:
+    from . import __version__  # the installed package's (single source: pyproject.toml)
+
+    return __version__
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: ``microagg <version>`` (the package metadata read only when asked)."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"microagg {_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="microagg", description="k-anonymity by microaggregation (MDAV family).")
-    parser.add_argument("--version", action="version", version=f"microagg {__version__}")
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     a = sub.add_parser("anonymize", help="anonymize a CSV/Parquet table",

@@ -271,17 +271,19 @@ class CommitGroup:
             done: list[tuple[Path, str | None]] = []  # (dest, backup of the file it replaced)
             try:
                 for path, tmp, parent, _ in self._items:
-                    backup = _keep_previous(path) if len(self._items) > 1 else None
+                    backup, moved = _keep_previous(path) if len(self._items) > 1 else (None, False)
                     try:
                         os.replace(tmp, path)
-                    except OSError as exc:
-                        if backup is not None:
-                            _restore(path, backup, renamed=False)
-                        raise EngineError(f"cannot move the result to {path}: {os_reason(exc)}") from None
+                    except BaseException as exc:
+                        if backup is not None:  # ``path`` was not replaced: its link goes, or it comes back
+                            _restore(path, backup) if moved else _unlink(backup)
+                        if isinstance(exc, OSError):
+                            raise EngineError(f"cannot move the result to {path}: {os_reason(exc)}") from None
+                        raise
                     done.append((path, backup))
             except BaseException:
                 for path, backup in reversed(done):
-                    _restore(path, backup, renamed=True)
+                    _restore(path, backup)
                 raise
             for _, backup in done:
                 if backup is not None:
@@ -295,21 +297,22 @@ class CommitGroup:
                 self.discard()
 
 
-def _keep_previous(path: Path) -> str | None:
-    """Before a rename replaces ``path``: a hard link to the file there (None if there
-    is none), named like a temporary file (a killed run's is cleaned as one)."""
+def _keep_previous(path: Path) -> tuple[str | None, bool]:
+    """Before a rename replaces ``path``: ``(backup, moved)``, a hard link to the file
+    there (None if there is none), named like a temporary file (a killed run's is
+    cleaned as one); ``moved`` when links are not supported and the file was moved."""
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode) and not path.is_symlink():
-            return None
+            return None, False
     except OSError:
-        return None
+        return None, False
     parent = path.parent if str(path.parent) else Path(".")
     for _ in range(5):
         backup = private_file(parent, path.name)
         os.unlink(backup)
         try:
             os.link(path, backup, follow_symlinks=False)
-            return backup
+            return backup, False
         except FileExistsError:
             continue
         except OSError:  # no hard links here: move it aside (restored on failure)
@@ -317,17 +320,22 @@ def _keep_previous(path: Path) -> str | None:
                 os.rename(path, backup)
             except OSError as exc:
                 raise EngineError(f"cannot replace {path}: {os_reason(exc)}") from None
-            return backup
+            return backup, True
     raise EngineError(f"cannot replace {path}: no free temporary name")
 
 
-def _restore(path: Path, backup: str | None, renamed: bool) -> None:
+def _restore(path: Path, backup: str | None) -> None:
     """Undo one destination: put its previous file back, or remove the new one."""
     with contextlib.suppress(OSError):
         if backup is not None:
             os.replace(backup, path)
-        elif renamed:
+        else:
             os.unlink(path)
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 @contextlib.contextmanager
