@@ -21,7 +21,7 @@ import threading
 import time
 
 from .config import METHODS, REFINE_MODES, RunConfig
-from .errors import EngineError, VerificationError
+from .errors import EngineError, Terminated, VerificationError, check_signals, received_signals
 
 DEMO_QI = ("age", "education_years", "hours_per_week", "wage_income", "other_income",
            "property_tax", "household_size", "commute_minutes")
@@ -342,37 +342,43 @@ COMMANDS = {"anonymize": _cmd_anonymize, "demo": _cmd_demo, "profile": _cmd_prof
             "risk": _cmd_risk}
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that the
-    same cleanups run (spill folder and temporary output removed)."""
-
-
 @contextlib.contextmanager
 def _signals_as_interrupts():
     """While a command runs, SIGINT raises KeyboardInterrupt and SIGTERM raises
     Terminated in the main thread. Only the first signal raises: a repeated one while
-    the run unwinds is ignored, so that the cleanup is not cut short. A signal the
-    parent set to be ignored (``nohup``, background jobs) stays ignored."""
+    the run unwinds is ignored, so that the cleanup is not cut short. Every signal is
+    noted (``errors.received_signals``), so that one whose exception was swallowed
+    still stops the run before it commits its output (``errors.check_signals``). A
+    signal the parent set to be ignored (``nohup``, background jobs) stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    fired = []
-
-    def handler(signum, frame):
-        if fired:
-            return
-        fired.append(signum)
-        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(sig) is not signal.SIG_IGN:
-            previous[sig] = signal.signal(sig, handler)
+            previous[sig] = signal.signal(sig, _on_signal)
+    received_signals.clear()
+    hook = sys.unraisablehook
+
+    def quiet_interrupts(unraisable):  # a swallowed interrupt: noted, raised at the next checkpoint
+        if not (unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt)):
+            hook(unraisable)
+
+    sys.unraisablehook = quiet_interrupts
     try:
         yield
     finally:
+        sys.unraisablehook = hook
         for sig, old in previous.items():
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        received_signals.clear()
+
+
+def _on_signal(signum, frame):
+    first = not received_signals
+    received_signals.append(signum)
+    if first:
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
 def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
@@ -404,7 +410,9 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING, format="microagg: %(message)s")
     try:
         with _signals_as_interrupts():
-            return COMMANDS[args.command](args)
+            code = COMMANDS[args.command](args)
+            check_signals()  # a signal whose exception was swallowed: not a success
+            return code
     except VerificationError as exc:  # the engine broke its own guarantee: a bug, not bad input
         print(f"microagg: error: {exc}; nothing was written", file=sys.stderr)
         return 1
@@ -445,7 +453,7 @@ def entry() -> None:
     try:
         for sig in (signal.SIGINT, signal.SIGTERM):
             if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup, background jobs: stays ignored
-                signal.signal(sig, _early_signal)
+                signal.signal(sig, _on_signal)
         code = _entry_main()
     except KeyboardInterrupt as exc:  # and Terminated
         code = _interrupted(exc)
@@ -455,10 +463,6 @@ def entry() -> None:
     finally:
         logging.shutdown()
         os._exit(code)
-
-
-def _early_signal(signum, frame):
-    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
 def _entry_main() -> int:

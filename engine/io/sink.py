@@ -15,7 +15,7 @@ from typing import Iterator, Sequence
 
 import polars as pl
 
-from ..errors import EngineError
+from ..errors import EngineError, check_signals
 from .tempfiles import TMP_SUFFIX, clean_stale, io_errno, os_reason, private_file
 
 __all__ = ["PARQUET_OPTIONS", "TMP_SUFFIX", "CommitGroup", "atomic_output", "check_csv_columns", "check_destination", "check_side_output",
@@ -256,6 +256,7 @@ class CommitGroup:
         failure (or an interrupt) restore every destination already replaced and
         remove the temporary files; errors become one-line EngineErrors."""
         try:
+            check_signals()  # a signal whose exception was swallowed: commit nothing
             for path, tmp, parent, folder in self._items:  # durable before any becomes visible
                 try:
                     try:
