@@ -13,16 +13,23 @@ from .errors import EngineError
 from .report import Report
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from .sensitive import SensitiveReport
 
+    # what the API takes as a table, and as a file name
+    PathLike = str | os.PathLike[str]
+    TableLike = pl.DataFrame | pl.LazyFrame | np.ndarray | PathLike
 
-def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: str = "mdav",
+
+def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3, method: str = "mdav",
                    gamma: float | None = None, *, group_column: str | None = None,
                    threads: int | None = None, chunk_rows: int = 100_000, progress: bool = False,
-                   memory_limit=None, block_size: int | None = None, leaf_size: int | None = None,
-                   refine: str | None = None,
+                   memory_limit: int | str | None = None, block_size: int | None = None,
+                   leaf_size: int | None = None, refine: str | None = None,
                    refine_rounds: int | None = None, refine_seconds: float | None = None,
-                   seed: int = 0, tmp_dir=None, select: str | None = None, select_count: int | None = None,
+                   seed: int = 0, tmp_dir: PathLike | None = None, select: str | None = None,
+                   select_count: int | None = None,
                    select_measure: str | None = None, width: float | None = None,
                    bins: int | None = None) -> RunResult:
     """Microaggregate ``data`` in memory and return ``RunResult(report, labels, table)``.
@@ -88,14 +95,16 @@ def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: st
     return run(data, cfg, None, names=names, tmp_dir=tmp_dir)
 
 
-def anonymize(source, sink, qi: Sequence[str], k: int, method: str = "mdav", gamma: float | None = None, *,
+def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int | None,
+              method: str = "mdav", gamma: float | None = None, *,
               group_column: str | None = None, threads: int | None = None, chunk_rows: int = 100_000,
-              progress: bool = False, tmp_dir=None, memory_limit=None, block_size: int | None = None,
+              progress: bool = False, tmp_dir: PathLike | None = None, memory_limit: int | str | None = None,
+              block_size: int | None = None,
               leaf_size: int | None = None, refine: str | None = None, refine_rounds: int | None = None,
               refine_seconds: float | None = None, seed: int = 0, select: str | None = None,
               select_count: int | None = None, select_measure: str | None = None, width: float | None = None,
               bins: int | None = None, risk: bool = False, sa: str | None = None, epsilon: float | None = None,
-              numeric_output: str = "range", report: str | os.PathLike | None = None) -> Report | SensitiveReport:
+              numeric_output: str = "range", report: PathLike | None = None) -> Report | SensitiveReport:
     """Anonymize ``source`` into the file ``sink`` (.csv or .parquet) and return the report.
 
     Streams: ``source`` (a path, glob, folder of Parquet files, or a Polars

@@ -49,8 +49,10 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import os
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Sequence
 
 import numpy as np
 import polars as pl
@@ -149,7 +151,9 @@ def _original_values(frame: pl.DataFrame, qi: list[str], offset: int, label: str
     return X
 
 
-def disclosure_risk(original, masked, qi, *, p: float = 0.05, chunk_rows: int = 100_000) -> RiskResult:
+def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | Source,
+                    masked: str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | Source,
+                    qi: str | Sequence[str], *, p: float = 0.05, chunk_rows: int = 100_000) -> RiskResult:
     """DBRL and interval disclosure of ``masked`` against ``original`` on ``qi``.
 
     ``original`` and ``masked``: CSV/Parquet paths (or anything ``open_source``

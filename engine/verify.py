@@ -47,6 +47,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Iterator, Sequence
@@ -323,8 +324,10 @@ def _first_difference(a: pl.Series, b: pl.Series) -> int:
 # --- the check -----------------------------------------------------------------------
 
 
-def verify_release(output, qi, k: int, *, sa: str | None = None, l: int | None = None,
-                   epsilon: float | None = None, original=None, chunk_rows: int = 100_000) -> VerifyResult:
+def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame", qi: "str | Sequence[str]",
+                   k: int, *, sa: str | None = None, l: int | None = None, epsilon: float | None = None,
+                   original: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | None" = None,
+                   chunk_rows: int = 100_000) -> VerifyResult:
     """Verify the release ``output`` (CSV/Parquet file, folder or glob); see the module docstring.
 
     Returns a :class:`VerifyResult` whose ``ok`` says whether every guarantee holds

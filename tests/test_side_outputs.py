@@ -443,3 +443,19 @@ def test_sigint_in_the_first_second_is_quiet(tmp_path, delay, how):
     assert proc.returncode == 130, (proc.returncode, err)
     assert "Traceback" not in err and "interrupted" in err.strip().splitlines()[-1], err
     assert not out.exists() and _ours(tmp_path) == []
+
+
+def test_a_swallowed_signal_still_stops_the_commit(table, tmp_path, capsys, monkeypatch):
+    """A handler's exception raised inside a ctypes callback (Numba's object cache while
+    it compiles) is printed as unraisable and lost; the noted signal stops the run at
+    the commit: 143, nothing at OUTPUT or the report."""
+    _, src = table
+    out, report = tmp_path / "out.parquet", tmp_path / "r.json"
+    from engine import coordinator, errors
+
+    real = coordinator.release_memory
+    monkeypatch.setattr(coordinator, "release_memory",
+                        lambda: (errors.received_signals.append(signal.SIGTERM), real()))
+    code, err = _run(["anonymize", src, out, *ANON, "--report", report], capsys)
+    assert code == 143, err
+    assert not out.exists() and not report.exists() and _ours(tmp_path) == []
