@@ -357,7 +357,10 @@ def _signals_as_interrupts():
     for sig in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(sig) is not signal.SIG_IGN:
             previous[sig] = signal.signal(sig, _on_signal)
+    previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, _on_alarm)
     received_signals.clear()
+    _delivery.clear()
+    _delivery["unsafe"] = _lock_internals()
     hook = sys.unraisablehook
 
     def quiet_interrupts(unraisable):  # a swallowed interrupt: noted, raised at the next checkpoint
@@ -368,17 +371,51 @@ def _signals_as_interrupts():
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
         sys.unraisablehook = hook
         for sig, old in previous.items():
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
         received_signals.clear()
+        _delivery.clear()
+
+
+def _lock_internals() -> frozenset:
+    """Source files whose code holds locks between bytecodes (queue, condition and
+    future waits): an exception raised there by a signal handler can leave a lock
+    held, and a thread that then waits for it (a reader thread putting its next
+    chunk, say) hangs the cleanup. A signal is delivered outside them."""
+    import concurrent.futures._base
+    import queue
+
+    return frozenset(m.__file__ for m in (threading, queue, concurrent.futures._base))
+
+
+_delivery: dict = {}  # "done": the interrupt was raised; "unsafe": the files of ``_lock_internals``
 
 
 def _on_signal(signum, frame):
     first = not received_signals
     received_signals.append(signum)
     if first:
-        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        _deliver(frame)
+
+
+def _deliver(frame):
+    """Raise the interrupt of the first signal received, unless the main thread is in
+    lock internals: then try again 20 ms later (SIGALRM)."""
+    if _delivery.get("done") or not received_signals:
+        return
+    unsafe = _delivery.get("unsafe")
+    if unsafe and frame is not None and frame.f_code.co_filename in unsafe and _delivery.get("tries", 0) < 100:
+        _delivery["tries"] = _delivery.get("tries", 0) + 1
+        signal.setitimer(signal.ITIMER_REAL, 0.02)
+        return
+    _delivery["done"] = True
+    raise Terminated() if received_signals[0] == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _on_alarm(signum, frame):
+    _deliver(frame)
 
 
 def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
