@@ -21,7 +21,6 @@ import pytest
 
 import engine
 from engine.cli import main
-from engine.io.sink import CommitGroup, same_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,6 +128,8 @@ def test_side_outputs_of_verify_risk_profile_and_demo(table, tmp_path, capsys):
 
 
 def test_same_file_compares_inodes(tmp_path):
+    from engine.io.sink import same_file
+
     a = tmp_path / "a"
     a.write_text("x")
     os.link(a, tmp_path / "b")
@@ -240,6 +241,8 @@ def test_api_anonymize_report_and_risk_are_atomic(table, tmp_path, monkeypatch):
 
 
 def test_commit_group_rolls_back_on_interrupt(tmp_path, monkeypatch):
+    from engine.io.sink import CommitGroup
+
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"
     a.write_text("old a")
     real = os.replace
