@@ -360,7 +360,7 @@ def _signals_as_interrupts():
     previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, _on_alarm)
     received_signals.clear()
     _delivery.clear()
-    _delivery["unsafe"] = _lock_internals()
+    _delivery["unsafe"] = _unsafe_code()
     hook = sys.unraisablehook
 
     def quiet_interrupts(unraisable):  # a swallowed interrupt: noted, raised at the next checkpoint
@@ -379,18 +379,35 @@ def _signals_as_interrupts():
         _delivery.clear()
 
 
-def _lock_internals() -> frozenset:
-    """Source files whose code holds locks between bytecodes (queue, condition and
-    future waits): an exception raised there by a signal handler can leave a lock
-    held, and a thread that then waits for it (a reader thread putting its next
-    chunk, say) hangs the cleanup. A signal is delivered outside them."""
+def _unsafe_code() -> tuple:
+    """Where the main thread must not get an exception from a signal handler:
+
+    - ``threading``, ``queue``, ``concurrent.futures`` (queue, condition and future
+      waits): an exception raised there between bytecodes can leave a lock held, and a
+      thread that then waits for it (a reader thread putting its next chunk) hangs the
+      cleanup;
+    - Numba and llvmlite: while a kernel is compiled or loaded from the cache, LLVM
+      calls back into Python through ctypes; an exception there is lost and the
+      callback returns nothing, and LLVM crashes (a segmentation fault was seen with a
+      SIGTERM during the first call of a kernel).
+
+    Returns ``(files, folders)``; the folders are found without importing the packages."""
     import concurrent.futures._base
+    import importlib.util
     import queue
 
-    return frozenset(m.__file__ for m in (threading, queue, concurrent.futures._base))
+    files = frozenset(m.__file__ for m in (threading, queue, concurrent.futures._base))
+    folders = []
+    for name in ("numba", "llvmlite"):
+        spec = importlib.util.find_spec(name)
+        for loc in (spec.submodule_search_locations or []) if spec is not None else []:
+            folders.append(os.path.join(loc, ""))
+    return files, tuple(folders)
 
 
-_delivery: dict = {}  # "done": the interrupt was raised; "unsafe": the files of ``_lock_internals``
+_delivery: dict = {}  # "done": the interrupt was raised; "unsafe": ``_unsafe_code()``
+_RETRY_SECONDS = 0.02
+_MAX_TRIES = 500  # then raise anyway (10 s: a wait that long is not a lock's)
 
 
 def _on_signal(signum, frame):
@@ -402,14 +419,17 @@ def _on_signal(signum, frame):
 
 def _deliver(frame):
     """Raise the interrupt of the first signal received, unless the main thread is in
-    lock internals: then try again 20 ms later (SIGALRM)."""
+    code where an exception is unsafe (``_unsafe_code``): then try again 20 ms later
+    (SIGALRM), until it is out of it."""
     if _delivery.get("done") or not received_signals:
         return
     unsafe = _delivery.get("unsafe")
-    if unsafe and frame is not None and frame.f_code.co_filename in unsafe and _delivery.get("tries", 0) < 100:
-        _delivery["tries"] = _delivery.get("tries", 0) + 1
-        signal.setitimer(signal.ITIMER_REAL, 0.02)
-        return
+    if unsafe and frame is not None and _delivery.get("tries", 0) < _MAX_TRIES:
+        name = frame.f_code.co_filename
+        if name in unsafe[0] or name.startswith(unsafe[1]):
+            _delivery["tries"] = _delivery.get("tries", 0) + 1
+            signal.setitimer(signal.ITIMER_REAL, _RETRY_SECONDS)
+            return
     _delivery["done"] = True
     raise Terminated() if received_signals[0] == signal.SIGTERM else KeyboardInterrupt()
 
