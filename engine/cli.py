@@ -375,8 +375,7 @@ def _signals_as_interrupts():
         sys.unraisablehook = hook
         for sig, old in previous.items():
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
-        received_signals.clear()
-        _delivery.clear()
+        _delivery.clear()  # (``received_signals`` stays: ``main`` reads it)
 
 
 def _unsafe_code() -> tuple:
@@ -389,14 +388,18 @@ def _unsafe_code() -> tuple:
     - Numba and llvmlite: while a kernel is compiled or loaded from the cache, LLVM
       calls back into Python through ctypes; an exception there is lost and the
       callback returns nothing, and LLVM crashes (a segmentation fault was seen with a
-      SIGTERM during the first call of a kernel).
+      SIGTERM during the first call of a kernel);
+    - the import machinery: an extension module whose import is interrupted may print
+      the interrupt's traceback and raise an ImportError instead (Numba's
+      ``_devicearray`` does).
 
     Returns ``(files, folders)``; the folders are found without importing the packages."""
     import concurrent.futures._base
     import importlib.util
     import queue
 
-    files = frozenset(m.__file__ for m in (threading, queue, concurrent.futures._base))
+    files = frozenset([*(m.__file__ for m in (threading, queue, concurrent.futures._base)),
+                       "<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"])
     folders = []
     for name in ("numba", "llvmlite"):
         spec = importlib.util.find_spec(name)
@@ -470,22 +473,34 @@ def main(argv=None) -> int:
             code = COMMANDS[args.command](args)
             check_signals()  # a signal whose exception was swallowed: not a success
             return code
-    except VerificationError as exc:  # the engine broke its own guarantee: a bug, not bad input
-        print(f"microagg: error: {exc}; nothing was written", file=sys.stderr)
-        return 1
-    except EngineError as exc:
-        print(f"microagg: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt as exc:  # and Terminated
         return _interrupted(exc)
-    except Exception as exc:  # pragma: no cover - a bug, not bad input
-        if (interrupt := _interrupt_in(exc)) is not None:  # raised inside a compiled kernel
+    except Exception as exc:
+        interrupt = _interrupt_in(exc)
+        if interrupt is None and received_signals:
+            # an error after a signal is the signal's doing (its interrupt was swallowed
+            # and turned into another error, e.g. an ImportError by an extension module)
+            interrupt = Terminated() if received_signals[0] == signal.SIGTERM else KeyboardInterrupt()
+        if interrupt is not None:  # (or raised in a compiled kernel: a SystemError it caused)
             return _interrupted(interrupt)
-        if os.environ.get("MICROAGG_DEBUG"):
-            raise
-        print(f"microagg: internal error: {type(exc).__name__}: {exc} (set MICROAGG_DEBUG=1 for a traceback)",
-              file=sys.stderr)
+        return _failed(exc)
+    finally:
+        received_signals.clear()
+
+
+def _failed(exc: Exception) -> int:
+    """The exit code and the one line of an error that is not an interrupt."""
+    if isinstance(exc, VerificationError):  # the engine broke its own guarantee: a bug, not bad input
+        print(f"microagg: error: {exc}; nothing was written", file=sys.stderr)
         return 1
+    if isinstance(exc, EngineError):
+        print(f"microagg: error: {exc}", file=sys.stderr)
+        return 2
+    if os.environ.get("MICROAGG_DEBUG"):  # pragma: no cover - a bug, not bad input
+        raise exc
+    print(f"microagg: internal error: {type(exc).__name__}: {exc} (set MICROAGG_DEBUG=1 for a traceback)",
+          file=sys.stderr)
+    return 1
 
 
 def _no_huge_pages() -> None:

@@ -462,3 +462,21 @@ def test_a_swallowed_signal_still_stops_the_commit(table, tmp_path, capsys, monk
     code, err = _run(["anonymize", src, out, *ANON, "--report", report], capsys)
     assert code == 143, err
     assert not out.exists() and not report.exists() and _ours(tmp_path) == []
+
+
+def test_an_error_after_a_signal_is_the_signal(table, tmp_path, capsys, monkeypatch):
+    """An interrupt turned into another error by the code it hit (an extension module
+    whose import was interrupted prints it and raises ImportError): 130, not 1."""
+    _, src = table
+    out = tmp_path / "out.parquet"
+    from engine import coordinator, errors
+
+    def interrupted_import(*a, **kw):
+        errors.received_signals.append(signal.SIGINT)
+        raise ImportError("numba._devicearray failed to import")
+
+    monkeypatch.setattr(coordinator, "plan_budget", interrupted_import)
+    code, err = _run(["anonymize", src, out, *ANON], capsys)
+    assert code == 130, err
+    assert "internal error" not in err and not out.exists() and _ours(tmp_path) == []
+    assert errors.received_signals == []  # not carried into the next command or API call
