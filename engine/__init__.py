@@ -1,28 +1,50 @@
 """microagg-engine: k-anonymity for large tables by microaggregation."""
 
-from .api import anonymize, microaggregate
-from .config import METHODS, RunConfig
-from .coordinator import RunResult
-from .errors import EngineError
-from .report import Report
+from __future__ import annotations
 
-__version__ = "0.1.0"
+from typing import TYPE_CHECKING
+
 __all__ = ["microaggregate", "anonymize", "RunConfig", "RunResult", "Report", "EngineError", "METHODS",
-           "verify_release", "VerifyResult", "disclosure_risk", "RiskResult"]
+           "verify_release", "VerifyResult", "disclosure_risk", "RiskResult", "__version__"]
 
-# imported on first use (an anonymize run needs neither): start-up time
-_LAZY = {"verify_release": ".verify", "VerifyResult": ".verify", "disclosure_risk": ".risk", "RiskResult": ".risk"}
+# Everything is imported on first use: ``import engine`` (and the ``microagg``
+# command's start, which handles Ctrl-C from its first line) does not load Polars,
+# NumPy or Numba until a name that needs them is used.
+_LAZY = {"microaggregate": ".api", "anonymize": ".api", "RunConfig": ".config", "METHODS": ".config",
+         "RunResult": ".coordinator", "EngineError": ".errors", "Report": ".report",
+         "verify_release": ".verify", "VerifyResult": ".verify", "disclosure_risk": ".risk", "RiskResult": ".risk"}
+
+if TYPE_CHECKING:  # for type checkers and IDEs: the names as the lazy imports give them
+    from .api import anonymize, microaggregate
+    from .config import METHODS, RunConfig
+    from .coordinator import RunResult
+    from .errors import EngineError
+    from .report import Report
+    from .risk import RiskResult, disclosure_risk
+    from .verify import VerifyResult, verify_release
 
 
-def __getattr__(name):
-    if name in _LAZY:
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("microagg-engine")  # single source: pyproject.toml
+    except PackageNotFoundError:  # pragma: no cover - a source tree that is not installed
+        return "0+unknown"
+
+
+def __getattr__(name: str):
+    if name == "__version__":
+        value = _version()
+    elif name in _LAZY:
         import importlib
 
         value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | {"__version__"})

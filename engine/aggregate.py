@@ -81,7 +81,10 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
             c /= cnt[:, None]  # as groups_from_sums
             c *= profile.scale
             err = np.zeros(X.shape[1])
-            published_sse(X, inv, local, c, err)
+            if (profile.scale == 1.0).all():
+                published_sse(X, inv, local, c, err)
+            else:  # huge values: differences in units of the scale (X - c itself may overflow)
+                published_sse(X * inv, np.ones_like(inv), local, c * inv, err)
             part = (c, cnt, err)
         return ids, local, g, part
 

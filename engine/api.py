@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+import os
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -10,15 +11,26 @@ from .config import RunConfig
 from .coordinator import RunResult, run
 from .errors import EngineError
 from .io.source import csv_options, input_kind
+from .report import Report
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from .sensitive import SensitiveReport
+
+    # what the API takes as a table, and as a file name
+    PathLike = str | os.PathLike[str]
+    TableLike = pl.DataFrame | pl.LazyFrame | np.ndarray | PathLike
 
 
-def microaggregate(data, qi: Sequence[str] | None = None, k: int = 3, method: str = "mdav",
+def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3, method: str = "mdav",
                    gamma: float | None = None, *, group_column: str | None = None,
                    threads: int | None = None, chunk_rows: int = 100_000, progress: bool = False,
-                   memory_limit=None, block_size: int | None = None, leaf_size: int | None = None,
-                   refine: str | None = None,
+                   memory_limit: int | str | None = None, block_size: int | None = None,
+                   leaf_size: int | None = None, refine: str | None = None,
                    refine_rounds: int | None = None, refine_seconds: float | None = None,
-                   seed: int = 0, tmp_dir=None, select: str | None = None, select_count: int | None = None,
+                   seed: int = 0, tmp_dir: PathLike | None = None, select: str | None = None,
+                   select_count: int | None = None,
                    select_measure: str | None = None, width: float | None = None,
                    bins: int | None = None, separator: str | None = None, null_values=None,
                    encoding: str | None = None) -> RunResult:
@@ -120,15 +132,18 @@ def _as_input_kind(data, kind: str, table, qi: list, group_column: str | None):
     return out
 
 
-def anonymize(source, sink, qi: Sequence[str], k: int, method: str = "mdav", gamma: float | None = None, *,
+def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int | None,
+              method: str = "mdav", gamma: float | None = None, *,
               group_column: str | None = None, threads: int | None = None, chunk_rows: int = 100_000,
-              progress: bool = False, tmp_dir=None, memory_limit=None, block_size: int | None = None,
+              progress: bool = False, tmp_dir: PathLike | None = None, memory_limit: int | str | None = None,
+              block_size: int | None = None,
               leaf_size: int | None = None, refine: str | None = None, refine_rounds: int | None = None,
               refine_seconds: float | None = None, seed: int = 0, select: str | None = None,
               select_count: int | None = None, select_measure: str | None = None, width: float | None = None,
               bins: int | None = None, risk: bool = False, sa: str | None = None, epsilon: float | None = None,
-              numeric_output: str = "range", separator: str | None = None, null_values=None,
-              encoding: str | None = None):
+              numeric_output: str = "range", report: PathLike | None = None, separator: str | None = None,
+              null_values: str | Sequence[str] | None = None,
+              encoding: str | None = None) -> Report | SensitiveReport:
     """Anonymize ``source`` into the file ``sink`` (.csv or .parquet) and return the report.
 
     Streams: ``source`` (a path, glob, folder of Parquet files, or a Polars
@@ -143,31 +158,80 @@ def anonymize(source, sink, qi: Sequence[str], k: int, method: str = "mdav", gam
     disclosure risk (``engine.risk``: DBRL, interval disclosure) goes into
     ``report.risk``.
 
+    The disclosure risk is measured on the finished output before it is renamed into
+    place, so a failing risk step leaves nothing at ``sink``.
+
     ``method="maxent"`` (with ``sa``, optional ``epsilon``; ``k`` may be None) and
     ``method="mnqia"`` publish generalized ranges instead (``numeric_output``
     "range" or "mean"); they run block by block above ``block_size`` rows and
-    return their own report (``engine.sensitive.SensitiveReport``).
+    return their own report (``engine.sensitive.SensitiveReport``; with ``risk``,
+    in ``metrics["risk"]``).
 
     ``separator``, ``null_values``, ``encoding``: how a CSV ``source`` is read (see
     ``microaggregate``). A CSV output of a CSV input keeps every non-QI field's text
     exactly; a Parquet output types those columns from the whole file.
+
+    ``report`` (a path): also write the report as JSON there, committed together
+    with ``sink`` (``io.sink.CommitGroup``): after a successful return both files
+    are in place; after an error neither was written (a file either replaced is
+    restored). Like ``--report``, it may not be an input file or ``sink`` (by path or
+    inode), and its folder must exist and be writable (checked before any work).
     """
+    from .io.sink import CommitGroup, check_destination, check_side_output, input_files, written_source
+
     csv = dict(separator=separator, null_values=null_values, encoding=encoding)
-    if method in ("maxent", "mnqia"):
-        from .sensitive import anonymize_sensitive
+    csv_opts = csv_options(**csv)
+    sink = os.fspath(sink)
+    inputs = input_files(source)
+    check_destination(sink, inputs)
+    with CommitGroup() as group:
+        report_tmp = None
+        if report is not None:
+            check_side_output("report", report, inputs, [("sink", sink)])
+            report_tmp = group.add(report, side=True)
+        if method in ("maxent", "mnqia"):
+            from .sensitive import anonymize_sensitive
 
-        return anonymize_sensitive(source, str(sink), qi, method, sa=sa, k=k, epsilon=epsilon, seed=seed,
-                                   numeric_output=numeric_output, tmp_dir=tmp_dir, block_size=block_size,
-                                   memory_limit=memory_limit, chunk_rows=chunk_rows, threads=threads,
-                                   progress=progress, **csv)[2]
-    cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
-                         threads=threads, chunk_rows=chunk_rows, progress=progress, memory_limit=memory_limit,
-                         block_size=block_size, leaf_size=leaf_size, refine=refine, refine_rounds=refine_rounds,
-                         refine_seconds=refine_seconds, seed=seed, select=select, select_count=select_count,
-                         select_measure=select_measure, width=width, bins=bins, csv=csv_options(**csv))
-    report = run(source, cfg, str(sink), tmp_dir=tmp_dir).report
-    if risk:
-        from .risk import disclosure_risk
+            rep = anonymize_sensitive(source, sink, qi, method, sa=sa, k=k, epsilon=epsilon, seed=seed,
+                                      numeric_output=numeric_output, tmp_dir=tmp_dir, block_size=block_size,
+                                      memory_limit=memory_limit, chunk_rows=chunk_rows, threads=threads,
+                                      progress=progress, group=group, **csv)[2]
+            cols = qi
+        else:
+            cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
+                                 threads=threads, chunk_rows=chunk_rows, progress=progress,
+                                 memory_limit=memory_limit, block_size=block_size, leaf_size=leaf_size,
+                                 refine=refine, refine_rounds=refine_rounds, refine_seconds=refine_seconds,
+                                 seed=seed, select=select, select_count=select_count,
+                                 select_measure=select_measure, width=width, bins=bins, csv=csv_opts)
+            rep = run(source, cfg, sink, tmp_dir=tmp_dir, group=group).report
+            cols = cfg.qi
+        if risk:
+            from .io.source import open_source
+            from .risk import disclosure_risk
+            from .verify import is_numeric, parse_columns
 
-        report.risk = disclosure_risk(source, sink, cfg.qi, chunk_rows=chunk_rows, **csv).to_dict()
-    return report
+            if method in ("maxent", "mnqia"):  # the QIs that are numeric (the MDAV family's all are)
+                with open_source(source, csv=csv_opts, tmp_dir=tmp_dir) as src:
+                    schema = src.schema
+                numeric = [c for c in parse_columns(cols) if c in schema and is_numeric(schema[c])]
+            else:
+                numeric = list(cols)
+            measured = disclosure_risk(source, written_source(group.temp(sink), sink), numeric,
+                                       chunk_rows=chunk_rows, **csv).to_dict() if numeric else None
+            if method in ("maxent", "mnqia"):
+                if measured is not None:
+                    rep.metrics["risk"] = measured
+            else:
+                rep.risk = measured
+        if report_tmp is not None:
+            text = rep.to_json()
+            try:
+                with open(report_tmp, "w") as fh:
+                    fh.write(text)
+            except OSError as exc:
+                from .io.tempfiles import os_reason
+
+                raise EngineError(f"cannot write {report}: {os_reason(exc)}") from None
+        group.commit()
+    return rep

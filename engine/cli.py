@@ -21,7 +21,7 @@ import threading
 import time
 
 from .config import METHODS, REFINE_MODES, RunConfig
-from .errors import EngineError, VerificationError
+from .errors import EngineError, Terminated, VerificationError, check_signals, received_signals
 
 DEMO_QI = ("age", "education_years", "hours_per_week", "wage_income", "other_income",
            "property_tax", "household_size", "commute_minutes")
@@ -96,8 +96,26 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="do not print the summary")
 
 
+def _version() -> str:
+    from . import __version__  # the installed package's (single source: pyproject.toml)
+
+    return __version__
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: ``microagg <version>`` (the package metadata read only when asked)."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"microagg {_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="microagg", description="k-anonymity by microaggregation (MDAV family).")
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     a = sub.add_parser("anonymize", help="anonymize a CSV/Parquet table",
@@ -173,9 +191,25 @@ def _write_json(path, text: str) -> None:
             fh.write(text)
 
 
+def _inputs(*data) -> tuple[str, ...]:
+    """The files behind the command's inputs (paths, folders, globs)."""
+    from .io.sink import input_files
+
+    return tuple(f for d in data if d is not None for f in input_files(d))
+
+
+def _check_json(args, *inputs) -> None:
+    """``--json`` of verify / risk / profile: checked before any work."""
+    if args.json:
+        from .io.sink import check_side_output
+
+        check_side_output("--json", args.json, _inputs(*inputs))
+
+
 def _cmd_verify(args) -> int:
     from .verify import verify_release
 
+    _check_json(args, args.output, args.original)
     res = verify_release(args.output, args.qi, args.k, sa=args.sa, l=args.l, epsilon=args.epsilon,
                          original=args.original, chunk_rows=args.chunk_rows, **_csv_kw(args))
     if args.json:
@@ -189,6 +223,7 @@ def _cmd_verify(args) -> int:
 def _cmd_risk(args) -> int:
     from .risk import disclosure_risk
 
+    _check_json(args, args.original, args.masked)
     res = disclosure_risk(args.original, args.masked, args.qi, p=args.p, chunk_rows=args.chunk_rows,
                           **_csv_kw(args))
     if args.json:
@@ -197,8 +232,11 @@ def _cmd_risk(args) -> int:
     return 0
 
 
-def _anonymize_risk(args, qi):
-    """Disclosure risk of a finished run, on the QIs that are numeric in the input."""
+def _anonymize_risk(args, qi, group):
+    """Disclosure risk of a finished run, on the QIs that are numeric in the input. It
+    reads the output from its temporary file, before the commit: a risk step that
+    fails or is interrupted leaves nothing."""
+    from .io.sink import written_source
     from .io.source import open_source
     from .risk import disclosure_risk
     from .verify import is_numeric, parse_columns
@@ -209,22 +247,22 @@ def _anonymize_risk(args, qi):
     numeric = [c for c in parse_columns(qi) if c in schema and is_numeric(schema[c])]
     if not numeric:
         return None
-    return disclosure_risk(args.input, args.output, numeric, chunk_rows=args.chunk_rows, **_csv_kw(args))
+    masked = written_source(group.temp(args.output), args.output)
+    return disclosure_risk(args.input, masked, numeric, chunk_rows=args.chunk_rows, **_csv_kw(args))
 
 
 def _cmd_profile(args) -> int:
     from . import dependency
-    from .io.sink import atomic_output
+    from .report import json_text
 
+    _check_json(args, args.input)
     cols = [c.strip() for c in args.columns.split(",")] if args.columns.strip() else []
     res = dependency.profile(args.input, cols, args.measure, width=args.width, bins=args.bins,
                              binning=args.binning, count=args.select_count, threads=args.threads,
                              **_csv_kw(args))
-    print(res.render())
     if args.json:
-        with atomic_output(args.json) as tmp:
-            with open(tmp, "w") as fh:
-                json.dump(res.to_dict(), fh, indent=2)
+        _write_json(args.json, json_text(res.to_dict()))
+    print(res.render())
     return 0
 
 
@@ -239,43 +277,71 @@ def _settings(args, qi) -> RunConfig:
                           bins=args.bins, csv=_csv(args) if hasattr(args, "separator") else None)
 
 
-def _emit(report, args) -> None:
-    if args.report:
-        from .io.sink import atomic_output
+def _start_group(stack, args, inputs, output, output_option="OUTPUT"):
+    """Check OUTPUT and ``--report`` before any work and open the commit group that
+    renames them together (``io.sink.CommitGroup``); returns ``(group, report temp)``."""
+    from .io.sink import CommitGroup, check_destination, check_side_output
 
-        with atomic_output(args.report) as tmp:
-            with open(tmp, "w") as fh:
-                fh.write(report.to_json())
-    if not args.quiet:
-        print(report.summary(), file=sys.stderr)
+    if output is not None:
+        check_destination(output, inputs)
+    group = stack.enter_context(CommitGroup())
+    report_tmp = None
+    if args.report:
+        check_side_output("--report", args.report, inputs, [(output_option, output)])
+        report_tmp = group.add(args.report, side=True)
+    return group, report_tmp
+
+
+def _finish(group, report_tmp, report, args) -> None:
+    """Write the report to its temporary file, then commit it with OUTPUT: both in
+    place, or (an error, an interrupt) neither."""
+    if report_tmp is not None:
+        text = report.to_json()
+        try:
+            with open(report_tmp, "w") as fh:
+                fh.write(text)
+        except OSError as exc:
+            from .io.tempfiles import os_reason
+
+            raise EngineError(f"cannot write {args.report}: {os_reason(exc)}") from None
+    group.commit()
 
 
 def _cmd_anonymize(args) -> int:
     from .coordinator import run
 
-    if args.method in ("maxent", "mnqia"):
-        from .sensitive import anonymize_sensitive
+    inputs = _inputs(args.input)
+    with contextlib.ExitStack() as stack:
+        group, report_tmp = _start_group(stack, args, inputs, args.output)
+        if args.method in ("maxent", "mnqia"):
+            from .sensitive import anonymize_sensitive
 
-        k = 3 if (args.k is None and args.method == "mnqia") else args.k
-        _, _, rep = anonymize_sensitive(args.input, args.output, args.qi, args.method, sa=args.sa, k=k,
-                                        epsilon=args.epsilon, seed=args.seed, numeric_output=args.numeric_output,
-                                        tmp_dir=args.tmp_dir, block_size=args.block_size,
-                                        memory_limit=args.memory_limit, chunk_rows=args.chunk_rows,
-                                        threads=args.threads, **_csv_kw(args),
-                                        progress=args.progress if args.progress is not None else sys.stderr.isatty())
-        risk = _anonymize_risk(args, args.qi) if args.risk else None
-        if risk is not None:
-            rep.metrics["risk"] = risk.to_dict()
-        _emit(rep, args)
-        if risk is not None and not args.quiet:
-            print(risk.brief(), file=sys.stderr)
-        return 0
+            k = 3 if (args.k is None and args.method == "mnqia") else args.k
+            _, _, rep = anonymize_sensitive(args.input, args.output, args.qi, args.method, sa=args.sa, k=k,
+                                            epsilon=args.epsilon, seed=args.seed,
+                                            numeric_output=args.numeric_output, tmp_dir=args.tmp_dir,
+                                            block_size=args.block_size, memory_limit=args.memory_limit,
+                                            chunk_rows=args.chunk_rows, threads=args.threads, group=group, **_csv_kw(args),
+                                            progress=args.progress if args.progress is not None
+                                            else sys.stderr.isatty())
+            risk = _anonymize_risk(args, args.qi, group) if args.risk else None
+            if risk is not None:
+                rep.metrics["risk"] = risk.to_dict()
+            _finish(group, report_tmp, rep, args)
+            if not args.quiet:
+                print(rep.summary(), file=sys.stderr)
+                if risk is not None:
+                    print(risk.brief(), file=sys.stderr)
+            return 0
 
-    cfg = _settings(args, args.qi)
-    result = run(args.input, cfg, args.output, tmp_dir=args.tmp_dir)
-    if args.risk:  # after the output is complete: it reads the input and the output
-        result.report.risk = _anonymize_risk(args, cfg.qi).to_dict()
-    _emit(result.report, args)
+        cfg = _settings(args, args.qi)
+        result = run(args.input, cfg, args.output, tmp_dir=args.tmp_dir, group=group)
+        if args.risk:  # the output is complete, not yet in place: it reads the input and the output
+            risk = _anonymize_risk(args, cfg.qi, group)
+            result.report.risk = risk.to_dict() if risk is not None else None
+        _finish(group, report_tmp, result.report, args)
+    if not args.quiet:
+        print(result.report.summary(), file=sys.stderr)
     return 0
 
 
@@ -286,14 +352,17 @@ def _cmd_demo(args) -> int:
     if args.rows < 1:
         raise EngineError(f"--rows must be positive, got {args.rows}")
     cfg = _settings(args, ",".join(DEMO_QI))
-    t = time.perf_counter()
-    frame = census_like(args.rows, seed=args.seed)
+    with contextlib.ExitStack() as stack:
+        group, report_tmp = _start_group(stack, args, (), args.output, "--output")
+        t = time.perf_counter()
+        frame = census_like(args.rows, seed=args.seed)
+        if not args.quiet:
+            print(f"demo: generated {frame.height:,} census-like rows in {time.perf_counter() - t:.2f} s "
+                  f"(seed {args.seed}); quasi-identifiers: {', '.join(DEMO_QI)}", file=sys.stderr)
+        result = run(frame, cfg, args.output, tmp_dir=None, group=group)
+        _finish(group, report_tmp, result.report, args)
     if not args.quiet:
-        print(f"demo: generated {frame.height:,} census-like rows in {time.perf_counter() - t:.2f} s "
-              f"(seed {args.seed}); quasi-identifiers: {', '.join(DEMO_QI)}", file=sys.stderr)
-    result = run(frame, cfg, args.output, tmp_dir=None)
-    _emit(result.report, args)
-    if not args.quiet:
+        print(result.report.summary(), file=sys.stderr)
         print(json.dumps({k: v for k, v in result.report.to_dict().items()
                           if k in ("rows", "groups", "min_group_size", "max_group_size",
                                    "information_loss_percent", "wall_seconds", "peak_rss_bytes")}))
@@ -304,37 +373,126 @@ COMMANDS = {"anonymize": _cmd_anonymize, "demo": _cmd_demo, "profile": _cmd_prof
             "risk": _cmd_risk}
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that the
-    same cleanups run (spill folder and temporary output removed)."""
-
-
 @contextlib.contextmanager
 def _signals_as_interrupts():
     """While a command runs, SIGINT raises KeyboardInterrupt and SIGTERM raises
     Terminated in the main thread. Only the first signal raises: a repeated one while
-    the run unwinds is ignored, so that the cleanup is not cut short. A signal the
-    parent set to be ignored (``nohup``, background jobs) stays ignored."""
+    the run unwinds is ignored, so that the cleanup is not cut short. Every signal is
+    noted (``errors.received_signals``), so that one whose exception was swallowed
+    still stops the run before it commits its output (``errors.check_signals``). A
+    signal the parent set to be ignored (``nohup``, background jobs) stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    fired = []
-
-    def handler(signum, frame):
-        if fired:
-            return
-        fired.append(signum)
-        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(sig) is not signal.SIG_IGN:
-            previous[sig] = signal.signal(sig, handler)
+            previous[sig] = signal.signal(sig, _on_signal)
+    previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, _on_alarm)
+    received_signals.clear()
+    _delivery.clear()
+    _delivery["unsafe"] = _unsafe_code()
+    hook = sys.unraisablehook
+
+    def quiet_interrupts(unraisable):  # a swallowed interrupt: noted, raised at the next checkpoint
+        if not (unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt)):
+            hook(unraisable)
+
+    sys.unraisablehook = quiet_interrupts
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        sys.unraisablehook = hook
         for sig, old in previous.items():
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        _delivery.clear()  # (``received_signals`` stays: ``main`` reads it)
+
+
+def _unsafe_code() -> tuple:
+    """Where the main thread must not get an exception from a signal handler:
+
+    - ``threading``, ``queue``, ``concurrent.futures`` (queue, condition and future
+      waits): an exception raised there between bytecodes can leave a lock held, and a
+      thread that then waits for it (a reader thread putting its next chunk) hangs the
+      cleanup;
+    - Numba and llvmlite: while a kernel is compiled or loaded from the cache, LLVM
+      calls back into Python through ctypes; an exception there is lost and the
+      callback returns nothing, and LLVM crashes (a segmentation fault was seen with a
+      SIGTERM during the first call of a kernel);
+    - the import machinery: an extension module whose import is interrupted may print
+      the interrupt's traceback and raise an ImportError instead (Numba's
+      ``_devicearray`` does).
+
+    Returns ``(files, folders)``; the folders are found without importing the packages."""
+    import concurrent.futures._base
+    import importlib.util
+    import queue
+
+    files = frozenset([*(m.__file__ for m in (threading, queue, concurrent.futures._base)),
+                       "<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"])
+    folders = []
+    for name in ("numba", "llvmlite"):
+        spec = importlib.util.find_spec(name)
+        for loc in (spec.submodule_search_locations or []) if spec is not None else []:
+            folders.append(os.path.join(loc, ""))
+    return files, tuple(folders)
+
+
+_delivery: dict = {}  # "done": the interrupt was raised; "unsafe": ``_unsafe_code()``
+_RETRY_SECONDS = 0.02
+_MAX_TRIES = 500  # then raise anyway (10 s: a wait that long is not a lock's)
+
+
+def _on_signal(signum, frame):
+    first = not received_signals
+    received_signals.append(signum)
+    if first:
+        _deliver(frame)
+
+
+def _deliver(frame):
+    """Raise the interrupt of the first signal received, unless the main thread is in
+    code where an exception is unsafe (``_unsafe_code``): then try again 20 ms later
+    (SIGALRM), until it is out of it."""
+    if _delivery.get("done") or not received_signals:
+        return
+    unsafe = _delivery.get("unsafe")
+    if unsafe and frame is not None and _delivery.get("tries", 0) < _MAX_TRIES:
+        name = frame.f_code.co_filename
+        if name in unsafe[0] or name.startswith(unsafe[1]):
+            _delivery["tries"] = _delivery.get("tries", 0) + 1
+            signal.setitimer(signal.ITIMER_REAL, _RETRY_SECONDS)
+            return
+    _delivery["done"] = True
+    raise Terminated() if received_signals[0] == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _on_alarm(signum, frame):
+    _deliver(frame)
+
+
+def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
+    """The interrupt behind ``exc``, if any. A signal handler that raises while a
+    Numba-compiled function is running (the kd-tree of ``--risk``, say) surfaces as
+    ``SystemError: CPUDispatcher(...) returned a result with an exception set``, caused
+    by the KeyboardInterrupt / Terminated; another wrapper may chain it as context."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    if isinstance(exc, Terminated):
+        print("\nmicroagg: terminated (SIGTERM); temporary files removed, no partial output left",
+              file=sys.stderr)
+        return 143
+    print("\nmicroagg: interrupted; temporary files removed, no partial output left", file=sys.stderr)
+    return 130
 
 
 def main(argv=None) -> int:
@@ -343,26 +501,37 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING, format="microagg: %(message)s")
     try:
         with _signals_as_interrupts():
-            return COMMANDS[args.command](args)
-    except VerificationError as exc:  # the engine broke its own guarantee: a bug, not bad input
+            code = COMMANDS[args.command](args)
+            check_signals()  # a signal whose exception was swallowed: not a success
+            return code
+    except KeyboardInterrupt as exc:  # and Terminated
+        return _interrupted(exc)
+    except Exception as exc:
+        interrupt = _interrupt_in(exc)
+        if interrupt is None and received_signals:
+            # an error after a signal is the signal's doing (its interrupt was swallowed
+            # and turned into another error, e.g. an ImportError by an extension module)
+            interrupt = Terminated() if received_signals[0] == signal.SIGTERM else KeyboardInterrupt()
+        if interrupt is not None:  # (or raised in a compiled kernel: a SystemError it caused)
+            return _interrupted(interrupt)
+        return _failed(exc)
+    finally:
+        received_signals.clear()
+
+
+def _failed(exc: Exception) -> int:
+    """The exit code and the one line of an error that is not an interrupt."""
+    if isinstance(exc, VerificationError):  # the engine broke its own guarantee: a bug, not bad input
         print(f"microagg: error: {exc}; nothing was written", file=sys.stderr)
         return 1
-    except EngineError as exc:
+    if isinstance(exc, EngineError):
         print(f"microagg: error: {exc}", file=sys.stderr)
         return 2
-    except Terminated:
-        print("\nmicroagg: terminated (SIGTERM); temporary files removed, no partial output left",
-              file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print("\nmicroagg: interrupted; temporary files removed, no partial output left", file=sys.stderr)
-        return 130
-    except Exception as exc:  # pragma: no cover - a bug, not bad input
-        if os.environ.get("MICROAGG_DEBUG"):
-            raise
-        print(f"microagg: internal error: {type(exc).__name__}: {exc} (set MICROAGG_DEBUG=1 for a traceback)",
-              file=sys.stderr)
-        return 1
+    if os.environ.get("MICROAGG_DEBUG"):  # pragma: no cover - a bug, not bad input
+        raise exc
+    print(f"microagg: internal error: {type(exc).__name__}: {exc} (set MICROAGG_DEBUG=1 for a traceback)",
+          file=sys.stderr)
+    return 1
 
 
 def _no_huge_pages() -> None:
@@ -382,6 +551,24 @@ def entry() -> None:
     # CPU from the threads that read, spill and encode meanwhile (the pool starts at the
     # first parallel loop, after this). The user's own setting wins.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # from here on Ctrl-C and SIGTERM end the process quietly (130 / 143), also while
+    # the libraries are imported (the first second); ``main`` handles them in commands
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup, background jobs: stays ignored
+                signal.signal(sig, _on_signal)
+        code = _entry_main()
+    except KeyboardInterrupt as exc:  # and Terminated
+        code = _interrupted(exc)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        logging.shutdown()
+        os._exit(code)
+
+
+def _entry_main() -> int:
     # NumPy asks for transparent huge pages for every array of 4 MiB or more; the kernel
     # then zeroes 2 MiB at each first touch, also of pages the run reads before it
     # writes or never fills. Without: 0.4-0.5 CPU-s less system time per 10M-row
@@ -391,13 +578,7 @@ def entry() -> None:
     # the objects of the imports (Numba's, Polars') live as long as the process: out of
     # the collector's way, so its full collections no longer walk them (0.06 s a run)
     gc.freeze()
-    code = main()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        logging.shutdown()
-        os._exit(code)
+    return main()
 
 
 if __name__ == "__main__":  # pragma: no cover

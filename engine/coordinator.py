@@ -22,7 +22,7 @@ from .aggregate import aggregate_block, aggregate_blocks
 from .budget import plan_budget
 from .config import RunConfig
 from .errors import EngineError
-from .io.sink import atomic_output, check_destination, check_tmp_dir, output_format
+from .io.sink import CommitGroup, atomic_output, check_csv_columns, check_destination, check_tmp_dir, output_format
 from .io.schema import check_output_types
 from .io.source import open_source
 from .io.spill import BlockStore
@@ -59,8 +59,13 @@ def numba_threads(threads: int | None):
         numba.set_num_threads(before)
 
 
-def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=None) -> RunResult:
-    """Anonymize ``data`` with ``cfg``; write to ``dest`` (CSV/Parquet) or return the table."""
+def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=None,
+        group: CommitGroup | None = None) -> RunResult:
+    """Anonymize ``data`` with ``cfg``; write to ``dest`` (CSV/Parquet) or return the table.
+
+    With ``group`` (``io.sink.CommitGroup``) the output is left in its temporary file
+    (``group.temp(dest)``), to be renamed by the caller's ``group.commit()`` together
+    with the group's other files (the report); else it is renamed when complete."""
     t0 = time.perf_counter()
     passes: dict[str, float] = {}
     with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
@@ -85,6 +90,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
             raise EngineError(f"group column {cfg.group_column!r} already exists in {source.label}")
         if dest is not None:
             check_output_types(source.schema, fmt, [c for c in source.columns if c not in set(cfg.qi)])
+            check_csv_columns(dest, source.schema, [c for c in source.columns if c not in set(cfg.qi)])
         rows = source.count_rows()
         if rows == 0:
             raise EngineError(f"{source.label} has no rows")
@@ -140,7 +146,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
             sse, sst, table, col_sse, col_sst = write_pass(source, None, "parquet", profile, groups, cfg.group_column,
                                          budget.chunk_rows, cfg.progress, k=cfg.k, verified=verified)
         else:
-            with atomic_output(dest, tmp_dir) as tmp:
+            with atomic_output(dest, tmp_dir, group) as tmp:
                 sse, sst, _, col_sse, col_sst = write_pass(source, tmp, fmt, profile, groups, cfg.group_column,
                                          budget.chunk_rows, cfg.progress, k=cfg.k, verified=verified)
         passes["write"] = time.perf_counter() - t

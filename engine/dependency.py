@@ -305,8 +305,11 @@ def plan_bins(
         if t == "int" and width is None and span <= (bins if bins is not None else levels):
             plans.append(BinPlan(c, "value", int(span), lo=lo, hi=hi))
         elif width is not None:
-            if not math.isfinite((hi - lo) / width):
-                raise EngineError(f"width {width:g} is too small for column {c!r} ({lo:g} .. {hi:g})")
+            n_w = (hi - lo) / width
+            if not math.isfinite(n_w) or n_w >= max_cells:  # (the cell count, or a C long, would overflow)
+                raise EngineError(f"width {width:g} is too small for column {c!r} ({lo:g} .. {hi:g}): "
+                                  f"{n_w:.3g} bins, the joint histograms allow {max_cells} count cells in all; "
+                                  f"use a larger width")
             plans.append(BinPlan(c, "width", int(math.floor((hi - lo) / width)) + 1, lo=lo, hi=hi, den=float(width)))
         elif binning == "quantile":
             q = np.asarray(row.get(f"q:{c}") or [], dtype=np.float64)

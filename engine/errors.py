@@ -13,3 +13,23 @@ class VerificationError(EngineError):
     """A run's own output failed its self-check (a published class smaller than k, or
     a row count that does not add up). Nothing is written; the CLI exits with 1,
     as this points at a bug rather than at the input."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that the
+    same cleanups run (spill folder and temporary output removed)."""
+
+
+# Signals the command received (``cli``'s handler notes each before it raises). An
+# exception raised by a handler can be swallowed where Python cannot propagate it (a
+# ctypes callback, e.g. Numba's object cache while it compiles): ``check_signals`` at
+# the checkpoints (before any output is committed) raises it again.
+received_signals: list[int] = []
+
+
+def check_signals() -> None:
+    """Raise the interrupt of a signal received earlier (see ``received_signals``)."""
+    if received_signals:
+        import signal
+
+        raise Terminated() if received_signals[0] == signal.SIGTERM else KeyboardInterrupt()

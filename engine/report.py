@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import resource
 import threading
 from dataclasses import asdict, dataclass, field
 
 import psutil
+
+from .errors import VerificationError
 
 
 class PeakRSS:
@@ -42,6 +45,36 @@ class PeakRSS:
         self._thread.join()
         self.sample()
         return False
+
+
+def _first_non_finite(obj, where="") -> str | None:
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else f"{where or 'value'} = {obj!r}"
+    if isinstance(obj, dict):
+        items = obj.items()
+    elif isinstance(obj, (list, tuple)):
+        items = enumerate(obj)
+    else:
+        return None
+    for k, v in items:
+        found = _first_non_finite(v, f"{where}.{k}" if where else str(k))
+        if found:
+            return found
+    return None
+
+
+def json_text(obj, **kw) -> str:
+    """The JSON of every report, profile and result the engine writes. NaN and
+    Infinity are not JSON: a non-finite float is refused (a VerificationError naming
+    the field: a bug to fix, not a file to write)."""
+    try:
+        return json.dumps(obj, indent=2, allow_nan=False, **kw)
+    except ValueError as exc:
+        if "JSON compliant" not in str(exc):
+            raise
+        plain = json.loads(json.dumps(obj, **kw))
+        raise VerificationError(f"the JSON would hold a non-finite number "
+                                f"({_first_non_finite(plain) or 'a value'})") from None
 
 
 def lifetime_peak_rss() -> int:
@@ -84,7 +117,7 @@ class Report:
         return asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return json_text(self.to_dict())
 
     def summary(self) -> str:
         sizes = ", ".join(f"{s}: {c}" for s, c in sorted(self.group_size_counts.items(), key=lambda t: int(t[0])))

@@ -49,8 +49,10 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import os
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Sequence
 
 import numpy as np
 import polars as pl
@@ -85,7 +87,9 @@ class RiskResult:
         return asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        from .report import json_text
+
+        return json_text(self.to_dict())
 
     def summary(self) -> str:
         lines = [
@@ -147,8 +151,11 @@ def _original_values(frame: pl.DataFrame, qi: list[str], offset: int, label: str
     return X
 
 
-def disclosure_risk(original, masked, qi, *, p: float = 0.05, chunk_rows: int = 100_000,
-                    separator: str | None = None, null_values=None, encoding: str | None = None) -> RiskResult:
+def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | Source,
+                    masked: str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | Source,
+                    qi: str | Sequence[str], *, p: float = 0.05, chunk_rows: int = 100_000,
+                    separator: str | None = None, null_values: str | Sequence[str] | None = None,
+                    encoding: str | None = None) -> RiskResult:
     """DBRL and interval disclosure of ``masked`` against ``original`` on ``qi``.
 
     ``original`` and ``masked``: CSV/Parquet paths (or anything ``open_source``

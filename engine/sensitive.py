@@ -111,7 +111,7 @@ import numpy as np
 import polars as pl
 
 from .errors import EngineError
-from .io.sink import atomic_output, check_destination, output_format, write_frame
+from .io.sink import atomic_output, check_csv_columns, check_destination, output_format, write_frame
 from .io.schema import check_output_types
 from .io.source import open_source
 from .io.spill import BlockStore
@@ -146,7 +146,9 @@ class SensitiveReport:
         return asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, default=float)
+        from .report import json_text
+
+        return json_text(self.to_dict(), default=float)
 
     def summary(self) -> str:
         m = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in self.metrics.items()
@@ -167,7 +169,7 @@ def _is_numeric(dtype) -> bool:
 
 def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None, seed=0,
                         numeric_output="range", tmp_dir=None, block_size=None, memory_limit=None,
-                        chunk_rows=100_000, threads=None, progress=False, _force_blocks=False,
+                        chunk_rows=100_000, threads=None, progress=False, group=None, _force_blocks=False,
                         separator=None, null_values=None, encoding=None):
     """Run ``maxent`` or ``mnqia``; write to ``dest`` (or return the table when None).
 
@@ -181,6 +183,9 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
     (module docstring); ``chunk_rows`` rows are read at a time; ``threads`` blocks
     run at once (default: Numba's thread count). ``_force_blocks`` (tests) takes
     the block path even for one block.
+
+    With ``group`` (``io.sink.CommitGroup``) the output stays in its temporary file,
+    renamed by the caller's ``group.commit()`` with the group's other files.
 
     Returns ``(table or None, labels, SensitiveReport)``.
     """
@@ -211,6 +216,8 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
             raise EngineError("method mnqia takes no sa")
         if not _whole(k) or k < 2:
             raise EngineError(f"k: must be an integer >= 2, got {k!r}")
+    if threads is not None and (isinstance(threads, bool) or not _whole(threads) or threads < 1):
+        raise EngineError(f"threads must be a positive whole number, got {threads!r}")
     t0 = time.perf_counter()
     passes: dict[str, float] = {}
     with PeakRSS() as rss, numba_threads(threads), contextlib.ExitStack() as cleanup:
@@ -247,6 +254,8 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
             for c in qi:
                 if not _is_numeric(schema[c]):
                     raise EngineError(f"column {c!r} is not numeric ({schema[c]}); mnqia needs numeric QIs")
+        if dest is not None:
+            check_csv_columns(dest, schema, [c for c in source.columns if c not in set(qi)])
         out_names = set(source.columns) - set(qi)
         for c in qi:
             if numeric_output == "range" and _is_numeric(schema[c]):
@@ -278,7 +287,7 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
             blocks = [rows]
             if dest is not None:
                 t = time.perf_counter()
-                with atomic_output(dest, tmp_dir) as tmp:
+                with atomic_output(dest, tmp_dir, group) as tmp:
                     write_frame(table, tmp, fmt)
                 table = None
                 passes["write"] = time.perf_counter() - t
@@ -286,7 +295,7 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
             folder = tmp_dir if tmp_dir is not None else (os.path.dirname(os.path.abspath(dest)) if dest else None)
             table, labels, sizes, metrics, blocks = _blocked(
                 source, rows, qi, method, sa, k, epsilon, seed, numeric_output, budget, nthreads, dest, fmt,
-                tmp_dir, folder, cleanup, bool(progress), passes)
+                tmp_dir, folder, cleanup, bool(progress), passes, group)
         if sizes.min() < (k or 1):
             raise EngineError(f"internal check failed: a class has {int(sizes.min())} rows, fewer than k={k}")
         rss.sample()
@@ -298,6 +307,16 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
     return table, labels, rep
 
 
+def _check_span(c, method, lo, hi) -> None:
+    """A numeric QI whose range overflows a float (e.g. -1.5e308 .. 1.5e308) cannot be
+    measured (the losses divide by the range): refused, naming the column."""
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return  # (missing and non-finite values have their own messages)
+    if not math.isfinite(hi - lo):
+        raise EngineError(f"column {c!r} spans {lo:g} .. {hi:g}: too wide for method {method} (its range "
+                          f"overflows a float); rescale the column")
+
+
 # ---------------------------------------------------------------- one block, in memory
 
 
@@ -307,6 +326,10 @@ def _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output):
 
     df = source.collect()
     _first_bad(df, qi, sa, method)
+    for c in qi:
+        if _is_numeric(df.schema[c]) and df.height:
+            x = df[c].cast(pl.Float64)
+            _check_span(c, method, x.min(), x.max())
     if method == "maxent":
         enc = encode_table(df, qi, sa)
         res = maxent_partition(enc.Q, enc.sa_codes, epsilon=epsilon, k=k, seed=seed, qi_kinds=enc.kinds,
@@ -541,7 +564,7 @@ def _class_stats(ids, Xnum, codes, local, g, words, sa=None, m=0) -> _Stats:
 
 
 def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, budget, threads, dest, fmt,
-             tmp_dir, folder, cleanup, progress, passes):
+             tmp_dir, folder, cleanup, progress, passes, group=None):
     from .coordinator import release_memory
     from .kernels.groups import count_labels
     from .kernels.partition import scatter_labels
@@ -589,6 +612,8 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
     release_memory()
     gmin = profile.min[:dn].copy()
     gmax = profile.max[:dn].copy()
+    for j, c in enumerate(num):
+        _check_span(c, method, float(gmin[j]), float(gmax[j]))
     R = gmax - gmin
 
     labels = None
@@ -738,7 +763,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
     if dest is None:
         table = _write_pass(source, None, "parquet", labels, pub, sets, chunk_rows, progress, rows)
     else:
-        with atomic_output(dest, tmp_dir) as tmp:
+        with atomic_output(dest, tmp_dir, group) as tmp:
             table = _write_pass(source, tmp, fmt, labels, pub, sets, chunk_rows, progress, rows)
     passes["write"] = time.perf_counter() - t
     return table, labels, size, metrics, blocks

@@ -56,6 +56,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Iterator, Sequence
@@ -278,7 +279,9 @@ class VerifyResult:
         return asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, default=_plain)
+        from .report import json_text
+
+        return json_text(self.to_dict(), default=_plain)
 
     def summary(self) -> str:
         lines = [f"verify {self.output}: {'PASS' if self.ok else 'FAIL'}  "
@@ -375,9 +378,11 @@ def _first_outside(f_out: pl.DataFrame, f_orig: pl.DataFrame, c: str, published:
 # --- the check -----------------------------------------------------------------------
 
 
-def verify_release(output, qi, k: int, *, sa: str | None = None, l: int | None = None,
-                   epsilon: float | None = None, original=None, chunk_rows: int = 100_000,
-                   separator: str | None = None, null_values=None, encoding: str | None = None) -> VerifyResult:
+def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame", qi: "str | Sequence[str]",
+                   k: int, *, sa: str | None = None, l: int | None = None, epsilon: float | None = None,
+                   original: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | None" = None,
+                   chunk_rows: int = 100_000, separator: str | None = None,
+                   null_values: "str | Sequence[str] | None" = None, encoding: str | None = None) -> VerifyResult:
     """Verify the release ``output`` (CSV/Parquet file, folder or glob); see the module docstring.
 
     Returns a :class:`VerifyResult` whose ``ok`` says whether every guarantee holds

@@ -188,6 +188,7 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
         read = [c for c in order if c not in set(qi)] or qi[:1]
     writer = _Writer(path, fmt)
     counter = ClassCounter(qi, groups.count)
+    unit_scale = np.ones(d)
     try:
         with Progress("write", profile.rows, progress) as bar:
             for offset, frame in source.iter_frames(read, chunk_rows, prefetch=True, native=True):
@@ -203,7 +204,12 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
                 publish(lab, groups.centroid, out)
                 if not measured:
                     for j, c in enumerate(qi):
-                        column_sums(numeric_values(frame.get_column(c)), out[j], profile.scale, profile.mean, j, col_sse, zs, zq)
+                        if profile.scale[j] == 1.0:
+                            column_sums(numeric_values(frame.get_column(c)), out[j], profile.scale, profile.mean, j, col_sse, zs, zq)
+                        else:  # huge values: differences in units of the scale (x - v itself may overflow)
+                            inv = 1.0 / profile.scale[j]
+                            column_sums(numeric_values(frame.get_column(c)).astype(np.float64) * inv, out[j] * inv,
+                                        unit_scale, profile.mean, j, col_sse, zs, zq)
                 frame = frame.with_columns(pl.Series(c, out[j], dtype=pl.Float64) for j, c in enumerate(qi))
                 if measured:
                     frame = frame.select(order)  # the input's column order (no copy)

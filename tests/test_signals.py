@@ -159,3 +159,34 @@ def test_sigkill_leaves_nothing_at_output_and_the_next_run_cleans_up(big, tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert pl.read_parquet(out).height == 30_000
     assert os.listdir(out_dir) == ["out.parquet"] and os.listdir(tmp_dir) == []
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_signal_during_risk_leaves_nothing(big, tmp_path, sig, code):
+    """--risk runs after the write pass, on the temporary output, before the commit: a
+    signal then (in the kd-tree kernels, say) exits 130/143 with no OUTPUT and no
+    report, and no 'internal error: SystemError' (issue 14, defect 6)."""
+    out_dir, tmp_dir = tmp_path / "out", tmp_path / "tmp"
+    out_dir.mkdir()
+    tmp_dir.mkdir()
+    out, report = out_dir / "out.parquet", out_dir / "report.json"
+    before = (os.stat(big).st_mtime_ns, os.stat(big).st_size)
+    proc = _start(big, out, tmp_dir, "--risk", "--report", str(report))
+    buf = _wait_for_pass(proc, "write")
+    fd = proc.stderr.fileno()
+    deadline = time.monotonic() + 120
+    while not buf.rstrip(b" ").endswith(b"\n"):  # the write pass's bar ends with a new line
+        assert time.monotonic() < deadline and proc.poll() is None, buf[-500:]
+        ready, _, _ = select.select([fd], [], [], 0.05)
+        if ready:
+            buf += os.read(fd, 65536)
+    time.sleep(0.3)  # into the risk step (it takes seconds on this table)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    err = (buf + err).decode()
+    assert proc.returncode == code, (proc.returncode, err[-1000:])
+    assert "no partial output left" in err.splitlines()[-1], err[-500:]
+    assert "Traceback" not in err and "internal error" not in err, err[-1000:]
+    assert not out.exists() and not report.exists()
+    assert os.listdir(out_dir) == [] and os.listdir(tmp_dir) == [], _ours(out_dir, tmp_dir)
+    assert (os.stat(big).st_mtime_ns, os.stat(big).st_size) == before

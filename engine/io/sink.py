@@ -15,10 +15,12 @@ from typing import Iterator, Sequence
 
 import polars as pl
 
-from ..errors import EngineError
+from ..errors import EngineError, check_signals
 from .tempfiles import TMP_SUFFIX, clean_stale, io_errno, os_reason, private_file
 
-__all__ = ["PARQUET_OPTIONS", "TMP_SUFFIX", "atomic_output", "check_destination", "check_tmp_dir", "output_format", "write_frame"]
+__all__ = ["PARQUET_OPTIONS", "TMP_SUFFIX", "CommitGroup", "atomic_output", "check_csv_columns", "check_destination", "check_side_output",
+           "check_tmp_dir", "input_files", "output_format", "same_file", "write_frame",
+           "written_source"]
 
 
 def output_format(dest: str | os.PathLike) -> str:
@@ -30,24 +32,118 @@ def output_format(dest: str | os.PathLike) -> str:
     raise EngineError(f"unsupported output format {suffix or '(none)'!r}: {dest} (use .csv or .parquet)")
 
 
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """True if ``a`` and ``b`` name one file: the same resolved path, or (when both
+    exist) the same inode on the same device (hard links, symlinks, bind mounts)."""
+    try:
+        if Path(a).resolve() == Path(b).resolve():
+            return True
+    except (OSError, RuntimeError):  # a symlink loop: compare the inodes
+        pass
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except (OSError, ValueError):
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def input_files(data) -> tuple[str, ...]:
+    """The files behind an input given as a path, folder or glob (none for frames and
+    arrays); an input that does not exist raises the source's one-line error."""
+    if isinstance(data, (str, os.PathLike)):
+        from .source import _expand_path
+
+        return tuple(_expand_path(os.fspath(data)))
+    return ()
+
+
+def _check_folder(path: Path, what: str) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        is_dir = folder.is_dir()
+        exists = is_dir or folder.exists()
+    except OSError as exc:
+        raise EngineError(f"{what} folder cannot be used: {folder}: {os_reason(exc)}") from None
+    if not is_dir:
+        if exists:
+            raise EngineError(f"{what} folder is not a folder: {folder}")
+        raise EngineError(f"{what} folder does not exist: {folder}")
+    if not os.access(folder, os.W_OK):
+        raise EngineError(f"{what} folder is not writable: {folder}")
+    try:
+        if path.is_dir():
+            raise EngineError(f"{what} is a folder: {path}")
+    except OSError as exc:  # a name too long, say
+        raise EngineError(f"{what} cannot be used: {path}: {os_reason(exc)}") from None
+    check_name(path, what)
+
+
+def check_name(path: Path, what: str = "output") -> None:
+    """The file name must leave room for the temporary file's (``tempfiles.temp_prefix``
+    shortens the name it embeds, so only a name the file system refuses fails)."""
+    try:
+        limit = os.pathconf(path.parent if str(path.parent) else ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    if len(os.fsencode(path.name)) > limit:
+        raise EngineError(f"{what} file name is too long ({len(os.fsencode(path.name))} bytes, the file "
+                          f"system allows {limit}): {path}")
+
+
 def check_destination(dest: str | os.PathLike, inputs: Sequence[str] = ()) -> Path:
-    """Validate ``dest`` before any work: format known, folder writable, not an input."""
+    """Validate ``dest`` before any work: format known, folder writable, not an input
+    (by path or by inode: a hard link or symlink to an input is refused too)."""
     path = Path(dest)
     output_format(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        if folder.exists():
-            raise EngineError(f"output folder is not a folder: {folder}")
-        raise EngineError(f"output folder does not exist: {folder}")
-    if not os.access(folder, os.W_OK):
-        raise EngineError(f"output folder is not writable: {folder}")
-    if path.is_dir():
-        raise EngineError(f"output is a folder: {path}")
-    target = path.resolve()
+    _check_folder(path, "output")
     for src in inputs:
-        if Path(src).resolve() == target:
-            raise EngineError(f"output is the input file: {dest}")
+        if same_file(src, path):
+            raise EngineError(f"output is the input file: {dest}" +
+                              ("" if Path(src).resolve() == path.resolve() else f" (same file as {src})"))
     return path
+
+
+def check_side_output(option: str, dest: str | os.PathLike, inputs: Sequence[str] = (),
+                      outputs: Sequence[tuple[str, str | os.PathLike]] = ()) -> Path:
+    """Validate a side output (``--report``, ``--json``) before any work: its folder
+    exists and is writable, it is not a folder, and it is not the same file (path or
+    inode) as an input or as another output (``outputs``: pairs of option and path)."""
+    path = Path(dest)
+    _check_folder(path, option)
+    for src in inputs:
+        if same_file(src, path):
+            raise EngineError(f"{option} {dest}: is an input file ({src}); refusing to overwrite it")
+    for other, where in outputs:
+        if where is not None and same_file(where, path):
+            raise EngineError(f"{option} {dest}: is the same file as {other} {where}")
+    return path
+
+
+# dtypes Polars cannot write to CSV (nested, binary, durations, Python objects)
+_NOT_CSV = (pl.Duration, pl.List, pl.Array, pl.Struct, pl.Binary, pl.Object)
+
+
+def check_csv_columns(dest: str | os.PathLike, schema, columns: Sequence[str]) -> None:
+    """Before any work: every column in ``columns`` (those written as they are) must be
+    writable to the CSV file ``dest``."""
+    if output_format(dest) != "csv":
+        return
+    for c in columns:
+        dt = schema[c]
+        if dt.base_type() in _NOT_CSV:
+            raise EngineError(f"column {c!r} ({dt}) cannot be written to CSV: {dest} (write .parquet instead, "
+                              f"or leave the column out)")
+
+
+def written_source(tmp: str, dest: str | os.PathLike):
+    """The output being written to ``tmp`` (its format from ``dest``'s name), as a
+    ``Source`` labelled ``dest``: read before the commit (``--risk``)."""
+    from .source import Source, _open_csv
+
+    fmt = output_format(dest)
+    if fmt == "csv":  # read as any CSV input (header names, types from the whole file)
+        return _open_csv([tmp], str(dest), None, None)
+    return Source(pl.scan_parquet(tmp), str(dest), (tmp,), fmt)
 
 
 def check_tmp_dir(tmp_dir) -> None:
@@ -90,50 +186,199 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+class CommitGroup:
+    """Several outputs (OUTPUT and its report, say) written to private temporary files
+    and made visible together: after ``commit`` either every destination holds its new
+    file, or (an error, an interrupt) every destination is as it was before.
+
+    ``add(dest)`` creates the temporary file for ``dest`` (so a folder that cannot be
+    written fails before any work) and returns its path; ``temp(dest)`` finds it
+    again (``--risk`` reads the output before it is committed). ``commit`` flushes
+    every file to disk, then renames them (main outputs first, then side outputs,
+    each in the order added); a file a
+    rename replaces is kept as a hard link (a rename where links are not supported)
+    until every rename has succeeded, so that a failed rename puts back what each
+    earlier one replaced. Leaving the ``with`` block without ``commit`` (an error,
+    Ctrl-C) removes the temporary files.
+    """
+
+    def __init__(self) -> None:
+        self._items: list[tuple[Path, str, Path, Path]] = []  # (dest, tmp, parent, temporary folder)
+        self._main = 0  # the main outputs come first in ``_items``, the side outputs after
+        self.committed = False
+
+    def __enter__(self) -> "CommitGroup":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if not self.committed:
+            self.discard()
+        return False
+
+    def __contains__(self, dest) -> bool:
+        return any(same_file(d, dest) for d, *_ in self._items)
+
+    def add(self, dest: str | os.PathLike, tmp_dir: str | os.PathLike | None = None, *, side: bool = False) -> str:
+        """Create and return a private temporary path (mode 0600) for ``dest``. It goes
+        to ``tmp_dir`` only if that is on the same file system as ``dest`` (a rename
+        cannot cross file systems), otherwise beside ``dest``. Temporaries of dead runs
+        in that folder and beside ``dest`` are removed first (``tempfiles``). A ``side``
+        output (a report) is renamed after the others."""
+        if self.committed:
+            raise RuntimeError("this commit group is already committed")
+        path = Path(dest)
+        parent = path.parent if str(path.parent) else Path(".")
+        folder = Path(tmp_dir) if tmp_dir is not None and _same_device(Path(tmp_dir), parent) else parent
+        for used in {folder, parent}:  # a killed run may have used either
+            clean_stale(used)
+        tmp = private_file(folder, path.name)
+        item = (path, tmp, parent, folder)
+        if side:
+            self._items.append(item)
+        else:
+            self._items.insert(self._main, item)
+            self._main += 1
+        return tmp
+
+    def temp(self, dest: str | os.PathLike) -> str:
+        for d, tmp, *_ in self._items:
+            if d == Path(dest) or same_file(d, dest):
+                return tmp
+        raise KeyError(str(dest))
+
+    def discard(self) -> None:
+        """Remove every temporary file (the destinations are not touched)."""
+        for _, tmp, *_ in self._items:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    def commit(self) -> None:
+        """Flush every temporary file to disk and rename them all into place; on any
+        failure (or an interrupt) restore every destination already replaced and
+        remove the temporary files; errors become one-line EngineErrors."""
+        try:
+            check_signals()  # a signal whose exception was swallowed: commit nothing
+            for path, tmp, parent, folder in self._items:  # durable before any becomes visible
+                try:
+                    try:
+                        mode = stat.S_IMODE(os.stat(path).st_mode)
+                    except OSError:
+                        mode = 0o666 & ~_umask()
+                    with open(tmp, "rb+") as fh:
+                        os.fsync(fh.fileno())
+                    os.chmod(tmp, mode)
+                except OSError as exc:
+                    where = "" if folder == parent else f" (temporary file in {folder})"
+                    raise EngineError(f"cannot write {path}{where}: {os_reason(exc)}") from None
+            done: list[tuple[Path, str | None]] = []  # (dest, backup of the file it replaced)
+            try:
+                for path, tmp, parent, _ in self._items:
+                    backup, moved = _keep_previous(path) if len(self._items) > 1 else (None, False)
+                    try:
+                        os.replace(tmp, path)
+                    except BaseException as exc:
+                        if backup is not None:  # ``path`` was not replaced: its link goes, or it comes back
+                            _restore(path, backup) if moved else _unlink(backup)
+                        if isinstance(exc, OSError):
+                            raise EngineError(f"cannot move the result to {path}: {os_reason(exc)}") from None
+                        raise
+                    done.append((path, backup))
+            except BaseException:
+                for path, backup in reversed(done):
+                    _restore(path, backup)
+                raise
+            for _, backup in done:
+                if backup is not None:
+                    with contextlib.suppress(OSError):
+                        os.unlink(backup)
+            self.committed = True
+            for parent in {p for _, _, p, _ in self._items}:
+                _fsync_dir(parent)
+        finally:
+            if not self.committed:
+                self.discard()
+
+
+def _keep_previous(path: Path) -> tuple[str | None, bool]:
+    """Before a rename replaces ``path``: ``(backup, moved)``, a hard link to the file
+    there (None if there is none), named like a temporary file (a killed run's is
+    cleaned as one); ``moved`` when links are not supported and the file was moved."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode) and not path.is_symlink():
+            return None, False
+    except OSError:
+        return None, False
+    parent = path.parent if str(path.parent) else Path(".")
+    for _ in range(5):
+        backup = private_file(parent, path.name)
+        os.unlink(backup)
+        try:
+            os.link(path, backup, follow_symlinks=False)
+            return backup, False
+        except FileExistsError:
+            continue
+        except OSError:  # no hard links here: move it aside (restored on failure)
+            try:
+                os.rename(path, backup)
+            except OSError as exc:
+                raise EngineError(f"cannot replace {path}: {os_reason(exc)}") from None
+            return backup, True
+    raise EngineError(f"cannot replace {path}: no free temporary name")
+
+
+def _restore(path: Path, backup: str | None) -> None:
+    """Undo one destination: put its previous file back, or remove the new one."""
+    with contextlib.suppress(OSError):
+        if backup is not None:
+            os.replace(backup, path)
+        else:
+            os.unlink(path)
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
 @contextlib.contextmanager
-def atomic_output(dest: str | os.PathLike, tmp_dir: str | os.PathLike | None = None) -> Iterator[str]:
-    """Yield a private temporary path (mode 0600); if the block succeeds, flush it to disk
-    and rename it to ``dest`` (then with the mode of the file it replaces, or the
-    umask's). On any error or interrupt the temporary file is removed; an OSError in
-    the block (a full disk, say) becomes a one-line EngineError naming ``dest``.
+def atomic_output(dest: str | os.PathLike, tmp_dir: str | os.PathLike | None = None,
+                  group: CommitGroup | None = None) -> Iterator[str]:
+    """Yield a private temporary path (mode 0600) for ``dest``; if the block succeeds,
+    flush it to disk and rename it to ``dest`` (then with the mode of the file it
+    replaces, or the umask's). On any error or interrupt the temporary file is
+    removed; an OSError in the block (a full disk, say) becomes a one-line EngineError
+    naming ``dest``. With ``group`` (a ``CommitGroup``) the file joins the group and is
+    renamed by the group's ``commit``, with the group's other files.
 
     The temporary file goes to ``tmp_dir`` only if that is on the same file system
-    as ``dest`` (a rename cannot cross file systems), otherwise beside ``dest``.
-    Temporaries of dead runs in that folder and beside ``dest`` are removed first
-    (see ``tempfiles``).
+    as ``dest``, otherwise beside ``dest`` (see ``CommitGroup.add``).
     """
+    own = group is None
+    if own:
+        group = CommitGroup()
     path = Path(dest)
     parent = path.parent if str(path.parent) else Path(".")
-    folder = Path(tmp_dir) if tmp_dir is not None and _same_device(Path(tmp_dir), parent) else parent
-    for used in {folder, parent}:  # a killed run may have used either
-        clean_stale(used)
-    tmp = private_file(folder, path.name)
-    try:
+    with contextlib.ExitStack() as stack:
+        if own:
+            stack.enter_context(group)
+        tmp = group.add(dest, tmp_dir)
+        folder = Path(tmp).parent
         try:
-            yield tmp
             try:
-                mode = stat.S_IMODE(os.stat(path).st_mode)
-            except OSError:
-                mode = 0o666 & ~_umask()
-            with open(tmp, "rb+") as fh:  # durable before it becomes visible
-                os.fsync(fh.fileno())
-            os.chmod(tmp, mode)
-        except EngineError:
-            raise
-        except Exception as exc:
-            if not (isinstance(exc, OSError) or io_errno(exc)):  # a bug, not the file system
+                yield tmp
+            except EngineError:
                 raise
-            where = "" if folder == parent else f" (temporary file in {folder})"
-            raise EngineError(f"cannot write {path}{where}: {os_reason(exc)}") from None
-        try:
-            os.replace(tmp, path)
-        except OSError as exc:
-            raise EngineError(f"cannot move the result to {path}: {os_reason(exc)}") from None
-        _fsync_dir(parent)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+            except Exception as exc:
+                if not (isinstance(exc, OSError) or io_errno(exc)):  # a bug, not the file system
+                    raise
+                where = "" if folder == parent else f" (temporary file in {folder})"
+                raise EngineError(f"cannot write {path}{where}: {os_reason(exc)}") from None
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        if own:
+            group.commit()
 
 
 # The Parquet encoding of every output, streamed or whole: zstd level 1 (about 10 %

@@ -70,10 +70,25 @@ def os_reason(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+# bytes of the output's name kept in a temporary file's name: with the owner tag, the
+# random part and the suffix (at most 48 bytes) it stays within the 255 bytes file
+# systems allow, however long the output's name
+NAME_BYTES = 200
+
+
+def short_name(name: str, limit: int = NAME_BYTES) -> str:
+    """``name`` cut to at most ``limit`` bytes (UTF-8, whole characters)."""
+    raw = os.fsencode(name)
+    if len(raw) <= limit:
+        return name
+    return os.fsdecode(raw[:limit].decode("utf-8", "ignore").encode()) or "out"
+
+
 def private_file(folder, name: str) -> str:
-    """Create an empty file (mode 0600) for the output ``name`` in ``folder``; return its path."""
+    """Create an empty file (mode 0600) for the output ``name`` in ``folder``; return its
+    path. A long ``name`` is shortened in the temporary file's name (``NAME_BYTES``)."""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.{owner_tag()}-", suffix=TMP_SUFFIX, dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=f".{short_name(name)}.{owner_tag()}-", suffix=TMP_SUFFIX, dir=folder)
     except OSError as exc:
         raise EngineError(f"cannot create a temporary file in {folder}: {os_reason(exc)}") from None
     os.close(fd)
