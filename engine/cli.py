@@ -389,7 +389,6 @@ def _signals_as_interrupts():
         if signal.getsignal(sig) is not signal.SIG_IGN:
             previous[sig] = signal.signal(sig, _on_signal)
     previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, _on_alarm)
-    received_signals.clear()
     _delivery.clear()
     _delivery["unsafe"] = _unsafe_code()
     hook = sys.unraisablehook
@@ -500,6 +499,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="microagg: %(message)s")
     try:
+        # a signal that came before the command (``entry``'s handler, while NumPy was
+        # imported: an extension module can turn the interrupt into a swallowed ImportError)
+        check_signals()
         with _signals_as_interrupts():
             code = COMMANDS[args.command](args)
             check_signals()  # a signal whose exception was swallowed: not a success

@@ -480,3 +480,19 @@ def test_an_error_after_a_signal_is_the_signal(table, tmp_path, capsys, monkeypa
     assert code == 130, err
     assert "internal error" not in err and not out.exists() and _ours(tmp_path) == []
     assert errors.received_signals == []  # not carried into the next command or API call
+
+
+def test_a_signal_before_the_command_is_not_lost(table, tmp_path, capsys):
+    """A signal noted by ``entry``'s handler before ``main`` (its interrupt swallowed by an
+    extension module's import, which turns it into an ImportError that ``entry`` ignores)
+    stops the run: 130, nothing written. It used to be cleared when the command began, and
+    the run exited 0."""
+    _, src = table
+    out = tmp_path / "out.parquet"
+    from engine import errors
+
+    errors.received_signals.append(signal.SIGINT)
+    code, err = _run(["anonymize", src, out, *ANON], capsys)
+    assert code == 130, err
+    assert not out.exists() and _ours(tmp_path) == []
+    assert errors.received_signals == []
