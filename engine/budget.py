@@ -42,7 +42,7 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int) -
     block = cfg.block_size or DEFAULT_BLOCK_SIZE
     chunk = cfg.chunk_rows
     if cfg.memory_limit is None:
-        return Budget(block, chunk, False)
+        return Budget(block, chunk, False, 2 * block)
     limit = cfg.memory_limit
     fixed = psutil.Process().memory_info().rss
     free = limit - fixed

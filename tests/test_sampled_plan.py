@@ -130,3 +130,17 @@ def test_a_bad_value_is_reported_with_its_row(tmp_path, where):
         engine.anonymize(str(d), out, qi=QI, k=3, block_size=2_000)
     assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name != "bad"]
+
+
+def test_a_file_sorted_on_a_qi_keeps_blocks_near_the_block_size(tmp_path):
+    """A file sorted on its QI: the row-group sample sees an eighth of the value range,
+    and its plan put 36,000 rows in one block of a 10,000-row block size. Without a
+    memory limit a block above twice the block size now falls back to pass 1's sample
+    of every row group, whose plan keeps every block at most the block size here."""
+    n = 80_000
+    x = np.sort(np.random.default_rng(0).normal(size=n))
+    src = tmp_path / "sorted.parquet"
+    pl.DataFrame({"x": x}).write_parquet(src, row_group_size=1_000)
+    rep = engine.anonymize(str(src), tmp_path / "o.parquet", qi=["x"], k=3, block_size=2_000)
+    assert rep.blocks > 1
+    assert rep.block_rows_max <= 2_000, rep.block_rows_max
