@@ -7,7 +7,7 @@ QIs: age is numeric; every other QI (education, marital_status, occupation,
 workclass, race, sex, native_country) is categorical with a flat domain (set
 generalization; the seed's taxonomies are not printed in it). Each experiment
 runs with the default epsilon = H(SA) (which forces a single class, see
-engine/maxent.py) and with epsilon = 0.95 and 0.9 * H(SA).
+engine/methods/maxent.py) and with epsilon = 0.95 and 0.9 * H(SA).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.maxent import encode_table, entropy_bits, maxent_partition  # noqa: E402
-from engine.mnqia import mdav_range_loss, mnqia_partition  # noqa: E402
+from engine.methods.maxent import encode_table, entropy_bits, maxent_partition  # noqa: E402
+from engine.methods.mnqia import mdav_range_loss, mnqia_partition  # noqa: E402
 
 EXPERIMENTS = [
     ("workclass", ["age", "education", "marital_status", "occupation", "race", "sex", "native_country"]),

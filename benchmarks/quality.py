@@ -12,7 +12,7 @@ quasi-identifiers, z-scores with the population sd, IL = 100 * SSE / SST.
 Refinement runs without a budget (to convergence); ``ga`` is deterministic for its seed.
 
 Held-out: the six numeric columns of UCI Adult (tests/data/adult.csv), which
-played no part in choosing the refinement's settings (engine/refine.py).
+played no part in choosing the refinement's settings (engine/passes/refine.py).
 
 Timing: ``local`` on a census-like table (engine.synth.census_like, its 8 numeric
 QIs, k = 5) against MDAV on the same table; the issue asks for at most 2x on 1M
@@ -33,7 +33,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.kernels import mdav as _mdav  # noqa: E402
-from engine.refine import refine_partition  # noqa: E402
+from engine.passes.refine import refine_partition  # noqa: E402
 from engine.synth import NUMERIC_QI, census_like  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"

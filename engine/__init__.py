@@ -12,7 +12,8 @@ __all__ = ["microaggregate", "anonymize", "RunConfig", "RunResult", "Report", "E
 # NumPy or Numba until a name that needs them is used.
 _LAZY = {"microaggregate": ".api", "anonymize": ".api", "RunConfig": ".config", "METHODS": ".config",
          "RunResult": ".coordinator", "EngineError": ".errors", "Report": ".report",
-         "verify_release": ".verify", "VerifyResult": ".verify", "disclosure_risk": ".risk", "RiskResult": ".risk"}
+         "verify_release": ".audit.verify", "VerifyResult": ".audit.verify", "disclosure_risk": ".audit.risk",
+         "RiskResult": ".audit.risk"}
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the names as the lazy imports give them
     from .api import anonymize, microaggregate
@@ -20,8 +21,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as the lazy imports g
     from .coordinator import RunResult
     from .errors import EngineError
     from .report import Report
-    from .risk import RiskResult, disclosure_risk
-    from .verify import VerifyResult, verify_release
+    from .audit.risk import RiskResult, disclosure_risk
+    from .audit.verify import VerifyResult, verify_release
 
 
 def _version() -> str:

@@ -155,7 +155,7 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
     rename). Prints nothing unless ``progress``; logs through ``logging``
     (logger ``"engine"``); Numba's thread count is restored afterwards.
     With ``risk``, the finished output is compared with ``source`` and the
-    disclosure risk (``engine.risk``: DBRL, interval disclosure) goes into
+    disclosure risk (``engine.audit.risk``: DBRL, interval disclosure) goes into
     ``report.risk``.
 
     The disclosure risk is measured on the finished output before it is renamed into
@@ -208,8 +208,8 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
             cols = cfg.qi
         if risk:
             from .io.source import open_source
-            from .risk import disclosure_risk
-            from .verify import is_numeric, parse_columns
+            from .audit.risk import disclosure_risk
+            from .audit.verify import is_numeric, parse_columns
 
             if method in ("maxent", "mnqia"):  # the QIs that are numeric (the MDAV family's all are)
                 with open_source(source, csv=csv_opts, tmp_dir=tmp_dir) as src:

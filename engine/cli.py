@@ -207,7 +207,7 @@ def _check_json(args, *inputs) -> None:
 
 
 def _cmd_verify(args) -> int:
-    from .verify import verify_release
+    from .audit.verify import verify_release
 
     _check_json(args, args.output, args.original)
     res = verify_release(args.output, args.qi, args.k, sa=args.sa, l=args.l, epsilon=args.epsilon,
@@ -221,7 +221,7 @@ def _cmd_verify(args) -> int:
 
 
 def _cmd_risk(args) -> int:
-    from .risk import disclosure_risk
+    from .audit.risk import disclosure_risk
 
     _check_json(args, args.original, args.masked)
     res = disclosure_risk(args.original, args.masked, args.qi, p=args.p, chunk_rows=args.chunk_rows,
@@ -238,8 +238,8 @@ def _anonymize_risk(args, qi, group):
     fails or is interrupted leaves nothing."""
     from .io.sink import written_source
     from .io.source import open_source
-    from .risk import disclosure_risk
-    from .verify import is_numeric, parse_columns
+    from .audit.risk import disclosure_risk
+    from .audit.verify import is_numeric, parse_columns
 
     csv = _csv(args)
     with open_source(args.input, csv=csv, tmp_dir=args.tmp_dir) as src:

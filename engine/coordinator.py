@@ -18,7 +18,7 @@ import numba
 import numpy as np
 import polars as pl
 
-from .aggregate import aggregate_block, aggregate_blocks
+from .passes.aggregate import aggregate_block, aggregate_blocks
 from .budget import plan_budget
 from .config import RunConfig
 from .errors import EngineError
@@ -27,12 +27,12 @@ from .io.schema import check_output_types
 from .io.source import open_source
 from .io.spill import BlockStore
 from .kernels.groups import count_labels
-from .profile import Moments, check_columns, profile_columns
+from .passes.profile import Moments, check_columns, profile_columns
 from .progress import Progress
 from .report import PeakRSS, Report
-from .partition import partition_pass, plan_blocks, sample_profile, sample_row_groups, sample_stride, standardized
-from .stitch import Groups, Stitcher, aligned_zeros, standardize, stitch_blocks
-from .write import write_pass
+from .passes.partition import partition_pass, plan_blocks, sample_profile, sample_row_groups, sample_stride, standardized
+from .passes.stitch import Groups, Stitcher, aligned_zeros, standardize, stitch_blocks
+from .passes.write import write_pass
 
 log = logging.getLogger("engine")
 
@@ -224,7 +224,7 @@ def _one_block(source, cfg, profile, budget, passes, refined, cols) -> Groups:
     passes["aggregate"] = time.perf_counter() - t
     if cfg.refine is not None:
         t = time.perf_counter()
-        from .refine import refine_partition  # imported when used: start-up time
+        from .passes.refine import refine_partition  # imported when used: start-up time
 
         res = refine_partition(Zg, local, cfg.k, mode=cfg.refine, budget_seconds=cfg.refine_seconds,
                                max_rounds=cfg.refine_rounds, seed=cfg.seed)
@@ -314,7 +314,7 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
     if cfg.refine is not None:
         t = time.perf_counter()
         with Progress("refine", rows, cfg.progress) as bar:
-            from .border import refine_borders  # imported when used: start-up time
+            from .passes.border import refine_borders  # imported when used: start-up time
 
             stats, n_groups = refine_borders(store, units, profile, cols, labels, n_groups, cfg, bar)
             refined.update(stats)

@@ -111,7 +111,7 @@ class Report:
     # the write pass's self-check: rows written, published classes, smallest class
     verified: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
-    risk: dict | None = None  # engine.risk.RiskResult.to_dict(), with anonymize --risk / risk=True
+    risk: dict | None = None  # engine.audit.risk.RiskResult.to_dict(), with anonymize --risk / risk=True
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -3,14 +3,14 @@
 Both publish *generalized* quasi-identifiers (``<col>_min`` / ``<col>_max`` ranges,
 or the class mean; categorical QIs as the set of their values) rather than
 centroids, so they have their own driver beside the MDAV coordinator. It reuses
-the coordinator's streaming machinery (``engine.profile``, ``engine.partition``,
-``engine.io.spill``, ``engine.budget``, ``engine.write``'s writer).
+the coordinator's streaming machinery (``engine.passes.profile``, ``engine.passes.partition``,
+``engine.io.spill``, ``engine.budget``, ``engine.passes.write``'s writer).
 
 Two paths, chosen as the coordinator chooses (``block_size`` / ``memory_limit``,
 same defaults, sized by :func:`engine.budget.plan_budget`):
 
 * **One block** (rows <= block size): validate -> load the whole table ->
-  partition (``engine.maxent`` / ``engine.mnqia``) -> generalize -> write through
+  partition (``engine.methods.maxent`` / ``engine.methods.mnqia``) -> generalize -> write through
   a temporary file -> report. This is the exact, seed-faithful run.
 * **Block by block** (more rows), memory bounded by the block size:
 
@@ -48,7 +48,7 @@ same defaults, sized by :func:`engine.budget.plan_budget`):
      gives ``<col>_min`` / ``<col>_max`` (the column's dtype) or the mean
      (Float64), and the categorical sets (sorted, escaped, joined by ``|``:
      ``maxent.join_categories``); other columns
-     pass through. Written with ``engine.write``'s writer (Parquet row groups of a
+     pass through. Written with ``engine.passes.write``'s writer (Parquet row groups of a
      fixed size), so the file's bytes do not depend on the chunk size, through
      ``atomic_output``.
 
@@ -75,7 +75,7 @@ fusions were needed; each unit's own class merges (reaching epsilon or k inside
 the unit, as in memory) are summed in ``merges``. Every class is then at
 or above epsilon, re-checked from the spilled SA codes before anything is
 written. The degenerate default epsilon = H with coprime SA counts (only the
-whole table can reach it, see ``engine.maxent``) is detected from the global
+whole table can reach it, see ``engine.methods.maxent``) is detected from the global
 counts: the result is one class, published without partitioning. With epsilon
 close to H, fusions can grow a unit well past the block size (memory then
 follows the largest unit, reported as ``block_rows_max``); a warning is logged
@@ -321,8 +321,8 @@ def _check_span(c, method, lo, hi) -> None:
 
 
 def _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output):
-    from .maxent import encode_table, generalize, maxent_partition
-    from .mnqia import mdav_range_loss, mnqia_partition
+    from .methods.maxent import encode_table, generalize, maxent_partition
+    from .methods.mnqia import mdav_range_loss, mnqia_partition
 
     df = source.collect()
     _first_bad(df, qi, sa, method)
@@ -355,7 +355,7 @@ def _first_bad(frame, qi, sa, method, offset=0, columns=None) -> None:
     """Raise for the first null, NaN or infinite value of the QIs and the SA (or of
     ``columns`` among them) by row, whatever its kind and column, in the messages of
     the method's own checks (mnqia: the profile pass's; maxent: ``encode_table``'s)."""
-    from .profile import bad_value_error, first_bad
+    from .passes.profile import bad_value_error, first_bad
 
     cols = [c for c in qi + ([sa] if sa else []) if columns is None or c in columns]
     hit = first_bad(frame, cols)
@@ -426,7 +426,7 @@ def _dictionary_pass(source, cat, sa, chunk_rows, rows, progress, num=()):
     row; when there is one, the numeric QIs ``num`` (checked by the next pass) are
     read up to its row first, so that an earlier bad numeric value is reported
     instead (the first bad value by row, whatever the column)."""
-    from .profile import first_bad
+    from .passes.profile import first_bad
     from .progress import Progress
 
     cols = list(cat) + [sa]
@@ -456,7 +456,7 @@ def _dictionary_pass(source, cat, sa, chunk_rows, rows, progress, num=()):
 def _numeric_before(source, num, end, chunk_rows) -> None:
     """Raise (the profile pass's message) for the first null, NaN or infinite value of
     the numeric QIs ``num`` in rows before ``end``, if there is one (an error path only)."""
-    from .profile import first_bad_value
+    from .passes.profile import first_bad_value
 
     if not num:
         return
@@ -468,7 +468,7 @@ def _numeric_before(source, num, end, chunk_rows) -> None:
 
 
 def _entropy_counts(cnt) -> float:
-    """Entropy (bits) of a count vector; the formula of ``engine.maxent.entropy_bits``."""
+    """Entropy (bits) of a count vector; the formula of ``engine.methods.maxent.entropy_bits``."""
     cnt = np.asarray(cnt)
     total = cnt.sum()
     if total == 0:
@@ -568,10 +568,10 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
     from .coordinator import release_memory
     from .kernels.groups import count_labels
     from .kernels.partition import scatter_labels
-    from .maxent import ENTROPY_TOL, discernibility, entropy_histogram, maxent_partition
-    from .mnqia import mdav_range_loss, mnqia_partition
-    from .partition import partition_pass, plan_blocks, sample_stride, standardized
-    from .profile import profile_columns
+    from .methods.maxent import ENTROPY_TOL, discernibility, entropy_histogram, maxent_partition
+    from .methods.mnqia import mdav_range_loss, mnqia_partition
+    from .passes.partition import partition_pass, plan_blocks, sample_stride, standardized
+    from .passes.profile import profile_columns
     from .progress import Progress
 
     schema = source.schema
@@ -750,7 +750,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
             pub[c] = [pl.Series(f"{c}_min", mn[:, j]).cast(dt), pl.Series(f"{c}_max", mx[:, j]).cast(dt)]
         else:
             pub[c] = [pl.Series(c, sums[:, j] / size, dtype=pl.Float64)]
-    from .maxent import join_categories
+    from .methods.maxent import join_categories
 
     sets = {}
     for j, c in enumerate(cat):
@@ -806,7 +806,7 @@ def _il_sum(size, mn, mx, R):
 def _write_pass(source, path, fmt, labels, pub, sets, chunk_rows, progress, rows):
     """Stream the input in order; each row's class gives its generalized QIs."""
     from .progress import Progress
-    from .write import _Writer
+    from .passes.write import _Writer
 
     writer = _Writer(path, fmt)
     try:

@@ -352,7 +352,7 @@ def test_duplicate_header_refused(tmp_path, capsys):
 
 
 def _selfcheck_classes(frame, qi):
-    from engine.selfcheck import ClassCounter
+    from engine.passes.selfcheck import ClassCounter
 
     cc = ClassCounter(qi, 4)
     cc.add(frame)
@@ -386,7 +386,7 @@ def test_verify_original_with_empty_column_name(tmp_path, capsys, fmt):
 def test_category_sets_escape_separator(tmp_path):
     """maxent publishes a class's categories joined by |; a category holding | or \\ is
     escaped, and split_categories reads the set back."""
-    from engine.maxent import generalize, join_categories, split_categories
+    from engine.methods.maxent import generalize, join_categories, split_categories
     from engine.sensitive import anonymize_sensitive
 
     cats = ["a|b", "c", "d\\", "|", ""]
@@ -430,7 +430,7 @@ def test_verify_reads_escaped_sets_back(tmp_path, capsys):
     assert any("\\|" in v for v in published["cat"].to_list())
     # row 10's set without its original category (unescaped, "a|b" would read as {a, b})
     others = sorted({"a|b", "b", "c\\d", "e|"} - {frame["cat"][9]})
-    from engine.maxent import join_categories
+    from engine.methods.maxent import join_categories
 
     bad = published.with_columns(pl.when(pl.int_range(pl.len()) == 9).then(pl.lit(join_categories(others)))
                                  .otherwise(pl.col("cat")).alias("cat"))

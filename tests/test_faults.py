@@ -18,7 +18,7 @@ import pytest
 
 import engine
 import engine.coordinator as coordinator
-import engine.write as write
+import engine.passes.write as write
 from engine.cli import main
 from engine.errors import EngineError, VerificationError
 from engine.io import tempfiles

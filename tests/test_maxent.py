@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import reference_sensitive as ref
 from engine.errors import EngineError
-from engine.maxent import (
+from engine.methods.maxent import (
     _prepare,
     discernibility,
     encode_table,

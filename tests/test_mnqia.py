@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import reference_sensitive as ref
 from engine.errors import EngineError
-from engine.mnqia import mdav_range_loss, mnqia_partition, range_loss, segment_1d
+from engine.methods.mnqia import mdav_range_loss, mnqia_partition, range_loss, segment_1d
 
 # Seed 002 Table 1: T1..T9 (Age, Zip)
 AGE = [27, 22, 34, 26, 30, 32, 22, 37, 39]

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine.aggregate import SIZE_BOUNDS
+from engine.passes.aggregate import SIZE_BOUNDS
 
 methods = st.sampled_from(["mdav", "mdav-single", "vmdav", "ivmdav"])
 

@@ -1,4 +1,4 @@
-"""Refinement (engine/refine.py, engine/kernels/refine.py): invariants and exactness.
+"""Refinement (engine/passes/refine.py, engine/kernels/refine.py): invariants and exactness.
 
 Properties: SSE never increases, sizes stay in [k, 2k-1] (oversized groups only
 shrink), every row stays in exactly one group, reported SSEs match from-scratch
@@ -16,7 +16,7 @@ import reference_refine as ref
 from engine.errors import EngineError
 from engine.kernels import mdav as _mdav
 from engine.kernels import refine as K
-from engine.refine import refine_partition, renumber
+from engine.passes.refine import refine_partition, renumber
 
 from conftest import DATA
 
@@ -356,7 +356,7 @@ def test_border_refinement_may_create_groups(monkeypatch):
     """A window's refinement can re-cut its groups into more groups: they get new global
     ids (this once raised "refinement created more groups than it was given")."""
     import engine
-    import engine.border as border
+    import engine.passes.border as border
     from engine.cli import DEMO_QI
     from engine.synth import census_like
 

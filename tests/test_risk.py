@@ -14,7 +14,7 @@ from engine.cli import main
 from engine.errors import EngineError
 from engine.kernels.kdtree import build_kdtree
 from engine.kernels.risk import find_rows, nearest_all
-from engine.risk import disclosure_risk
+from engine.audit.risk import disclosure_risk
 
 DATA = Path(__file__).parent / "data"
 CENSUS_QI = "AFNLWGT,AGI,EMCONTRB,FEDTAX,PTOTVAL,STATETAX,TAXINC,POTHVAL,INTVAL,PEARNVAL,FICA,WSALVAL,ERNVAL"

@@ -16,8 +16,8 @@ from engine.budget import Budget
 from engine.errors import EngineError
 from engine.io.source import open_source
 from engine.io.spill import BlockStore
-from engine.partition import plan_blocks, partition_pass, sample_profile, sample_row_groups, standardized
-from engine.profile import Moments, profile_columns
+from engine.passes.partition import plan_blocks, partition_pass, sample_profile, sample_row_groups, standardized
+from engine.passes.profile import Moments, profile_columns
 from engine.synth import NUMERIC_QI, census_like
 
 QI = list(NUMERIC_QI)

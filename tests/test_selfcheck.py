@@ -8,7 +8,7 @@ import pytest
 
 from engine.errors import VerificationError
 from engine.kernels.groups import column_sums, gather_columns
-from engine.selfcheck import ClassCounter
+from engine.passes.selfcheck import ClassCounter
 import polars as pl
 
 from reference import publish

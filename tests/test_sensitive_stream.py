@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import DATA
 from engine.errors import EngineError
-from engine.maxent import entropy_bits
+from engine.methods.maxent import entropy_bits
 from engine.sensitive import anonymize_sensitive, fuse_units
 
 MAXENT_QI = ["age", "education", "marital_status", "race", "sex"]
@@ -235,7 +235,7 @@ def test_default_epsilon_single_class_without_partition(adult):
 
 
 def test_interrupt_removes_spill_and_output(adult, tmp_path, monkeypatch):
-    import engine.maxent as M
+    import engine.methods.maxent as M
 
     calls = {"n": 0}
     real = M.maxent_partition

@@ -213,12 +213,12 @@ def test_a_failing_risk_step_leaves_nothing(table, tmp_path, capsys, monkeypatch
     """--risk reads the temporary output before the commit: its failure leaves no OUTPUT."""
     _, src = table
     out, report = tmp_path / "out.parquet", tmp_path / "r.json"
-    import engine.risk
+    import engine.audit.risk
 
     def fail(*a, **kw):
         raise engine.EngineError("risk failed on purpose")
 
-    monkeypatch.setattr(engine.risk, "disclosure_risk", fail)
+    monkeypatch.setattr(engine.audit.risk, "disclosure_risk", fail)
     code, err = _run(["anonymize", src, out, *ANON, "--method", method, "--risk", "--report", report], capsys)
     _one_line_error(code, err, "risk failed on purpose")
     assert not out.exists() and not report.exists() and _ours(tmp_path) == []
@@ -232,7 +232,7 @@ def test_api_anonymize_report_and_risk_are_atomic(table, tmp_path, monkeypatch):
     os.unlink(out), os.unlink(report)
     with pytest.raises(engine.EngineError, match="report"):
         engine.anonymize(src, out, ["a", "b", "c"], 3, report=src)
-    from engine import risk as risk_module
+    import engine.audit.risk as risk_module
 
     monkeypatch.setattr(risk_module, "disclosure_risk", lambda *a, **kw: 1 / 0)
     with pytest.raises(ZeroDivisionError):
@@ -271,7 +271,7 @@ def test_an_interrupt_inside_a_kernel_is_an_interrupt(table, tmp_path, capsys, m
     _, src = table
     out = tmp_path / "out.parquet"
     import engine.cli
-    import engine.risk
+    import engine.audit.risk
 
     for exc, code_wanted in [(KeyboardInterrupt(), 130), (engine.cli.Terminated(), 143)]:
         def kernel(*a, exc=exc, **kw):
@@ -280,7 +280,7 @@ def test_an_interrupt_inside_a_kernel_is_an_interrupt(table, tmp_path, capsys, m
             except KeyboardInterrupt as e:
                 raise SystemError("CPUDispatcher(build_kdtree) returned a result with an exception set") from e
 
-        monkeypatch.setattr(engine.risk, "build_kdtree", kernel)
+        monkeypatch.setattr(engine.audit.risk, "build_kdtree", kernel)
         code, err = _run(["anonymize", src, out, *ANON, "--risk"], capsys)
         assert code == code_wanted, err
         assert "no partial output left" in err and "internal error" not in err

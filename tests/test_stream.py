@@ -15,7 +15,7 @@ import engine
 from engine.errors import EngineError
 from engine.io.spill import SPILL_PREFIX
 from engine.kernels.partition import assign_leaves, counting_order
-from engine.partition import plan_blocks
+from engine.passes.partition import plan_blocks
 from engine.synth import NUMERIC_QI, census_like
 from reference import tie_key
 
@@ -270,8 +270,8 @@ def test_border_refinement_lowers_loss_and_keeps_guarantees(census_dir, blocked,
 def test_routing_raw_rows_equals_routing_standardized_rows(seed):
     """``Plan.route`` compares raw values with bounds derived from the standardized
     thresholds: the leaves must be exactly those of standardizing, then ``assign``."""
-    from engine.partition import standardized
-    from engine.profile import Profile
+    from engine.passes.partition import standardized
+    from engine.passes.profile import Profile
 
     rng = np.random.default_rng(seed)
     n = 20_000

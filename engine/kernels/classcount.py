@@ -49,7 +49,7 @@ def count_keys(new_keys, new_counts, start, table, used, max_used, bits):
 def hash_column(values, h):
     """Fold a float64 column into the row hashes ``h`` (uint64, updated in place):
     ``h = splitmix64(h ^ bits(v))``: -0.0 and 0.0 hash apart (a reader of the output
-    tells them apart, so they are two classes: ``engine.selfcheck``)."""
+    tells them apart, so they are two classes: ``engine.passes.selfcheck``)."""
     for i in range(h.shape[0]):
         z = h[i] ^ np.float64(values[i]).view(np.uint64)
         z = z + np.uint64(0x9E3779B97F4A7C15)

@@ -1,6 +1,6 @@
 """Refinement of a microaggregation partition: exact local search and windowed GA.
 
-Pure Numba kernels on NumPy arrays (driver: ``engine/refine.py``).
+Pure Numba kernels on NumPy arrays (driver: ``engine/passes/refine.py``).
 
 State of a partition of the rows of ``Z`` (n, d) into group *slots*:
 

@@ -1,4 +1,4 @@
-"""Kernels of the disclosure-risk measures (``engine.risk``).
+"""Kernels of the disclosure-risk measures (``engine.audit.risk``).
 
 * ``nearest_with_ties``: the smallest squared distance from a point to the rows of
   a kd-tree (``engine.kernels.kdtree``, built once and never modified here) and

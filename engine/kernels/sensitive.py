@@ -1,6 +1,6 @@
 """Numba kernels for the sensitive-attribute methods: maximum-entropy classes
-(seed 001, driven by ``engine/maxent.py``) and MNQIA (seed 002, driven by
-``engine/mnqia.py``). The drivers document the algorithms and validate input;
+(seed 001, driven by ``engine/methods/maxent.py``) and MNQIA (seed 002, driven by
+``engine/methods/mnqia.py``). The drivers document the algorithms and validate input;
 these loops assume valid arrays. ``tests/reference_sensitive.py`` re-implements
 each of them plainly, and the tests compare.
 
@@ -722,7 +722,7 @@ def _conflicts(b, bseg, capoff, used, stamp):
 
 @njit(cache=True, nogil=True)
 def mmdcf(Xn, bseg, bstart, bmem, slice_start, slice_b, capoff, cap, k, scan_dim):
-    """MMDCF grouping (seed 002 steps 8-24 as read in ``engine/mnqia.py``).
+    """MMDCF grouping (seed 002 steps 8-24 as read in ``engine/methods/mnqia.py``).
 
     ``bseg`` (B, d): the 1-D group of every non-empty bucket in each dimension,
     buckets in lexicographic order; bucket b's rows are ``bmem[bstart[b]:...]``

@@ -61,9 +61,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import EngineError
-from .kernels import sensitive as K
-from .kernels.mdav import MDAV, microaggregate
+from ..errors import EngineError
+from ..kernels import sensitive as K
+from ..kernels.mdav import MDAV, microaggregate
 
 
 @dataclass

@@ -79,9 +79,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from .errors import EngineError
-from .kernels import sensitive as K
-from .kernels.som import som_fit
+from ..errors import EngineError
+from ..kernels import sensitive as K
+from ..kernels.som import som_fit
 
 ENTROPY_TOL = 1e-9
 
@@ -150,7 +150,7 @@ class MaxEntResult:
 
 @dataclass
 class EncodedTable:
-    """Arrays for :func:`maxent_partition` / :func:`engine.mnqia.mnqia_partition`.
+    """Arrays for :func:`maxent_partition` / :func:`engine.methods.mnqia.mnqia_partition`.
 
     Q (n, d) float64: numeric QIs in original units, categorical QIs as codes.
     kinds: "numeric" / "categorical" per QI. cardinalities: categories per QI

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from .io.source import Source, numeric_values
-from .io.spill import BlockStore
-from .kernels.moments import standardize_serial
-from .kernels.partition import (assign_leaves, counting_order, gather_records, gather_records_narrow, plan_tree,
+from ..io.source import Source, numeric_values
+from ..io.spill import BlockStore
+from ..kernels.moments import standardize_serial
+from ..kernels.partition import (assign_leaves, counting_order, gather_records, gather_records_narrow, plan_tree,
                                 route_rows, tie_keys)
 from .profile import Moments, Profile
-from .progress import Progress
+from ..progress import Progress
 
 
 @dataclass

@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .errors import VerificationError
-from .kernels.classcount import count_keys, hash_column
+from ..errors import VerificationError
+from ..kernels.classcount import count_keys, hash_column
 
 _SEED = 0x6D6963726F616767  # any fixed seed
 

@@ -1,7 +1,7 @@
 """Refine pass (streaming): refinement inside blocks and across their borders.
 
 Blocked MDAV loses quality where a block's border cuts through a natural group.
-After every block is aggregated, this pass runs ``engine.refine.refine_partition``
+After every block is aggregated, this pass runs ``engine.passes.refine.refine_partition``
 on windows of two neighbouring units (units are numbered in the partition's
 depth-first order, so consecutive ones touch in space): first the pairs (0,1),
 (2,3), ..., then (1,2), (3,4), .... Each window loads both units' rows from the
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels.partition import take_labels
+from ..kernels.partition import take_labels
 from .partition import standardized
 from .refine import refine_partition
 

@@ -50,8 +50,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import EngineError
-from .kernels import refine as _k
+from ..errors import EngineError
+from ..kernels import refine as _k
 
 MODES = ("local", "ga")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels import mdav as _mdav
-from .progress import Progress
+from ..kernels import mdav as _mdav
+from ..progress import Progress
 
 # Group-size bounds per method, for documentation, checks and property tests:
 # (min, max) as multiples of k; V-MDAV's leftovers (< k rows) join their nearest
@@ -62,9 +62,9 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from .kernels.groups import accumulate_scaled_sums, published_sse
-    from .kernels.leaf import aggregate_leaves
-    from .kernels.partition import scatter_labels
+    from ..kernels.groups import accumulate_scaled_sums, published_sse
+    from ..kernels.leaf import aggregate_leaves
+    from ..kernels.partition import scatter_labels
     from .partition import standardized
 
     def work(unit):

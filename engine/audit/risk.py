@@ -57,10 +57,10 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
-from .errors import EngineError
-from .io.source import Source, open_source
-from .kernels.kdtree import build_kdtree
-from .kernels.risk import find_rows, nearest_all, score_rows
+from ..errors import EngineError
+from ..io.source import Source, open_source
+from ..kernels.kdtree import build_kdtree
+from ..kernels.risk import find_rows, nearest_all, score_rows
 from .verify import ClassCounter, ScaledMoments, aligned_frames, check_whole, is_numeric, parse_columns, \
     published_columns
 
@@ -87,7 +87,7 @@ class RiskResult:
         return asdict(self)
 
     def to_json(self) -> str:
-        from .report import json_text
+        from ..report import json_text
 
         return json_text(self.to_dict())
 
@@ -166,7 +166,7 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
     See the module docstring for the definitions, ties, and memory.
     Raises ``EngineError`` on bad input.
     """
-    from .io.source import csv_options
+    from ..io.source import csv_options
 
     osrc = open_source(original, csv=csv_options(separator, null_values, encoding))
     try:

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .kernels.groups import accumulate_group_sums
-from .kernels.moments import standardize_into
+from ..kernels.groups import accumulate_group_sums
+from ..kernels.moments import standardize_into
 from .profile import Profile
 
 
@@ -89,7 +89,7 @@ def stitch_blocks(store, units, profile: Profile, labels: np.ndarray, n_groups: 
     ids are compacted in place to 0..G-1 keeping their order. Sums run block by
     block in row order, so they do not depend on chunking or threads.
     """
-    from .kernels.partition import take_labels
+    from ..kernels.partition import take_labels
     d = len(profile.columns)
     sx = aligned_zeros(n_groups, d)
     cnt = np.zeros(n_groups, np.int64)

@@ -13,10 +13,10 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
-from .errors import EngineError
-from .io.source import Source, numeric_values
-from .kernels.moments import accumulate_moments
-from .progress import Progress
+from ..errors import EngineError
+from ..io.source import Source, numeric_values
+from ..kernels.moments import accumulate_moments
+from ..progress import Progress
 
 
 @dataclass(frozen=True)

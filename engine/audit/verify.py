@@ -43,7 +43,7 @@ at most ``rows / k`` rows of the QI columns, plus one chunk of the release.
 
 Information loss. ``IL = 100 * SSE / SST`` on the QIs standardized by the
 original's mean and population standard deviation, the engine's definition
-(``engine/write.py``): SST around the original column means, SSE between original
+(``engine/passes/write.py``): SST around the original column means, SSE between original
 and published values, columns with a constant original value left out of both.
 Since a standardized column's SST is n, this equals the mean over the non-constant
 QIs of ``100 * SSE_j / SST_j`` in raw units, which is what is accumulated here in
@@ -64,8 +64,8 @@ from typing import Iterator, Sequence
 import numpy as np
 import polars as pl
 
-from .errors import EngineError
-from .io.source import Source, open_source
+from ..errors import EngineError
+from ..io.source import Source, open_source
 
 ENTROPY_TOLERANCE = 1e-9
 _COUNT = "__microagg_verify_count__"
@@ -74,7 +74,7 @@ _DISTINCT = "__microagg_verify_distinct__"
 _ENTROPY = "__microagg_verify_entropy__"
 
 
-# --- shared helpers (also used by engine.risk) --------------------------------------
+# --- shared helpers (also used by engine.audit.risk) --------------------------------------
 
 
 def parse_columns(qi, what: str = "qi") -> list[str]:
@@ -279,7 +279,7 @@ class VerifyResult:
         return asdict(self)
 
     def to_json(self) -> str:
-        from .report import json_text
+        from ..report import json_text
 
         return json_text(self.to_dict(), default=_plain)
 
@@ -332,7 +332,7 @@ def _first_difference(a: pl.Series, b: pl.Series) -> int:
 
 def _split_set(text: str) -> list[str]:
     """The categories of a published set: split at each unescaped ``|``; ``\\x`` reads
-    as ``x``. (Written here again, not imported from ``engine.maxent``: verify shares
+    as ``x``. (Written here again, not imported from ``engine.methods.maxent``: verify shares
     no code with the engine that made the release.)"""
     out, cur, escaped = [], [], False
     for ch in text:
@@ -392,7 +392,7 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
     ``encoding``: how a CSV ``original`` is read (the release is read as the engine
     writes CSV: comma-separated UTF-8).
     """
-    from .io.source import csv_options
+    from ..io.source import csv_options
 
     csv = csv_options(separator, null_values, encoding)
     if csv is not None and original is None:
@@ -413,7 +413,7 @@ def _sign_keys(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     them apart: a CSV prints ``-0.0`` and ``0.0``, a Parquet file holds two bit
     patterns. An intruder who reads the release can tell the two sets of rows apart,
     so they are two equivalence classes, and k-anonymity must hold for each (the
-    finer partition is the safe one; the engine's self-check, ``engine.selfcheck``,
+    finer partition is the safe one; the engine's self-check, ``engine.passes.selfcheck``,
     counts them apart too)."""
     extra = [((pl.col(c) == 0.0) & ((1.0 / pl.col(c)) < 0.0)).fill_null(False).alias(_neg_zero(c))
              for c in keys if frame.schema[c].is_float()]

@@ -18,13 +18,13 @@ import polars as pl
 import pyarrow.parquet as pq
 from polars.io.plugins import register_io_source
 
-from .errors import EngineError, VerificationError
-from .io.source import Source, _first_line, numeric_values
-from .io.sink import PARQUET_OPTIONS
-from .io.tempfiles import io_errno
+from ..errors import EngineError, VerificationError
+from ..io.source import Source, _first_line, numeric_values
+from ..io.sink import PARQUET_OPTIONS
+from ..io.tempfiles import io_errno
 from .selfcheck import ClassCounter
-from .kernels.groups import column_sums, gather_columns
-from .progress import Progress
+from ..kernels.groups import column_sums, gather_columns
+from ..progress import Progress
 from .profile import Profile
 from .stitch import Groups
 
