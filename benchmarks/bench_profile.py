@@ -9,7 +9,7 @@ peak RSS and the ratio profile / read.
 
 * read: ``Source.iter_frames`` over the 20 columns in chunks, every column turned
   into a NumPy array (what the profile has to do anyway);
-* profile: ``engine.dependency.profile(path, columns, bins=64)`` (planning from
+* profile: ``engine.select.profile(path, columns, bins=64)`` (planning from
   the Parquet statistics, one counting pass, measures, tree).
 
     python benchmarks/bench_profile.py --rows 2000000          # a few seconds
@@ -93,7 +93,7 @@ class _PeakRSS:
 
 
 def worker(task: str, path: str, bins: int, chunk_rows: int, threads: int | None) -> dict:
-    from engine import dependency
+    from engine import select as dependency
     from engine.io import open_source
 
     src = open_source(path)

@@ -43,7 +43,8 @@ sys.path.insert(0, HERE)
 
 import make_tree_data  # noqa: E402
 
-from engine import dependency as D  # noqa: E402
+import research as R  # noqa: E402
+from engine import select as D  # noqa: E402
 from engine.kernels import mdav  # noqa: E402
 
 DATA = os.path.join(HERE, "..", "tests", "data")
@@ -100,17 +101,17 @@ def one_based(sub) -> str:
 
 def load(name: str):
     frame = pl.read_csv(os.path.join(DATA, f"{name}.csv"))
-    return frame, D.standardize(frame.to_numpy().astype(np.float64))
+    return frame, R.standardize(frame.to_numpy().astype(np.float64))
 
 
 def part1(name: str, max_size: int = 4) -> None:
     frame, Z = load(name)
     cols = frame.columns
     print(f"\n=== {name}: {frame.height} rows x {len(cols)} attributes, k = {K} ===")
-    all_il = D.information_loss(Z, mdav.microaggregate(Z, mdav.MDAV, K, 0.0))
+    all_il = R.information_loss(Z, mdav.microaggregate(Z, mdav.MDAV, K, 0.0))
     print(f"MDAV on all {len(cols)} attributes: IL {all_il:.4f}")
     t0 = time.perf_counter()
-    scans = {s: D.subset_scan(Z, s, K) for s in range(1, max_size + 1)}
+    scans = {s: R.subset_scan(Z, s, K) for s in range(1, max_size + 1)}
     print(f"\nexhaustive baseline (seed 004 Table 4), {sum(s.n_subsets for s in scans.values())} MDAV runs in {time.perf_counter() - t0:.1f} s")
     print(f"{'size':>4} {'subsets':>7} | {'min':>8} {'at':<11} {'mean':>8} {'max':>8} {'at':<11} | seed 004: {'min':>8} {'at':<11} {'mean':>8} {'max':>8} {'at':<11}")
     for s, scan in scans.items():
@@ -124,15 +125,15 @@ def part1(name: str, max_size: int = 4) -> None:
 
     def show(label, width, r, count):
         idx = [cols.index(c) for c in r.key_attributes]
-        labels = D.ama_labels(Z, idx, K)
-        full = D.information_loss(Z, labels)
-        proj = D.information_loss(Z[:, idx], labels)
+        labels = R.ama_labels(Z, idx, K)
+        full = R.information_loss(Z, labels)
+        proj = R.information_loss(Z[:, idx], labels)
         size = len(idx)
         rank = f"{scans[size].rank(idx)}/{scans[size].n_subsets}" if size in scans else "-"
         if count is None:
             cand = ""
         else:
-            ils = [D.information_loss(Z, D.ama_labels(Z, [cols.index(c) for c in sub], K)) for sub in r.candidates(count)]
+            ils = [R.information_loss(Z, R.ama_labels(Z, [cols.index(c) for c in sub], K)) for sub in r.candidates(count)]
             cand = f"{len(ils):>4} {min(ils):8.4f} {max(ils):8.4f}"
         key = (name, r.measure, count, width)
         seed = PRINTED_EMAD.get(key)
@@ -160,25 +161,25 @@ def part2(rows: int, k: int) -> None:
     frame = pl.DataFrame({c: X[:, j] for j, c in enumerate(names)})
     print(f"\n=== seed 000 Figure 4: census-like table, {rows} rows x {len(names)} attributes, k = {k} ===")
     D.profile(frame.head(100))  # compile outside the timing
-    mdav.microaggregate(D.standardize(X[:200].astype(np.float64)), mdav.MDAV, k, 0.0)
+    mdav.microaggregate(R.standardize(X[:200].astype(np.float64)), mdav.MDAV, k, 0.0)
 
     t0 = time.perf_counter()
     r = D.profile(frame, names, "mi-distance")
     t1 = time.perf_counter()
-    Z = D.standardize(X.astype(np.float64))
+    Z = R.standardize(X.astype(np.float64))
     idx = [names.index(c) for c in r.key_attributes]
-    labels = D.ama_labels(Z, idx, k)
+    labels = R.ama_labels(Z, idx, k)
     t2 = time.perf_counter()
     Zhat = _centroids(Z, labels)
     t3 = time.perf_counter()
-    il_ama = D.information_loss(Z, labels)
-    il_proj = D.information_loss(Z[:, idx], labels)
+    il_ama = R.information_loss(Z, labels)
+    il_proj = R.information_loss(Z[:, idx], labels)
 
     t4 = time.perf_counter()
     labels_all = mdav.microaggregate(Z, mdav.MDAV, k, 0.0)
     _centroids(Z, labels_all)
     t5 = time.perf_counter()
-    il_all = D.information_loss(Z, labels_all)
+    il_all = R.information_loss(Z, labels_all)
     print(f"true tree: {', '.join(f'{names[p]}-{names[c]}' for c, p in enumerate(CENSUS_LIKE_PARENTS) if p >= 0)}")
     print(f"MST (MI distance): {', '.join(f'{a}-{b}' for a, b in r.tree_edges)}")
     print(f"key attributes (definition 5): {', '.join(r.key_attributes)}")

@@ -252,7 +252,7 @@ def _anonymize_risk(args, qi, group):
 
 
 def _cmd_profile(args) -> int:
-    from . import dependency
+    from . import select as dependency
     from .report import json_text
 
     _check_json(args, args.input)

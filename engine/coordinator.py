@@ -120,7 +120,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         key = None
         if cfg.selects:
             t = time.perf_counter()
-            from .dependency import select_key_attributes  # imported when used: start-up time
+            from .select import select_key_attributes  # imported when used: start-up time
 
             key = select_key_attributes(source, cfg.qi, cfg.measure,
                                         count=cfg.select_count if cfg.select else None,

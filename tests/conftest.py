@@ -1,4 +1,5 @@
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -6,6 +7,8 @@ import polars as pl
 import pytest
 
 DATA = Path(__file__).parent / "data"
+# benchmarks/research.py: research helpers (in-memory AMA, subset scan) that tests check too
+sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
 
 @pytest.fixture(scope="session")

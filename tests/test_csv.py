@@ -268,7 +268,7 @@ def test_transcoded_copy_removed_on_interrupt(tmp_path, monkeypatch):
 
 
 def test_csv_options_api(tmp_path):
-    from engine.dependency import profile
+    from engine.select import profile
 
     src = _semicolon_latin1(tmp_path)
     kw = dict(separator=";", null_values=["NA"], encoding="latin-1")

@@ -1,4 +1,4 @@
-"""Dependency profile, trees and key attributes (engine/dependency.py, kernels histogram and graph)."""
+"""Dependency profile, trees and key attributes (engine/select/, kernels histogram and graph)."""
 
 import itertools
 import json
@@ -14,8 +14,11 @@ from hypothesis import strategies as st
 
 import reference
 import reference_dependency as ref
-from engine import dependency as D
+import research as R
+from engine import select as D
 from engine.errors import EngineError
+from engine.io import open_source
+from engine.select.binning import _cell_layout, _parquet_min_max
 from engine.kernels import graph, histogram, mdav
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
@@ -191,7 +194,7 @@ def test_accumulate_counts_matches_histogram2d(dtype):
     plans = [D.BinPlan(f"c{j}", "value", s - 1) for j, s in enumerate(sizes)]
     codes = _random_codes(rng, sizes, 1000).astype(dtype)
     codes.flags.writeable = False
-    col_off, (pa, pb, po, ps), cells = D._cell_layout(plans)
+    col_off, (pa, pb, po, ps), cells = _cell_layout(plans)
     priv = np.zeros((3, cells), np.int64)
     histogram.accumulate_counts(codes, 1000, col_off, pa, pb, po, ps, priv)
     total = priv.sum(axis=0)
@@ -268,7 +271,7 @@ def test_parquet_statistics_plan_equals_data_pass(tmp_path):
     df = _mixed_frame(200, seed=5).drop("s")
     path = tmp_path / "m.parquet"
     df.write_parquet(path, row_group_size=50)
-    assert D._parquet_min_max(D.open_source(str(path)), ["f", "w"]) is not None
+    assert _parquet_min_max(open_source(str(path)), ["f", "w"]) is not None
     assert D.plan_bins(str(path), None, bins=8) == D.plan_bins(df, None, bins=8)
     assert D.plan_bins(str(path), None, width=0.5) == D.plan_bins(df, None, width=0.5)
     a = D.profile(str(path), bins=8, chunk_rows=33)
@@ -277,7 +280,7 @@ def test_parquet_statistics_plan_equals_data_pass(tmp_path):
     # without statistics the plan comes from a data pass, and is the same
     nostat = tmp_path / "n.parquet"
     df.write_parquet(nostat, statistics=False)
-    assert D._parquet_min_max(D.open_source(str(nostat)), ["f"]) is None
+    assert _parquet_min_max(open_source(str(nostat)), ["f"]) is None
     assert D.plan_bins(str(nostat), None, bins=8) == D.plan_bins(df, None, bins=8)
 
 
@@ -527,27 +530,27 @@ def test_adult_categorical_profile():
 
 def test_information_loss_and_ama_match_reference():
     X = np.loadtxt(os.path.join(DATA, "census.csv"), delimiter=",", skiprows=1)[:300]
-    Z = D.standardize(X)
+    Z = R.standardize(X)
     assert np.allclose(Z, reference.standardize(X))
     key = [6, 7, 9]
-    labels = D.ama_labels(Z, key, 3)
+    labels = R.ama_labels(Z, key, 3)
     assert np.array_equal(labels, reference.mdav(Z[:, key], 3))
-    assert D.information_loss(Z, labels) == pytest.approx(reference.information_loss(Z, labels)[0], rel=1e-10)
-    assert D.information_loss(Z[:, key], labels) < D.information_loss(Z, labels)
+    assert R.information_loss(Z, labels) == pytest.approx(reference.information_loss(Z, labels)[0], rel=1e-10)
+    assert R.information_loss(Z[:, key], labels) < R.information_loss(Z, labels)
     assert np.bincount(labels).min() >= 3
 
 
 def test_subset_scan():
     X = np.loadtxt(os.path.join(DATA, "tarragona.csv"), delimiter=",", skiprows=1)[:120, :5]
-    Z = D.standardize(X)
-    scan = D.subset_scan(Z, 2, 3)
+    Z = R.standardize(X)
+    scan = R.subset_scan(Z, 2, 3)
     assert scan.n_subsets == 10
     lo, lo_sub = scan.min
     hi, hi_sub = scan.max
     assert lo <= scan.mean <= hi and scan.rank(lo_sub) == 0
-    again = D.information_loss(Z, mdav.microaggregate(np.ascontiguousarray(Z[:, list(lo_sub)]), mdav.MDAV, 3, 0.0))
+    again = R.information_loss(Z, mdav.microaggregate(np.ascontiguousarray(Z[:, list(lo_sub)]), mdav.MDAV, 3, 0.0))
     assert again == lo
-    full = D.subset_scan(Z, 5, 3)
+    full = R.subset_scan(Z, 5, 3)
     assert full.min[0] == pytest.approx(reference.information_loss(Z, reference.mdav(Z, 3))[0], rel=1e-10)
 
 

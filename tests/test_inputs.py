@@ -237,7 +237,7 @@ def test_other_commands_read_a_reconciled_folder(tmp_path, capsys):
     for d in (d1, d2):
         d.pop("wall_seconds"), d.pop("original")
     assert d1 == d2
-    from engine.dependency import profile as profile_dependencies
+    from engine.select import profile as profile_dependencies
 
     p1 = profile_dependencies(str(folder), ["x", "y", "s"])
     p2 = profile_dependencies(str(whole), ["x", "y", "s"])
