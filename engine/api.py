@@ -16,8 +16,6 @@ from .report import Report
 if TYPE_CHECKING:
     import polars as pl
 
-    from .sensitive import SensitiveReport
-
     # what the API takes as a table, and as a file name
     PathLike = str | os.PathLike[str]
     TableLike = pl.DataFrame | pl.LazyFrame | np.ndarray | PathLike
@@ -29,10 +27,11 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
                    memory_limit: int | str | None = None, block_size: int | None = None,
                    leaf_size: int | None = None, refine: str | None = None,
                    refine_rounds: int | None = None, refine_seconds: float | None = None,
-                   seed: int = 0, tmp_dir: PathLike | None = None, select: str | None = None,
+                   seed: int | None = None, tmp_dir: PathLike | None = None, select: str | None = None,
                    select_count: int | None = None,
                    select_measure: str | None = None, width: float | None = None,
-                   bins: int | None = None, separator: str | None = None, null_values=None,
+                   bins: int | None = None, sa: str | None = None, epsilon: float | None = None,
+                   numeric_output: str | None = None, separator: str | None = None, null_values=None,
                    encoding: str | None = None) -> RunResult:
     """Microaggregate ``data`` in memory and return ``RunResult(report, labels, table)``.
 
@@ -47,7 +46,10 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
         columns (default ``x0, x1, ...``, all used).
     k : int
         Minimum group size (>= 2).
-    method : {"mdav", "mdav-single", "vmdav", "ivmdav"}
+    method : {"mdav", "mdav-single", "vmdav", "ivmdav", "ama", "maxent", "mnqia"}
+        ``engine.METHODS``; maxent and mnqia publish ranges and sets of categories
+        (``sa``, ``epsilon``, ``numeric_output``); every option a method does not use
+        is refused with an ``EngineError`` naming it.
     gamma : float, optional
         V-MDAV / IV-MDAV parameter (defaults 0.2 / 1.16).
     group_column : str, optional
@@ -65,14 +67,18 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
         border refinement between neighbouring blocks.
     refine_rounds, refine_seconds : optional
         Caps on refinement work (rounds are deterministic; seconds are not).
-    seed : int
-        Seed of any randomized step (``refine="ga"``).
+    seed : int, optional
+        Seed of the randomized steps (``refine="ga"``, maxent's SOM); default 0.
     select, select_count, select_measure, width, bins : optional
         Group on key attributes only (every QI is still replaced by its group's
         mean): ``method="ama"`` takes seed 000's Definition 5 on the MI-distance
         tree; ``select="emad", select_count=3`` takes the top 3 by degree of the
         EMIM (or ``select_measure``) maximum spanning tree, with any method.
         ``width``/``bins``: the histogram bins of the dependency profile.
+    sa, epsilon, numeric_output : optional
+        maxent: the sensitive attribute and the minimum class entropy in bits
+        (default: the table's SA entropy); maxent and mnqia: numeric QIs published as
+        ``<col>_min``/``<col>_max`` (``"range"``, default) or the class mean (``"mean"``).
     separator, null_values, encoding : optional
         How a CSV input is read: e.g. ``separator=";"``, ``null_values=["NA"]``,
         ``encoding="latin-1"`` (``engine.io.source.CsvOptions``); refused for other inputs.
@@ -100,9 +106,11 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
                          threads=threads, chunk_rows=chunk_rows, progress=progress, memory_limit=memory_limit,
                          block_size=block_size, leaf_size=leaf_size, refine=refine, refine_rounds=refine_rounds,
                          refine_seconds=refine_seconds, seed=seed, select=select, select_count=select_count,
-                         select_measure=select_measure, width=width, bins=bins,
-                         csv=csv_options(separator, null_values, encoding))
+                         select_measure=select_measure, width=width, bins=bins, sa=sa, epsilon=epsilon,
+                         numeric_output=numeric_output, csv=csv_options(separator, null_values, encoding))
     result = run(data, cfg, None, names=names, tmp_dir=tmp_dir)
+    if not cfg.spec.centroids:
+        return result  # a range release: its own columns, as a Polars DataFrame
     kind = input_kind(data)
     if kind is not None and result.table is not None:
         result.table = _as_input_kind(data, kind, result.table, list(cfg.qi), group_column)
@@ -138,12 +146,12 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
               progress: bool = False, tmp_dir: PathLike | None = None, memory_limit: int | str | None = None,
               block_size: int | None = None,
               leaf_size: int | None = None, refine: str | None = None, refine_rounds: int | None = None,
-              refine_seconds: float | None = None, seed: int = 0, select: str | None = None,
+              refine_seconds: float | None = None, seed: int | None = None, select: str | None = None,
               select_count: int | None = None, select_measure: str | None = None, width: float | None = None,
               bins: int | None = None, risk: bool = False, sa: str | None = None, epsilon: float | None = None,
-              numeric_output: str = "range", report: PathLike | None = None, separator: str | None = None,
+              numeric_output: str | None = None, report: PathLike | None = None, separator: str | None = None,
               null_values: str | Sequence[str] | None = None,
-              encoding: str | None = None) -> Report | SensitiveReport:
+              encoding: str | None = None) -> Report:
     """Anonymize ``source`` into the file ``sink`` (.csv or .parquet) and return the report.
 
     Streams: ``source`` (a path, glob, folder of Parquet files, or a Polars
@@ -163,9 +171,9 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
 
     ``method="maxent"`` (with ``sa``, optional ``epsilon``; ``k`` may be None) and
     ``method="mnqia"`` publish generalized ranges instead (``numeric_output``
-    "range" or "mean"); they run block by block above ``block_size`` rows and
-    return their own report (``engine.sensitive.SensitiveReport``; with ``risk``,
-    in ``metrics["risk"]``).
+    "range" or "mean"); they run block by block above ``block_size`` rows. Every
+    method returns the same ``Report``; what only one method measures is in
+    ``report.metrics``. An option the method does not use is refused (``EngineError``).
 
     ``separator``, ``null_values``, ``encoding``: how a CSV ``source`` is read (see
     ``microaggregate``). A CSV output of a CSV input keeps every non-QI field's text
@@ -189,41 +197,20 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
         if report is not None:
             check_side_output("report", report, inputs, [("sink", sink)])
             report_tmp = group.add(report, side=True)
-        if method in ("maxent", "mnqia"):
-            from .sensitive import anonymize_sensitive
-
-            rep = anonymize_sensitive(source, sink, qi, method, sa=sa, k=k, epsilon=epsilon, seed=seed,
-                                      numeric_output=numeric_output, tmp_dir=tmp_dir, block_size=block_size,
-                                      memory_limit=memory_limit, chunk_rows=chunk_rows, threads=threads,
-                                      progress=progress, group=group, **csv)[2]
-            cols = qi
-        else:
-            cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
-                                 threads=threads, chunk_rows=chunk_rows, progress=progress,
-                                 memory_limit=memory_limit, block_size=block_size, leaf_size=leaf_size,
-                                 refine=refine, refine_rounds=refine_rounds, refine_seconds=refine_seconds,
-                                 seed=seed, select=select, select_count=select_count,
-                                 select_measure=select_measure, width=width, bins=bins, csv=csv_opts)
-            rep = run(source, cfg, sink, tmp_dir=tmp_dir, group=group).report
-            cols = cfg.qi
+        cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
+                             threads=threads, chunk_rows=chunk_rows, progress=progress,
+                             memory_limit=memory_limit, block_size=block_size, leaf_size=leaf_size,
+                             refine=refine, refine_rounds=refine_rounds, refine_seconds=refine_seconds,
+                             seed=seed, select=select, select_count=select_count,
+                             select_measure=select_measure, width=width, bins=bins, sa=sa, epsilon=epsilon,
+                             numeric_output=numeric_output, csv=csv_opts)
+        rep = run(source, cfg, sink, tmp_dir=tmp_dir, group=group).report
         if risk:
-            from .io.source import open_source
             from .audit.risk import disclosure_risk
-            from .audit.verify import is_numeric, parse_columns
 
-            if method in ("maxent", "mnqia"):  # the QIs that are numeric (the MDAV family's all are)
-                with open_source(source, csv=csv_opts, tmp_dir=tmp_dir) as src:
-                    schema = src.schema
-                numeric = [c for c in parse_columns(cols) if c in schema and is_numeric(schema[c])]
-            else:
-                numeric = list(cols)
-            measured = disclosure_risk(source, written_source(group.temp(sink), sink), numeric,
+            numeric = numeric_qi(source, cfg, tmp_dir)
+            rep.risk = disclosure_risk(source, written_source(group.temp(sink), sink), numeric,
                                        chunk_rows=chunk_rows, **csv).to_dict() if numeric else None
-            if method in ("maxent", "mnqia"):
-                if measured is not None:
-                    rep.metrics["risk"] = measured
-            else:
-                rep.risk = measured
         if report_tmp is not None:
             text = rep.to_json()
             try:
@@ -235,3 +222,16 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
                 raise EngineError(f"cannot write {report}: {os_reason(exc)}") from None
         group.commit()
     return rep
+
+
+def numeric_qi(source, cfg: RunConfig, tmp_dir=None) -> list[str]:
+    """The QIs the disclosure risk is measured on: the numeric ones (every QI of the
+    MDAV family; maxent's categorical QIs have no distance)."""
+    if cfg.spec.centroids:
+        return list(cfg.qi)
+    from .audit.verify import is_numeric
+    from .io.source import open_source
+
+    with open_source(source, csv=cfg.csv, tmp_dir=tmp_dir) as src:
+        schema = src.schema
+    return [c for c in cfg.qi if c in schema and is_numeric(schema[c])]

@@ -20,9 +20,11 @@ import sys
 import threading
 import time
 
-from .config import METHODS, REFINE_MODES, RunConfig
+from .config import REFINE_MODES, RunConfig
+from .methods import METHODS
 from .errors import EngineError, Terminated, VerificationError, check_signals, received_signals
 
+DEMO_EPSILON = 2.5  # demo --method maxent: bits of occupation entropy per class (the table has 3.27)
 DEMO_QI = ("age", "education_years", "hours_per_week", "wage_income", "other_income",
            "property_tax", "household_size", "commute_minutes")
 
@@ -59,12 +61,12 @@ def _csv(args):
 def _add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=int, default=None,
                    help="minimum group size (default 3; maxent: none unless given)")
-    p.add_argument("--method", choices=METHODS + ("maxent", "mnqia"), default="mdav",
+    p.add_argument("--method", choices=METHODS, default="mdav",
                    help="microaggregation method (default mdav); maxent / mnqia generalize to ranges")
-    p.add_argument("--sa", default=None, help="sensitive attribute for --method maxent")
+    p.add_argument("--sa", default=None, help="sensitive attribute for --method maxent (demo: occupation)")
     p.add_argument("--epsilon", type=float, default=None,
                    help="maxent: minimum class entropy in bits (default: the table's SA entropy)")
-    p.add_argument("--numeric-output", choices=("range", "mean"), default="range",
+    p.add_argument("--numeric-output", choices=("range", "mean"), default=None,
                    help="maxent / mnqia: numeric QIs as <col>_min/<col>_max (default) or the class mean")
     p.add_argument("--gamma", type=float, default=None,
                    help="gamma of vmdav (default 0.2) or ivmdav (default 1.16)")
@@ -87,7 +89,8 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--measure", choices=("mi-distance", "emim", "chi2", "gaussian"), default=None,
                    help="dependence measure for ama / --select (default mi-distance for ama, emim for emad)")
     _add_bin_args(p)
-    p.add_argument("--seed", type=int, default=0, help="seed of randomized steps, and of the demo's data (default 0)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the randomized steps (--refine ga, maxent) and of the demo's data (default 0)")
     p.add_argument("--chunk-rows", type=int, default=100_000, help="rows per streamed chunk (default 100000)")
     p.add_argument("--report", metavar="FILE", help="also write the report as JSON to FILE")
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
@@ -232,19 +235,15 @@ def _cmd_risk(args) -> int:
     return 0
 
 
-def _anonymize_risk(args, qi, group):
+def _anonymize_risk(args, cfg, group):
     """Disclosure risk of a finished run, on the QIs that are numeric in the input. It
     reads the output from its temporary file, before the commit: a risk step that
     fails or is interrupted leaves nothing."""
-    from .io.sink import written_source
-    from .io.source import open_source
+    from .api import numeric_qi
     from .audit.risk import disclosure_risk
-    from .audit.verify import is_numeric, parse_columns
+    from .io.sink import written_source
 
-    csv = _csv(args)
-    with open_source(args.input, csv=csv, tmp_dir=args.tmp_dir) as src:
-        schema = src.schema
-    numeric = [c for c in parse_columns(qi) if c in schema and is_numeric(schema[c])]
+    numeric = numeric_qi(args.input, cfg, args.tmp_dir)
     if not numeric:
         return None
     masked = written_source(group.temp(args.output), args.output)
@@ -266,15 +265,21 @@ def _cmd_profile(args) -> int:
     return 0
 
 
-def _settings(args, qi) -> RunConfig:
+def _settings(args, qi, seed=None) -> RunConfig:
+    """The run's settings from the command line (``seed``: the demo's)."""
+    from .methods import REGISTRY
+
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
-    return RunConfig.make(qi=qi, k=3 if args.k is None else args.k, method=args.method, gamma=args.gamma,
+    k = args.k if args.k is not None else (3 if REGISTRY[args.method].needs_k else None)
+    return RunConfig.make(qi=qi, k=k, method=args.method, gamma=args.gamma,
                           group_column=getattr(args, "group_column", None), threads=args.threads,
                           chunk_rows=args.chunk_rows, progress=progress, memory_limit=args.memory_limit,
-                          block_size=args.block_size, leaf_size=args.leaf_size, refine=args.refine, refine_rounds=args.refine_rounds,
-                          refine_seconds=args.refine_budget, seed=args.seed, select=args.select,
+                          block_size=args.block_size, leaf_size=args.leaf_size, refine=args.refine,
+                          refine_rounds=args.refine_rounds, refine_seconds=args.refine_budget,
+                          seed=args.seed if seed is None else seed, select=args.select,
                           select_count=args.select_count, select_measure=args.measure, width=args.width,
-                          bins=args.bins, csv=_csv(args) if hasattr(args, "separator") else None)
+                          bins=args.bins, sa=args.sa, epsilon=args.epsilon,
+                          numeric_output=args.numeric_output, csv=_csv(args) if hasattr(args, "separator") else None)
 
 
 def _start_group(stack, args, inputs, output, output_option="OUTPUT"):
@@ -310,34 +315,14 @@ def _finish(group, report_tmp, report, args) -> None:
 def _cmd_anonymize(args) -> int:
     from .coordinator import run
 
+    cfg = _settings(args, args.qi)  # every option checked against the method before any work
     inputs = _inputs(args.input)
     with contextlib.ExitStack() as stack:
         group, report_tmp = _start_group(stack, args, inputs, args.output)
-        if args.method in ("maxent", "mnqia"):
-            from .sensitive import anonymize_sensitive
-
-            k = 3 if (args.k is None and args.method == "mnqia") else args.k
-            _, _, rep = anonymize_sensitive(args.input, args.output, args.qi, args.method, sa=args.sa, k=k,
-                                            epsilon=args.epsilon, seed=args.seed,
-                                            numeric_output=args.numeric_output, tmp_dir=args.tmp_dir,
-                                            block_size=args.block_size, memory_limit=args.memory_limit,
-                                            chunk_rows=args.chunk_rows, threads=args.threads, group=group, **_csv_kw(args),
-                                            progress=args.progress if args.progress is not None
-                                            else sys.stderr.isatty())
-            risk = _anonymize_risk(args, args.qi, group) if args.risk else None
-            if risk is not None:
-                rep.metrics["risk"] = risk.to_dict()
-            _finish(group, report_tmp, rep, args)
-            if not args.quiet:
-                print(rep.summary(), file=sys.stderr)
-                if risk is not None:
-                    print(risk.brief(), file=sys.stderr)
-            return 0
-
-        cfg = _settings(args, args.qi)
         result = run(args.input, cfg, args.output, tmp_dir=args.tmp_dir, group=group)
+        risk = None
         if args.risk:  # the output is complete, not yet in place: it reads the input and the output
-            risk = _anonymize_risk(args, cfg.qi, group)
+            risk = _anonymize_risk(args, cfg, group)
             result.report.risk = risk.to_dict() if risk is not None else None
         _finish(group, report_tmp, result.report, args)
     if not args.quiet:
@@ -349,9 +334,19 @@ def _cmd_demo(args) -> int:
     from .coordinator import run
     from .synth import census_like
 
+    from .methods import REGISTRY
+
     if args.rows < 1:
         raise EngineError(f"--rows must be positive, got {args.rows}")
-    cfg = _settings(args, ",".join(DEMO_QI))
+    spec = REGISTRY[args.method]
+    # --seed always seeds the demo's data; the run takes it where a step is randomized
+    randomized = args.refine == "ga" if spec.centroids else "seed" in spec.options
+    seed = args.seed if randomized else None
+    if spec.needs_sa and args.sa is None:  # maxent: the demo's occupation (3.27 bits), 2.5 bits per class
+        args.sa = "occupation"
+        args.epsilon = DEMO_EPSILON if args.epsilon is None else args.epsilon
+    cfg = _settings(args, ",".join(DEMO_QI), seed=seed)
+    args.seed = 0 if args.seed is None else args.seed
     with contextlib.ExitStack() as stack:
         group, report_tmp = _start_group(stack, args, (), args.output, "--output")
         t = time.perf_counter()

@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 
 from .errors import EngineError
 
-METHODS = ("mdav", "mdav-single", "vmdav", "ivmdav", "ama")
+from .methods import METHODS, OPTIONS, REGISTRY, flag
+
 SELECT = ("emad",)
 SELECT_MEASURES = ("mi-distance", "emim", "chi2", "gaussian")
 REFINE_MODES = ("local", "ga")
+NUMERIC_OUTPUTS = ("range", "mean")
 DEFAULT_BLOCK_SIZE = 20_000
 DEFAULT_LEAF_SIZE = 256  # rows per leaf of the streamed aggregate pass (engine/kernels/leaf.py)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2, "mb": 1000**2, "mib": 1 << 20,
@@ -33,11 +35,8 @@ def parse_bytes(value) -> int:
         if m and m.group(2).lower() in _UNITS:
             return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
     raise EngineError(f"memory limit must be a size such as 512MiB or 2GiB, got {value!r}")
-# ama (seed 000, Algorithm 2): MDAV on the key attributes of the MI-distance tree
-METHOD_CODES = {"mdav": 0, "mdav-single": 1, "vmdav": 2, "ivmdav": 3, "ama": 0}
-# V-MDAV: 0.2 is its authors' suggestion for scattered data (Census, Tarragona);
-# IV-MDAV: 1.16 is seed 003's setting.
-DEFAULT_GAMMA = {"vmdav": 0.2, "ivmdav": 1.16}
+METHOD_CODES = {m.name: m.code for m in REGISTRY.values() if m.centroids}
+DEFAULT_GAMMA = {m.name: m.default_gamma for m in REGISTRY.values() if m.default_gamma is not None}
 
 
 def _is_int(x) -> bool:
@@ -49,7 +48,7 @@ class RunConfig:
     """Validated settings of one anonymization run."""
 
     qi: tuple[str, ...]
-    k: int
+    k: int | None
     method: str = "mdav"
     gamma: float | None = None
     group_column: str | None = None
@@ -62,14 +61,38 @@ class RunConfig:
     refine: str | None = None
     refine_rounds: int | None = None
     refine_seconds: float | None = None
-    seed: int = 0
+    seed: int | None = None  # None: not given (randomized steps then use 0)
     select: str | None = None
     select_count: int | None = None
     select_measure: str | None = None
     width: float | None = None
     bins: int | None = None
     csv: object = None  # engine.io.source.CsvOptions: how a CSV input is read (None: defaults)
+    sa: str | None = None
+    epsilon: float | None = None
+    numeric_output: str | None = None  # ranges: "range" (default) or "mean"
     extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def spec(self):
+        """The method's declaration (``engine.methods.Method``)."""
+        return REGISTRY[self.method]
+
+    @property
+    def effective_seed(self) -> int:
+        return 0 if self.seed is None else self.seed
+
+    @property
+    def effective_numeric_output(self) -> str:
+        return self.numeric_output or "range"
+
+    def settings(self) -> dict:
+        """The settings as given (None: not given, its default applies), for the report."""
+        out = {}
+        for name in ("method", "k", "qi", *OPTIONS, "chunk_rows", "threads", "memory_limit", "block_size"):
+            v = getattr(self, name)
+            out[name] = list(v) if isinstance(v, tuple) else v
+        return out
 
     @property
     def method_code(self) -> int:
@@ -99,7 +122,8 @@ class RunConfig:
     def make(cls, *, qi, k, method="mdav", gamma=None, group_column=None, chunk_rows=100_000,
              threads=None, progress=False, memory_limit=None, block_size=None, leaf_size=None, refine=None,
              refine_rounds=None, refine_seconds=None, seed=0, select=None, select_count=None,
-             select_measure=None, width=None, bins=None, csv=None) -> "RunConfig":
+             select_measure=None, width=None, bins=None, csv=None, sa=None, epsilon=None,
+             numeric_output=None) -> "RunConfig":
         if isinstance(qi, str):
             qi = [c.strip() for c in qi.split(",")] if qi.strip() else []
         try:
@@ -112,7 +136,8 @@ class RunConfig:
                   chunk_rows=chunk_rows, threads=threads, progress=progress, memory_limit=memory_limit,
                   block_size=block_size, leaf_size=leaf_size, refine=refine, refine_rounds=refine_rounds,
                   refine_seconds=refine_seconds, seed=seed, select=select, select_count=select_count,
-                  select_measure=select_measure, width=width, bins=bins, csv=csv)
+                  select_measure=select_measure, width=width, bins=bins, csv=csv, sa=sa, epsilon=epsilon,
+                  numeric_output=numeric_output)
         cfg._check()
         return cfg
 
@@ -127,15 +152,17 @@ class RunConfig:
             if c in seen:
                 raise EngineError(f"qi lists column {c!r} twice")
             seen.add(c)
-        if not _is_int(self.k):
-            raise EngineError(f"k must be a whole number, got {self.k!r}")
-        if self.k < 2:
-            raise EngineError(f"k must be at least 2, got {self.k}")
         if self.method not in METHODS:
             raise EngineError(f"unknown method {self.method!r} (choose from {', '.join(METHODS)})")
+        spec = self.spec
+        if self.k is None and spec.needs_k:
+            raise EngineError(f"method {self.method} needs k")
+        if self.k is not None and not _is_int(self.k):
+            raise EngineError(f"k must be a whole number, got {self.k!r}")
+        if self.k is not None and self.k < 2:
+            raise EngineError(f"k must be at least 2, got {self.k}")
+        self._check_applies(spec)
         if self.gamma is not None:
-            if self.method not in DEFAULT_GAMMA:
-                raise EngineError(f"gamma applies only to vmdav and ivmdav, not {self.method}")
             if isinstance(self.gamma, bool) or not isinstance(self.gamma, numbers.Real) \
                     or not math.isfinite(self.gamma) or self.gamma <= 0:
                 raise EngineError(f"gamma must be a positive number, got {self.gamma!r}")
@@ -149,8 +176,9 @@ class RunConfig:
             raise EngineError(f"threads must be a positive whole number, got {self.threads!r}")
         if self.memory_limit is not None and self.memory_limit < (64 << 20):
             raise EngineError(f"memory limit must be at least 64MiB, got {self.memory_limit} bytes")
-        if self.block_size is not None and (not _is_int(self.block_size) or self.block_size < 2 * self.k):
-            raise EngineError(f"block size must be a whole number of at least 2k={2 * self.k}, "
+        least = 2 * max(2, self.k or 0)  # maxent without k: classes of at least 2 rows
+        if self.block_size is not None and (not _is_int(self.block_size) or self.block_size < least):
+            raise EngineError(f"block size must be a whole number of at least 2k={least}, "
                               f"got {self.block_size!r}")
         if self.leaf_size is not None and (not _is_int(self.leaf_size) or self.leaf_size < 0):
             raise EngineError(f"leaf size must be a whole number >= 0 (0: exact MDAV on each block), "
@@ -165,17 +193,61 @@ class RunConfig:
             raise EngineError(f"refine budget must be a positive number of seconds, got {self.refine_seconds!r}")
         if self.select is not None and self.select not in SELECT:
             raise EngineError(f"unknown attribute selection {self.select!r} (choose from {', '.join(SELECT)})")
-        if self.select is not None and self.method == "ama":
-            raise EngineError("method ama selects its own key attributes; drop select")
         if self.select is not None and (not _is_int(self.select_count) or not 1 <= self.select_count <= len(self.qi)):
             raise EngineError(f"select count must be a whole number between 1 and {len(self.qi)} (the qi count), "
                               f"got {self.select_count!r}")
-        if self.select is None and self.select_count is not None:
-            raise EngineError("select count needs select='emad'")
         if self.select_measure is not None and self.select_measure not in SELECT_MEASURES:
             raise EngineError(f"unknown dependence measure {self.select_measure!r} "
                               f"(choose from {', '.join(SELECT_MEASURES)})")
         if self.width is not None and self.bins is not None:
             raise EngineError("give width or bins, not both")
-        if not _is_int(self.seed) or self.seed < 0:
+        if self.seed is not None and (not _is_int(self.seed) or self.seed < 0):
             raise EngineError(f"seed must be a non-negative whole number, got {self.seed!r}")
+        if self.sa is not None:
+            if not isinstance(self.sa, str) or not self.sa:
+                raise EngineError(f"sa must be a column name, got {self.sa!r}")
+            if self.sa in self.qi:
+                raise EngineError(f"column {self.sa!r}: the sensitive attribute is also listed as a quasi-identifier")
+        if self.epsilon is not None and (isinstance(self.epsilon, bool) or not isinstance(self.epsilon, numbers.Real)
+                                         or not math.isfinite(self.epsilon) or self.epsilon < 0):
+            raise EngineError(f"epsilon must be a non-negative number of bits, got {self.epsilon!r}")
+        if self.numeric_output is not None and self.numeric_output not in NUMERIC_OUTPUTS:
+            raise EngineError(f"numeric_output: 'range' or 'mean', got {self.numeric_output!r}")
+
+    def _check_applies(self, spec) -> None:
+        """Every option given takes effect with this method, or the run stops here,
+        naming the option and the method (``engine.methods.REGISTRY``)."""
+        given = [o for o in OPTIONS if getattr(self, o) is not None]
+        for o in given:
+            if o not in spec.options:
+                raise EngineError(f"{_name(o)} does not apply to method {self.method}{_hint(o, self.method)}")
+        if spec.needs_sa and self.sa is None:
+            raise EngineError(f"method {self.method} needs a sensitive attribute: sa (--sa COLUMN)")
+        # options that take effect only with another one
+        needs = {"refine_rounds": ("refine", self.refine is not None, "refine (--refine local|ga)"),
+                 "refine_seconds": ("refine", self.refine is not None, "refine (--refine local|ga)"),
+                 "select_count": ("select", self.select is not None, "select='emad' (--select emad)"),
+                 "select_measure": ("select", self.selects, "method ama or select='emad'"),
+                 "width": ("select", self.selects, "method ama or select='emad'"),
+                 "bins": ("select", self.selects, "method ama or select='emad'")}
+        for o in given:
+            if o in needs and not needs[o][1]:
+                raise EngineError(f"{_name(o)} takes effect only with {needs[o][2]}")
+        if self.seed is not None and spec.centroids and self.refine != "ga":
+            raise EngineError(f"{_name('seed')} takes effect only with refine='ga' (--refine ga) for method "
+                              f"{self.method}: its other steps are deterministic")
+
+
+def _name(option: str) -> str:
+    """An option as both faces name it: ``refine_seconds (--refine-budget)``."""
+    return f"{option} ({flag(option)})"
+
+
+def _hint(option: str, method: str) -> str:
+    if option in ("sa", "epsilon"):
+        return ": a sensitive attribute is protected by method maxent (microagg verify --sa measures a release's diversity)"
+    if option == "gamma":
+        return ": gamma applies only to vmdav and ivmdav"
+    if option == "select" and method == "ama":
+        return ": method ama selects its own key attributes"
+    return ""

@@ -66,6 +66,10 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     With ``group`` (``io.sink.CommitGroup``) the output is left in its temporary file
     (``group.temp(dest)``), to be renamed by the caller's ``group.commit()`` together
     with the group's other files (the report); else it is renamed when complete."""
+    if not cfg.spec.centroids:  # maxent, mnqia: classes published as ranges and sets
+        from .sensitive import run_ranges
+
+        return run_ranges(data, cfg, dest, names=names, tmp_dir=tmp_dir, group=group)
     t0 = time.perf_counter()
     passes: dict[str, float] = {}
     with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
@@ -181,6 +185,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
             else None),
         group_size_counts={str(int(s)): int(c) for s, c in zip(sizes, counts)},
         verified=verified,
+        settings=cfg.settings(),
     )
     log.info("done: %d groups, IL %.4f %%", report.groups, report.information_loss_percent)
     return RunResult(report, groups.labels, table)
@@ -227,7 +232,7 @@ def _one_block(source, cfg, profile, budget, passes, refined, cols) -> Groups:
         from .passes.refine import refine_partition  # imported when used: start-up time
 
         res = refine_partition(Zg, local, cfg.k, mode=cfg.refine, budget_seconds=cfg.refine_seconds,
-                               max_rounds=cfg.refine_rounds, seed=cfg.seed)
+                               max_rounds=cfg.refine_rounds, seed=cfg.effective_seed)
         local = res.labels
         refined.update(mode=cfg.refine, sse_before=res.sse_before, sse_after=res.sse_after,
                        rounds=res.rounds, moves=res.moves, windows=1)

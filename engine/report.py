@@ -84,16 +84,26 @@ def lifetime_peak_rss() -> int:
 
 @dataclass
 class Report:
+    """The report of every run, whatever the method: the same core keys (rows, groups,
+    group sizes, SSE, SST, information loss, the self-check, timings, memory, the
+    settings, the risk), and what only one method measures under ``metrics``.
+
+    For the range methods (maxent, mnqia) a group is a published class; SSE and SST
+    are those of the numeric QIs around their class means, on z-scores (the loss
+    had the classes published their means, comparable with the MDAV family), None
+    when no QI is numeric; the method's own measures (NCP, LM, entropy) are in
+    ``metrics``."""
+
     rows: int
     groups: int
     min_group_size: int
     max_group_size: int
-    sse: float
-    sst: float
-    information_loss_percent: float
+    sse: float | None
+    sst: float | None
+    information_loss_percent: float | None
     wall_seconds: float
     peak_rss_bytes: int
-    k: int
+    k: int | None
     method: str
     gamma: float | None
     qi: list[str]
@@ -112,6 +122,8 @@ class Report:
     verified: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     risk: dict | None = None  # engine.audit.risk.RiskResult.to_dict(), with anonymize --risk / risk=True
+    settings: dict = field(default_factory=dict)  # RunConfig.settings(): the options as given
+    metrics: dict = field(default_factory=dict)  # what only this method measures (maxent: entropy, NCP; ...)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -120,15 +132,22 @@ class Report:
         return json_text(self.to_dict())
 
     def summary(self) -> str:
-        sizes = ", ".join(f"{s}: {c}" for s, c in sorted(self.group_size_counts.items(), key=lambda t: int(t[0])))
+        by_size = [f"{s}: {c}" for s, c in sorted(self.group_size_counts.items(), key=lambda t: int(t[0]))]
+        sizes = ", ".join(by_size if len(by_size) <= 12 else [*by_size[:8], "...", *by_size[-3:]])
         timing = ", ".join(f"{p} {t:.2f}s" for p, t in self.passes.items())
+        il = ("information loss: no numeric QI" if self.information_loss_percent is None else
+              f"information loss {self.information_loss_percent:.4f} %  (SSE {self.sse:.4f} / SST {self.sst:.4f})")
         lines = [
             f"rows {self.rows:,}  groups {self.groups:,}  group size {self.min_group_size}..{self.max_group_size}"
             f"  (k={self.k}, method {self.method}{'' if self.gamma is None else f', gamma {self.gamma}'})",
-            f"information loss {self.information_loss_percent:.4f} %  (SSE {self.sse:.4f} / SST {self.sst:.4f})",
+            il,
             f"wall {self.wall_seconds:.2f} s  peak RSS {self.peak_rss_bytes / 2**20:.0f} MiB  [{timing}]",
             f"groups by size: {sizes}",
         ]
+        if self.metrics:
+            lines.append(f"{self.method}: " + ", ".join(
+                f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in self.metrics.items()
+                if not isinstance(v, (dict, list))))
         if self.verified:
             v = self.verified
             lines.append(f"verified: {v['rows']:,} rows written, {v['classes']:,} published classes, "

@@ -98,6 +98,7 @@ Identical output for any chunk size and thread count; randomness only through
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -125,40 +126,6 @@ SENSITIVE_METHODS = ("maxent", "mnqia")
 UNIT_SLACK = 0.2
 
 
-@dataclass
-class SensitiveReport:
-    method: str
-    rows: int
-    classes: int
-    min_class_size: int
-    max_class_size: int
-    wall_seconds: float
-    peak_rss_bytes: int
-    metrics: dict = field(default_factory=dict)
-    blocks: int = 1
-    block_rows_min: int = 0
-    block_rows_max: int = 0
-    block_size: int = 0
-    memory_limit: int | None = None
-    passes: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def to_json(self) -> str:
-        from .report import json_text
-
-        return json_text(self.to_dict(), default=float)
-
-    def summary(self) -> str:
-        m = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in self.metrics.items()
-                      if not isinstance(v, (dict, list)))
-        blocks = f"  blocks {self.blocks:,}" if self.blocks > 1 else ""
-        return (f"rows {self.rows:,}  classes {self.classes:,}  class size {self.min_class_size}.."
-                f"{self.max_class_size}  (method {self.method}){blocks}\n{m}\n"
-                f"wall {self.wall_seconds:.2f} s  peak RSS {self.peak_rss_bytes / 2**20:.0f} MiB")
-
-
 def _whole(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and int(x) == x
 
@@ -167,69 +134,57 @@ def _is_numeric(dtype) -> bool:
     return dtype.is_numeric() and dtype != pl.Boolean
 
 
-def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None, seed=0,
-                        numeric_output="range", tmp_dir=None, block_size=None, memory_limit=None,
+def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None, seed=None,
+                        numeric_output=None, group_column=None, tmp_dir=None, block_size=None, memory_limit=None,
                         chunk_rows=100_000, threads=None, progress=False, group=None, _force_blocks=False,
                         separator=None, null_values=None, encoding=None):
-    """Run ``maxent`` or ``mnqia``; write to ``dest`` (or return the table when None).
+    """``maxent`` or ``mnqia`` with keyword settings (tests and notebooks): builds the
+    ``RunConfig`` and calls ``run_ranges``. Returns ``(table or None, labels, Report)``."""
+    from .config import RunConfig
+    from .io.source import csv_options
 
-    ``separator``, ``null_values``, ``encoding``: how a CSV input is read
-    (``engine.io.source.CsvOptions``). With a CSV input, the QIs and the SA take the
-    types inferred from the whole file; the other columns pass through as the file's
-    text to a CSV output, typed from the whole file for a Parquet output.
+    cfg = RunConfig.make(qi=qi, k=k, method=method, sa=sa, epsilon=epsilon, seed=seed,
+                         numeric_output=numeric_output, group_column=group_column, block_size=block_size,
+                         memory_limit=memory_limit, chunk_rows=chunk_rows, threads=threads, progress=progress,
+                         csv=csv_options(separator, null_values, encoding))
+    res = run_ranges(data, cfg, dest, tmp_dir=tmp_dir, group=group, _force_blocks=_force_blocks)
+    return res.table, res.labels, res.report
 
-    A table of more than ``block_size`` rows (default 20,000, or what
-    ``memory_limit``, e.g. ``"1GiB"``, allows) is processed block by block
-    (module docstring); ``chunk_rows`` rows are read at a time; ``threads`` blocks
-    run at once (default: Numba's thread count). ``_force_blocks`` (tests) takes
-    the block path even for one block.
+
+def run_ranges(data, cfg, dest, *, names=None, tmp_dir=None, group=None, _force_blocks=False):
+    """Run a range method (``maxent`` or ``mnqia``, ``cfg.method``); write to ``dest``
+    (or return the table when None). Called by ``coordinator.run``.
+
+    With a CSV input, the QIs and the SA take the types inferred from the whole file;
+    the other columns pass through as the file's text to a CSV output, typed from the
+    whole file for a Parquet output.
+
+    A table of more than the block size (default 20,000 rows, or what the memory
+    limit allows) is processed block by block (module docstring); ``chunk_rows`` rows
+    are read at a time; ``threads`` blocks run at once (default: Numba's thread
+    count). ``_force_blocks`` (tests) takes the block path even for one block.
 
     With ``group`` (``io.sink.CommitGroup``) the output stays in its temporary file,
     renamed by the caller's ``group.commit()`` with the group's other files.
 
-    Returns ``(table or None, labels, SensitiveReport)``.
+    Returns a ``coordinator.RunResult`` (table, labels, the run's ``Report``).
     """
     from .budget import plan_budget
-    from .config import RunConfig
-    from .coordinator import numba_threads
+    from .coordinator import RunResult, _tmp_folder, numba_threads
+    from .report import Report
 
     import numba
 
-    if method not in SENSITIVE_METHODS:
-        raise EngineError(f"unknown method {method!r}")
-    if isinstance(qi, str):
-        qi = [c.strip() for c in qi.split(",") if c.strip()]
-    qi = list(qi)
-    if not qi:
-        raise EngineError("--qi: at least one quasi-identifier column is needed")
-    if numeric_output not in ("range", "mean"):
-        raise EngineError(f"numeric_output: 'range' or 'mean', got {numeric_output!r}")
-    if method == "maxent":
-        if not sa:
-            raise EngineError("method maxent needs a sensitive attribute: sa (--sa COL)")
-        if k is not None and (not _whole(k) or k < 1):
-            raise EngineError(f"k: must be a positive integer, got {k!r}")
-    else:
-        if k is None:
-            raise EngineError("method mnqia needs k")
-        if sa:
-            raise EngineError("method mnqia takes no sa")
-        if not _whole(k) or k < 2:
-            raise EngineError(f"k: must be an integer >= 2, got {k!r}")
-    if threads is not None and (isinstance(threads, bool) or not _whole(threads) or threads < 1):
-        raise EngineError(f"threads must be a positive whole number, got {threads!r}")
+    qi, method, sa, k = list(cfg.qi), cfg.method, cfg.sa, cfg.k
+    epsilon, seed, numeric_output = cfg.epsilon, cfg.effective_seed, cfg.effective_numeric_output
     t0 = time.perf_counter()
     passes: dict[str, float] = {}
-    with PeakRSS() as rss, numba_threads(threads), contextlib.ExitStack() as cleanup:
-        from .coordinator import _tmp_folder
-        from .io.source import csv_options
-
-        csv = csv_options(separator, null_values, encoding)
+    with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
         fmt = None
         if dest is not None:
             check_destination(dest)
             fmt = output_format(dest)
-        source = open_source(data, csv=csv, tmp_dir=_tmp_folder(tmp_dir, dest))
+        source = open_source(data, names=names, csv=cfg.csv, tmp_dir=_tmp_folder(tmp_dir, dest))
         cleanup.callback(source.close)  # a transcoded CSV's temporary copy
         if dest is not None:
             check_destination(dest, source.paths)
@@ -240,13 +195,7 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
             schema = source.schema
             source = source.with_types({c: schema[c] for c in qi + ([sa] if sa else [])}, text=fmt == "csv",
                                        parse=False)
-        seen = set()
-        for c in qi:
-            if c in seen:
-                raise EngineError(f"column {c!r}: listed twice in --qi")
-            seen.add(c)
-        if sa is not None and sa in seen:
-            raise EngineError(f"column {sa!r}: the sensitive attribute is also listed as a quasi-identifier")
+        seen = set(qi)
         source.check_reconciled(qi + ([sa] if sa else []), [c for c in source.columns if c not in seen])
         check_output_types(source.schema, fmt, source.columns)  # generalized QIs keep their type too
         schema = source.schema
@@ -255,8 +204,8 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
                 if not _is_numeric(schema[c]):
                     raise EngineError(f"column {c!r} is not numeric ({schema[c]}); mnqia needs numeric QIs")
         if dest is not None:
-            check_csv_columns(dest, schema, [c for c in source.columns if c not in set(qi)])
-        out_names = set(source.columns) - set(qi)
+            check_csv_columns(dest, schema, [c for c in source.columns if c not in seen])
+        out_names = set(source.columns) - seen
         for c in qi:
             if numeric_output == "range" and _is_numeric(schema[c]):
                 for name in (f"{c}_min", f"{c}_max"):
@@ -264,6 +213,8 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
                         raise EngineError(f"column {name!r} already exists in {source.label}; it would hold "
                                           f"the range of {c!r}")
                 out_names |= {f"{c}_min", f"{c}_max"}
+        if cfg.group_column is not None and cfg.group_column in out_names | seen:
+            raise EngineError(f"group column {cfg.group_column!r} already exists in {source.label}")
         rows = source.count_rows()
         if rows == 0:
             raise EngineError(f"{source.label} has no rows")
@@ -272,19 +223,23 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
             if method == "mnqia":
                 raise EngineError(f"fewer rows ({rows}) than one group of k = {int(k)} needs")
             raise EngineError(f"fewer rows ({rows}) than one class needs ({need})")
-        cfg = RunConfig.make(qi=qi, k=need, chunk_rows=chunk_rows, threads=threads, memory_limit=memory_limit,
-                             block_size=block_size, seed=seed)
         nthreads = cfg.threads or numba.get_num_threads()
         spilled = len(qi) + (1 if method == "maxent" else 0)
         # a unit's working set (the method's arrays beside the spilled record) is about
         # twice the coordinator's per-row estimate: budget for 2d + 2 columns
-        budget = plan_budget(cfg, rows, 2 * spilled + 2, len(source.columns), nthreads)
+        budget = plan_budget(dataclasses.replace(cfg, k=need), rows, 2 * spilled + 2, len(source.columns),
+                             nthreads)
         if rows <= budget.block_size and not _force_blocks:
             t = time.perf_counter()
-            table, labels, metrics = _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output)
+            table, labels, metrics, sse = _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output)
             passes["in_memory"] = time.perf_counter() - t
             sizes = np.bincount(labels)
             blocks = [rows]
+            if cfg.group_column is not None:
+                table = table.with_columns(pl.Series(cfg.group_column, labels, dtype=pl.Int64))
+            t = time.perf_counter()
+            verified = _count_published(table, qi, schema, numeric_output, sizes.shape[0], k, rows)
+            passes["verify"] = time.perf_counter() - t
             if dest is not None:
                 t = time.perf_counter()
                 with atomic_output(dest, tmp_dir, group) as tmp:
@@ -293,18 +248,60 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
                 passes["write"] = time.perf_counter() - t
         else:
             folder = tmp_dir if tmp_dir is not None else (os.path.dirname(os.path.abspath(dest)) if dest else None)
-            table, labels, sizes, metrics, blocks = _blocked(
+            table, labels, sizes, metrics, blocks, sse, verified = _blocked(
                 source, rows, qi, method, sa, k, epsilon, seed, numeric_output, budget, nthreads, dest, fmt,
-                tmp_dir, folder, cleanup, bool(progress), passes, group)
+                tmp_dir, folder, cleanup, bool(cfg.progress), passes, group, cfg.group_column)
         if sizes.min() < (k or 1):
             raise EngineError(f"internal check failed: a class has {int(sizes.min())} rows, fewer than k={k}")
         rss.sample()
-    rep = SensitiveReport(method, int(rows), int(sizes.shape[0]), int(sizes.min()), int(sizes.max()),
-                          time.perf_counter() - t0, int(rss.peak), metrics, blocks=len(blocks),
-                          block_rows_min=int(min(blocks)), block_rows_max=int(max(blocks)),
-                          block_size=int(budget.block_size), memory_limit=cfg.memory_limit,
-                          passes={p: round(s, 4) for p, s in passes.items()})
-    return table, labels, rep
+    sse_total, sst_total = sse
+    counts = np.unique(sizes, return_counts=True)
+    rep = Report(rows=int(rows), groups=int(sizes.shape[0]), min_group_size=int(sizes.min()),
+                 max_group_size=int(sizes.max()), sse=sse_total, sst=sst_total,
+                 information_loss_percent=(None if sst_total is None else
+                                           100.0 * sse_total / sst_total if sst_total > 0 else 0.0),
+                 wall_seconds=time.perf_counter() - t0, peak_rss_bytes=int(rss.peak), k=k, method=method,
+                 gamma=None, qi=qi, passes={p: round(s, 4) for p, s in passes.items()},
+                 group_size_counts={str(int(s)): int(c) for s, c in zip(*counts)}, blocks=len(blocks),
+                 block_rows_min=int(min(blocks)), block_rows_max=int(max(blocks)),
+                 block_size=int(budget.block_size), memory_limit=cfg.memory_limit, verified=verified,
+                 settings=cfg.settings(), metrics=metrics)
+    return RunResult(rep, labels, table)
+
+
+def _published_columns(qi, schema, numeric_output) -> list[str]:
+    """The columns a range release publishes for ``qi``."""
+    out = []
+    for c in qi:
+        if _is_numeric(schema[c]) and numeric_output == "range":
+            out += [f"{c}_min", f"{c}_max"]
+        else:
+            out.append(c)
+    return out
+
+
+def _count_published(frame, qi, schema, numeric_output, classes, k, rows) -> dict:
+    """The self-check of a range release: its classes counted from the published values
+    (``passes.selfcheck``), independently of the labels that produced them."""
+    from .passes.selfcheck import ClassCounter
+
+    counter = ClassCounter(_published_columns(qi, schema, numeric_output), classes)
+    counter.add(frame)
+    return counter.check(k, rows)
+
+
+def _z_sse(X: np.ndarray, labels: np.ndarray, g: int, mean: np.ndarray, sd: np.ndarray) -> float:
+    """Squared error of the rows of ``X`` around their class means, on z-scores
+    (``(x - mean) / sd``; a column with sd 0 adds nothing)."""
+    total = 0.0
+    size = np.bincount(labels, minlength=g).astype(np.float64)
+    for j in range(X.shape[1]):
+        if sd[j] == 0:
+            continue
+        z = (X[:, j] - mean[j]) / sd[j]
+        cm = np.bincount(labels, weights=z, minlength=g) / np.maximum(size, 1)
+        total += float(((z - cm[labels]) ** 2).sum())
+    return total
 
 
 def _check_span(c, method, lo, hi) -> None:
@@ -348,7 +345,14 @@ def _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output):
         metrics = {"il": res.il, "il_percent": res.il_percent, "mdav_range_il": il_mdav[0],
                    "mdav_range_il_percent": il_mdav[1]}
     table = generalize(df, labels, qi, kinds=kinds, numeric_output=numeric_output)
-    return table, labels, metrics
+    num = [c for c in qi if _is_numeric(df.schema[c])]
+    sse = (None, None)
+    if num:
+        X = np.ascontiguousarray(df.select(num).cast(pl.Float64).to_numpy())
+        mean, sd = X.mean(axis=0), X.std(axis=0)
+        sd[X.min(axis=0) == X.max(axis=0)] = 0.0
+        sse = (_z_sse(X, labels, int(labels.max()) + 1, mean, sd), float(df.height * int((sd > 0).sum())))
+    return table, labels, metrics, sse
 
 
 def _first_bad(frame, qi, sa, method, offset=0, columns=None) -> None:
@@ -564,7 +568,7 @@ def _class_stats(ids, Xnum, codes, local, g, words, sa=None, m=0) -> _Stats:
 
 
 def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, budget, threads, dest, fmt,
-             tmp_dir, folder, cleanup, progress, passes, group=None):
+             tmp_dir, folder, cleanup, progress, passes, group=None, group_column=None):
     from .coordinator import release_memory
     from .kernels.groups import count_labels
     from .kernels.partition import scatter_labels
@@ -615,6 +619,9 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
     for j, c in enumerate(num):
         _check_span(c, method, float(gmin[j]), float(gmax[j]))
     R = gmax - gmin
+    # z-scores of the numeric QIs in original units, for the SSE / SST of the report
+    zmean = profile.mean[:dn] * profile.scale[:dn]
+    zsd = profile.sd[:dn] * profile.scale[:dn]
 
     labels = None
     if forced:
@@ -626,6 +633,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
         stats = [st]
         blocks = [rows]
         metrics.update(merges=0, unit_fusions=0)
+        st.extra = {"sse": float(rows * int((zsd > 0).sum()))}  # one class: its SSE is the SST
         G = 1
     else:
         t = time.perf_counter()
@@ -674,7 +682,8 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
                                        qi_kinds=kinds, cardinalities=cardl, qi_names=num + cat, sa_name=sa,
                                        ranges=ranges)
                 st = _class_stats(ids, Xnum, codes, res.labels, res.n_classes, words, sac, m)
-                st.extra = {"merges": res.merges, "forced": res.forced_single_class}
+                st.extra = {"merges": res.merges, "forced": res.forced_single_class,
+                            "sse": _z_sse(Xnum, res.labels, res.n_classes, zmean, zsd)}
             else:
                 res = mnqia_partition(Xnum, k)
                 st = _class_stats(ids, Xnum, codes, res.labels, res.n_groups, words)
@@ -682,7 +691,8 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
                 gb = int(base.max()) + 1
                 bst = _class_stats(ids, Xnum, codes, base, gb, [])
                 st.extra = {"relaxed": res.relaxed_picks, "leftovers": res.leftovers,
-                            "base_il_sum": _il_sum(bst.size, bst.mn, bst.mx, R)}
+                            "base_il_sum": _il_sum(bst.size, bst.mn, bst.mx, R),
+                            "sse": _z_sse(Xnum, res.labels, res.n_groups, zmean, zsd)}
             return st
 
         t = time.perf_counter()
@@ -703,6 +713,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
             metrics["merges"] = int(sum(s.extra["merges"] for s in stats))
             metrics["units_forced_single_class"] = int(sum(bool(s.extra["forced"]) for s in stats))
 
+    sse = (float(sum(s.extra["sse"] for s in stats)), float(rows * int((zsd > 0).sum()))) if dn else (None, None)
     size = np.concatenate([s.size for s in stats])
     mn = np.concatenate([s.mn for s in stats])
     mx = np.concatenate([s.mx for s in stats])
@@ -759,14 +770,22 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
         text = [join_categories(sorted(values[i] for i in _codes_of(row))) for row in uniq]
         sets[c] = (pl.Series(c, text, dtype=pl.String), inv.reshape(-1).astype(np.int32))
 
+    from .passes.selfcheck import ClassCounter
+
+    counter = ClassCounter(_published_columns(qi, schema, numeric_output), G)
     t = time.perf_counter()
     if dest is None:
-        table = _write_pass(source, None, "parquet", labels, pub, sets, chunk_rows, progress, rows)
+        table = _write_pass(source, None, "parquet", labels, pub, sets, chunk_rows, progress, rows, counter,
+                            group_column)
     else:
         with atomic_output(dest, tmp_dir, group) as tmp:
-            table = _write_pass(source, tmp, fmt, labels, pub, sets, chunk_rows, progress, rows)
+            table = _write_pass(source, tmp, fmt, labels, pub, sets, chunk_rows, progress, rows, counter,
+                                group_column)
+            verified = counter.check(k, rows)  # before the output is renamed into place
     passes["write"] = time.perf_counter() - t
-    return table, labels, size, metrics, blocks
+    if dest is None:
+        verified = counter.check(k, rows)
+    return table, labels, size, metrics, blocks, sse, verified
 
 
 def _all_codes(card):
@@ -803,8 +822,9 @@ def _il_sum(size, mn, mx, R):
     return float((size[:, None] * share).sum())
 
 
-def _write_pass(source, path, fmt, labels, pub, sets, chunk_rows, progress, rows):
-    """Stream the input in order; each row's class gives its generalized QIs."""
+def _write_pass(source, path, fmt, labels, pub, sets, chunk_rows, progress, rows, counter, group_column=None):
+    """Stream the input in order; each row's class gives its generalized QIs. Every
+    frame handed to the writer is counted by its published values (``counter``)."""
     from .progress import Progress
     from .passes.write import _Writer
 
@@ -823,7 +843,11 @@ def _write_pass(source, path, fmt, labels, pub, sets, chunk_rows, progress, rows
                         out.append(text.gather(sid[lab]))
                     else:
                         out.append(frame.get_column(c))
-                writer.add(pl.DataFrame(out))
+                if group_column is not None:
+                    out.append(pl.Series(group_column, lab, dtype=pl.Int64))
+                published = pl.DataFrame(out)
+                counter.add(published)
+                writer.add(published)
                 bar.update(offset + h)
         return writer.close()
     except BaseException:

@@ -210,5 +210,5 @@ def test_anonymize_range_method_with_risk(tmp_path):
     frame.write_csv(src)
     assert main(["anonymize", str(src), str(out), "--qi", "x,y", "--method", "mnqia", "--k", "4", "--risk",
                  "--report", str(rep), "--quiet"]) == 0
-    risk = json.loads(rep.read_text())["metrics"]["risk"]
+    risk = json.loads(rep.read_text())["risk"]
     assert risk["range_qis"] == ["x", "y"] and 0 <= risk["dbrl"] <= 0.25 + 1e-12

@@ -54,7 +54,7 @@ def test_emad_with_any_method_and_streaming(tarragona, tmp_path):
     (dict(method="ama", select="emad", select_count=2), "ama selects its own"),
     (dict(select="emad"), "select count"),
     (dict(select="emad", select_count=99), "select count"),
-    (dict(select_count=2), "select count needs"),
+    (dict(select_count=2), "select_count .*takes effect only with select"),
     (dict(select="emad", select_count=2, select_measure="nope"), "unknown dependence measure"),
 ])
 def test_bad_selection_settings(census, kwargs, message):

@@ -72,4 +72,4 @@ def test_public_api_dispatches_sensitive_methods(tmp_path):
     rep = engine.anonymize(str(DATA / "adult.csv"), out, qi=["age", "hours_per_week"], k=4, method="mnqia")
     table = pl.read_parquet(out)
     assert {"age_min", "age_max", "hours_per_week_min", "hours_per_week_max"} <= set(table.columns)
-    assert rep.method == "mnqia" and rep.min_class_size >= 4 and rep.rows == table.height
+    assert rep.method == "mnqia" and rep.min_group_size >= 4 and rep.rows == table.height

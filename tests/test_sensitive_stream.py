@@ -132,7 +132,7 @@ def test_maxent_blocks(adult, adult_parquet, tmp_path):
     # the published classes are the label classes (ranges + sets identify them here)
     cls = res.select(pl.concat_str([pl.col(c).cast(pl.String) for c in res.columns if c.startswith("age_")
                                     or c in MAXENT_QI], separator="#")).to_series()
-    assert cls.n_unique() <= rep.classes
+    assert cls.n_unique() <= rep.groups
 
 
 def test_maxent_blocks_metrics_recomputed(adult):
@@ -141,7 +141,7 @@ def test_maxent_blocks_metrics_recomputed(adult):
                                            block_size=5000, k=10)
     sizes = check_published(adult, out, labels, MAXENT_QI, "occupation", eps, k=10)
     m = rep.metrics
-    assert rep.classes == sizes.shape[0] and m["cdm"] == int((sizes.astype(np.int64) ** 2).sum())
+    assert rep.groups == sizes.shape[0] and m["cdm"] == int((sizes.astype(np.int64) ** 2).sum())
     # NCP (eq. 4) with the whole table's ranges and category counts, from the output
     ncp = ((out["age_max"] - out["age_min"]) / (adult["age"].max() - adult["age"].min())).sum()
     for c in MAXENT_QI[1:]:
@@ -226,7 +226,7 @@ def test_fuse_units_rules():
 
 def test_default_epsilon_single_class_without_partition(adult):
     out, labels, rep = anonymize_sensitive(adult, None, MAXENT_QI, "maxent", sa="occupation", block_size=5000)
-    assert rep.metrics["forced_single_class"] and rep.classes == 1 and "partition" not in rep.passes
+    assert rep.metrics["forced_single_class"] and rep.groups == 1 and "partition" not in rep.passes
     assert out["age_min"].unique().to_list() == [adult["age"].min()]
     assert rep.metrics["entropy_min"] == pytest.approx(_h(adult["occupation"]))
 
@@ -310,10 +310,11 @@ def test_cli_block_options_and_bad_input(adult, tmp_path):
     import json
 
     r = json.loads(rep.read_text())
-    assert r["blocks"] >= 3 and r["block_size"] == 2000 and r["min_class_size"] >= 4
+    assert r["blocks"] >= 3 and r["block_size"] == 2000 and r["min_group_size"] >= 4
     out.unlink()
     for args, msg in ((["--sa", "one", "--qi", "age"], "single distinct value"),
-                      (["--sa", "occupation", "--qi", "age", "--k", "9000"], "fewer rows (8000)")):
+                      (["--sa", "occupation", "--qi", "age", "--k", "9000", "--block-size", "20000"],
+                       "fewer rows (8000)")):
         proc = _cli(src, out, "--method", "maxent", "--block-size", "2000", *args)
         assert proc.returncode == 2 and msg in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
         assert not out.exists()

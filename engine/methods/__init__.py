@@ -1,1 +1,77 @@
-"""engine.methods."""
+"""The methods: one registry, one declaration per method.
+
+Each method declares what it publishes, which optional settings take effect with it,
+whether it needs a sensitive attribute, and its kernel. The run configuration
+(``engine.config``) checks every setting against this table, so an option a method
+does not use stops the run with one line naming the option and the method, in the
+CLI and the API alike: nothing is silently ignored.
+
+* **centroids** (the MDAV family, AMA): groups of at least k rows; every QI is replaced
+  by its group's mean. Kernels: ``engine.kernels.mdav`` (exact, small tables),
+  ``engine.kernels.kdtree`` and ``engine.kernels.leaf`` (blocks), through
+  ``engine.passes.aggregate``.
+* **ranges** (maxent, mnqia): classes published as ``<col>_min`` / ``<col>_max``
+  ranges (or the class mean) and sets of categories. Drivers ``engine.methods.maxent``
+  and ``engine.methods.mnqia``; kernels ``engine.kernels.sensitive``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# the optional settings a method may take (API keyword names); the common ones
+# (threads, chunk_rows, memory_limit, block_size, tmp_dir, progress, risk, report and
+# the CSV options) apply to every method and are not listed
+OPTIONS = ("gamma", "group_column", "leaf_size", "refine", "refine_rounds", "refine_seconds", "select",
+           "select_count", "select_measure", "width", "bins", "seed", "sa", "epsilon", "numeric_output")
+
+# how each option is spelled on the command line, for the one-line refusals
+CLI_FLAG = {"refine_seconds": "--refine-budget", "select_measure": "--measure"}
+
+_CENTROID_OPTIONS = frozenset({"group_column", "leaf_size", "refine", "refine_rounds", "refine_seconds",
+                               "select", "select_count", "select_measure", "width", "bins", "seed"})
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    publishes: str             # "centroids" or "ranges"
+    paper: str                 # title and authors
+    options: frozenset         # the optional settings that take effect with this method
+    code: int = -1             # the MDAV-family kernel's method code (engine.kernels.mdav)
+    default_gamma: float | None = None
+    needs_sa: bool = False
+    needs_k: bool = True       # False: k is optional (maxent: classes of any size unless given)
+
+    @property
+    def centroids(self) -> bool:
+        return self.publishes == "centroids"
+
+
+_DF = "Domingo-Ferrer & Torra, \"Ordinal, continuous and heterogeneous k-anonymity through microaggregation\""
+_RB = "Rawat & Borah, \"An Improved Variable-Sized Microaggregation Algorithm for Privacy Preservation\""
+
+REGISTRY: dict[str, Method] = {m.name: m for m in (
+    Method("mdav", "centroids", _DF, _CENTROID_OPTIONS, code=0),
+    Method("mdav-single", "centroids", _RB, _CENTROID_OPTIONS, code=1),
+    # V-MDAV: 0.2 is its authors' suggestion for scattered data (Census, Tarragona)
+    Method("vmdav", "centroids", "Solanas & Martinez-Balleste, \"V-MDAV: a multivariate microaggregation with "
+           "variable group size\"", _CENTROID_OPTIONS | {"gamma"}, code=2, default_gamma=0.2),
+    # IV-MDAV: 1.16 is the setting of its paper's experiments
+    Method("ivmdav", "centroids", _RB, _CENTROID_OPTIONS | {"gamma"}, code=3, default_gamma=1.16),
+    # AMA: MDAV on the key attributes of the MI-distance tree (it selects its own)
+    Method("ama", "centroids", "Sun, Wang, Li & Zhang, \"An Approximate Microaggregation Approach for "
+           "Microdata Protection\"", _CENTROID_OPTIONS - {"select", "select_count"}, code=0),
+    Method("maxent", "ranges", "Tsiafoulis, Zorkadis & Pimenidis, \"Maximum Entropy Oriented Anonymization "
+           "Algorithm for Privacy Preserving Data Mining\"",
+           frozenset({"group_column", "seed", "sa", "epsilon", "numeric_output"}), needs_sa=True, needs_k=False),
+    Method("mnqia", "ranges", "Ahmed, Rauf & Rajesh, \"MNQIA: A Method for Multiple Numerical QI Attribute "
+           "Anonymization\"", frozenset({"group_column", "numeric_output"})),
+)}
+
+METHODS = tuple(REGISTRY)
+
+
+def flag(option: str) -> str:
+    """The option as the command line spells it (``refine_seconds`` -> ``--refine-budget``)."""
+    return CLI_FLAG.get(option, "--" + option.replace("_", "-"))

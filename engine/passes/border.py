@@ -49,7 +49,7 @@ def refine_borders(store, units, profile, cols, labels, n_groups: int, cfg, prog
             Z = standardized(X[sel], profile, cols)
             res = refine_partition(Z, sub, cfg.k, mode=cfg.refine, max_rounds=cfg.refine_rounds,
                                    budget_seconds=None if cfg.refine_seconds is None
-                                   else cfg.refine_seconds / len(windows), seed=cfg.seed)
+                                   else cfg.refine_seconds / len(windows), seed=cfg.effective_seed)
             new = res.labels
             # the refined window may use fewer groups (ids renumbered by first appearance), or
             # more (a window of groups re-cut into more groups of k..2k-1): new ids at the end

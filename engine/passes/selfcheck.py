@@ -24,9 +24,14 @@ from ..errors import VerificationError
 from ..kernels.classcount import count_keys, hash_column
 
 _SEED = 0x6D6963726F616767  # any fixed seed
+_STR_SEED = 7  # Polars' string hash, a fixed seed: the same text, the same hash, within a run
 
 
 class ClassCounter:
+    """Counts rows by their published values: ``qi`` names the published columns (a
+    centroid release's QIs; a range release's ``<col>_min``, ``<col>_max``, means and
+    sets of categories, which are String)."""
+
     def __init__(self, qi, expected_classes: int):
         self.qi = list(qi)
         bits = 10
@@ -59,9 +64,13 @@ class ClassCounter:
         h = np.full(frame.height, _SEED, np.uint64)
         for c in self.qi:
             s = frame.get_column(c)
-            if s.dtype != pl.Float64 or s.null_count():
-                s = s.cast(pl.Float64).fill_null(float("nan"))
-            hash_column(np.ascontiguousarray(s.to_numpy(), dtype=np.float64), h)
+            if s.dtype == pl.String:  # a range release's set of categories: its text's hash
+                v = s.hash(seed=_STR_SEED).to_numpy().view(np.float64)
+            else:
+                if s.dtype != pl.Float64 or s.null_count():
+                    s = s.cast(pl.Float64).fill_null(float("nan"))
+                v = s.to_numpy()
+            hash_column(np.ascontiguousarray(v, dtype=np.float64), h)
         self._insert(h, np.ones(h.shape[0], np.int64))
         self.rows += frame.height
 
