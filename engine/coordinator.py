@@ -122,13 +122,17 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         release_memory()
         cols = np.arange(len(cfg.qi))  # the grouping columns
         key = None
+        metrics: dict = {}
         if cfg.selects:
             t = time.perf_counter()
-            from .select import select_key_attributes  # imported when used: start-up time
+            from .select import profile as dependency_profile  # imported when used: start-up time
 
-            key = select_key_attributes(source, cfg.qi, cfg.measure,
-                                        count=cfg.select_count if cfg.select else None,
-                                        width=cfg.width, bins=cfg.bins, chunk_rows=budget.chunk_rows)
+            dep = dependency_profile(source, cfg.qi, cfg.measure, count=cfg.select_count if cfg.select else None,
+                                     width=cfg.width, bins=cfg.bins, chunk_rows=budget.chunk_rows)
+            key = dep.key_attributes
+            metrics["dependency"] = {k: v for k, v in dep.to_dict().items()
+                                     if k in ("measure", "tree", "tree_edges", "edge_weights", "degrees",
+                                              "key_attributes", "selection")}
             cols = np.array(sorted(cfg.qi.index(c) for c in key), np.int64)
             passes["select"] = time.perf_counter() - t
             log.info("key attributes: %s", ", ".join(key))
@@ -186,6 +190,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         group_size_counts={str(int(s)): int(c) for s, c in zip(sizes, counts)},
         verified=verified,
         settings=cfg.settings(),
+        metrics=metrics,
     )
     log.info("done: %d groups, IL %.4f %%", report.groups, report.information_loss_percent)
     return RunResult(report, groups.labels, table)

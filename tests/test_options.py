@@ -1,0 +1,176 @@
+"""No option is silently ignored: every method with every option either changes the
+output or the report, or stops with exit 2 and one line naming the option."""
+
+import json
+
+import polars as pl
+import pytest
+
+import engine
+from engine.cli import main
+from engine.errors import EngineError
+from engine.methods import METHODS, OPTIONS, REGISTRY, flag
+from engine.synth import census_like
+
+pytestmark = pytest.mark.slow
+
+CENTROID_QI = "age,education_years,hours_per_week,wage_income"
+BASE = {
+    **{m: ["--qi", CENTROID_QI, "--k", "3"] for m in METHODS if REGISTRY[m].centroids},
+    "maxent": ["--qi", "age,hours_per_week,sex", "--sa", "occupation", "--epsilon", "2.0"],
+    "mnqia": ["--qi", "age,education_years,hours_per_week", "--k", "3"],
+}
+# (name, extra arguments of the baseline run, arguments of the run with the option)
+VARIANTS = [
+    ("k", [], ["--k", "5"]),
+    ("gamma", [], ["--gamma", "0.5"]),
+    ("group_column", [], ["--group-column", "gid"]),
+    ("leaf_size", [], ["--leaf-size", "0"]),
+    ("refine", [], ["--refine", "local"]),
+    ("refine_rounds", [], ["--refine-rounds", "1"]),
+    ("refine_rounds with refine", ["--refine", "local"], ["--refine", "local", "--refine-rounds", "1"]),
+    ("refine_seconds", [], ["--refine-budget", "30"]),
+    ("select", [], ["--select", "emad", "--select-count", "2"]),
+    ("select_count", [], ["--select-count", "2"]),
+    ("select_measure", [], ["--measure", "chi2"]),
+    ("bins", [], ["--bins", "4"]),
+    ("width", [], ["--width", "1000"]),
+    ("seed", [], ["--seed", "7"]),
+    ("seed with ga", ["--refine", "ga", "--refine-rounds", "2"], ["--refine", "ga", "--refine-rounds", "2",
+                                                                 "--seed", "7"]),
+    ("sa", [], ["--sa", "region"]),
+    ("epsilon", [], ["--epsilon", "1.5"]),
+    ("numeric_output", [], ["--numeric-output", "mean"]),
+    ("block_size", [], ["--block-size", "700"]),
+    ("risk", [], ["--risk"]),
+]
+# settings that size the work, not the result: accepted by every method, output identical
+INVARIANT = [["--threads", "1"], ["--chunk-rows", "333"], ["--memory-limit", "2GiB"]]
+TIMING = {"wall_seconds", "peak_rss_bytes", "passes", "settings"}
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    d = tmp_path_factory.mktemp("options")
+    path = d / "in.parquet"
+    census_like(2_400, seed=3).write_parquet(path)
+    return path
+
+
+def _run(table, tmp_path, capsys, method, args, name):
+    out, rep = tmp_path / f"{name}.parquet", tmp_path / f"{name}.json"
+    code = main(["anonymize", str(table), str(out), "--method", method, "--block-size", "1000", *BASE[method],
+                 *args, "--report", str(rep), "--quiet"])
+    err = capsys.readouterr().err
+    if code != 0:
+        return code, err, None, None
+    report = {k: v for k, v in json.loads(rep.read_text()).items() if k not in TIMING}
+    return code, err, out.read_bytes(), report
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_option_changes_the_result_or_is_refused(method, table, tmp_path, capsys):
+    outcomes = {}
+    for name, base_args, args in VARIANTS:
+        code0, err, out0, rep0 = _run(table, tmp_path, capsys, method, base_args, "base")
+        assert code0 in (0, 2), (name, err)
+        code, err, out1, rep1 = _run(table, tmp_path, capsys, method, args, "opt")
+        if code0 == 2:  # the baseline's own option (--refine with maxent) is refused: so is the variant
+            assert code == 2, (name, err)
+        if code == 2:
+            assert err.startswith("microagg: error: ") and err.count("\n") == 1, (name, err)
+            outcomes[name] = "refused"
+            continue
+        assert code == 0, (name, err)
+        assert out1 != out0 or rep1 != rep0, f"{name} was accepted by {method} and changed nothing"
+        outcomes[name] = "applied"
+    spec = REGISTRY[method]
+    # what the registry promises
+    assert outcomes["gamma"] == ("applied" if "gamma" in spec.options else "refused")
+    for o in ("refine", "leaf_size", "select_measure"):
+        assert outcomes[o] == "refused" or o in spec.options, o
+    assert outcomes["refine_rounds"] == "refused"  # without --refine
+    assert outcomes["sa"] == ("applied" if spec.needs_sa else "refused")
+    assert outcomes["seed"] == ("applied" if not spec.centroids and "seed" in spec.options else "refused")
+    if spec.centroids:
+        assert outcomes["seed with ga"] == "applied" and outcomes["refine"] == "applied"
+    assert outcomes["group_column"] == outcomes["k"] == outcomes["block_size"] == outcomes["risk"] == "applied"
+
+
+@pytest.mark.parametrize("method", ["mdav", "maxent", "mnqia"])
+def test_resource_settings_are_taken_and_change_no_value(method, table, tmp_path, capsys):
+    code, err, out0, rep0 = _run(table, tmp_path, capsys, method, [], "base")
+    assert code == 0, err
+    for args in INVARIANT:
+        code, err, out1, rep1 = _run(table, tmp_path, capsys, method, args, "opt")
+        assert code == 0, (args, err)
+        assert out1 == out0, args
+        assert {k: v for k, v in rep1.items() if k != "memory_limit"} == \
+            {k: v for k, v in rep0.items() if k != "memory_limit"}, args
+
+
+@pytest.mark.parametrize("method, kwargs, option", [
+    ("maxent", dict(k=None, sa="occupation", refine="local"), "refine"),
+    ("mnqia", dict(k=3, gamma=0.5), "gamma"),
+    ("mdav", dict(k=3, sa="occupation"), "sa"),
+    ("mdav", dict(k=3, epsilon=1.0), "epsilon"),
+    ("mnqia", dict(k=3, leaf_size=0), "leaf_size"),
+    ("mdav", dict(k=3, refine_rounds=2), "refine_rounds"),
+    ("mdav", dict(k=3, seed=4), "seed"),
+    ("mdav", dict(k=3, numeric_output="mean"), "numeric_output"),
+])
+def test_the_api_refuses_as_the_cli(method, kwargs, option, table, tmp_path):
+    qi = BASE[method][BASE[method].index("--qi") + 1].split(",")
+    with pytest.raises(EngineError, match=rf"^{option} \({flag(option)}\) .*(method {method}|only with)"):
+        engine.anonymize(str(table), tmp_path / "o.parquet", qi=qi, method=method, **kwargs)
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_every_option_is_declared():
+    """The registry's options are the RunConfig's fields, and each method's are a subset."""
+    from dataclasses import fields
+
+    from engine.config import RunConfig
+
+    names = {f.name for f in fields(RunConfig)}
+    assert set(OPTIONS) <= names
+    for m in REGISTRY.values():
+        assert m.options <= set(OPTIONS)
+
+
+def test_one_report_for_every_method(table, tmp_path, capsys):
+    core = {"rows", "groups", "min_group_size", "max_group_size", "information_loss_percent", "sse", "sst",
+            "verified", "wall_seconds", "peak_rss_bytes", "passes", "settings", "risk", "metrics"}
+    for method in ("mdav", "maxent", "mnqia"):
+        out, rep = tmp_path / f"{method}.parquet", tmp_path / f"{method}.json"
+        assert main(["anonymize", str(table), str(out), "--method", method, *BASE[method], "--risk",
+                     "--report", str(rep), "--quiet"]) == 0, capsys.readouterr().err
+        r = json.loads(rep.read_text())
+        assert core <= set(r), (method, core - set(r))
+        assert r["verified"]["rows"] == 2_400 and r["verified"]["min_class_size"] >= (r["k"] or 2)
+        assert r["risk"] is not None and 0 <= r["information_loss_percent"] <= 100
+        assert r["settings"]["method"] == method
+
+
+def test_range_self_check_counts_the_published_values(table, tmp_path, monkeypatch):
+    """A range release whose written values leave a class below k is caught before
+    anything appears: here one row of a class of exactly k rows is written with
+    another class's published values (its label changed after the upstream recount)."""
+    import numpy as np
+
+    from engine import sensitive
+    from engine.errors import VerificationError
+
+    real = sensitive._write_pass
+
+    def corrupt(source, path, fmt, labels, *a, **kw):
+        sizes = np.bincount(labels)
+        i = int(np.flatnonzero(sizes[labels] == 3)[0])
+        labels[i] = labels[i] + 1 if labels[i] + 1 < sizes.shape[0] else labels[i] - 1
+        return real(source, path, fmt, labels, *a, **kw)
+
+    monkeypatch.setattr(sensitive, "_write_pass", corrupt)
+    with pytest.raises(VerificationError, match="smaller than k=3"):
+        engine.anonymize(str(table), tmp_path / "o.parquet", qi=["age", "wage_income", "property_tax"], k=3, method="mnqia",
+                         block_size=1000)
+    assert not (tmp_path / "o.parquet").exists()
