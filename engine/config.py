@@ -10,8 +10,8 @@ import math
 import numbers
 from dataclasses import dataclass, field
 
+from .checks import is_int
 from .errors import EngineError
-
 from .methods import METHODS, OPTIONS, REGISTRY, flag
 
 SELECT = ("emad",)
@@ -26,7 +26,7 @@ _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2, "m
 
 def parse_bytes(value) -> int:
     """``"1GiB"``, ``"512MiB"``, ``"2GB"``, ``"1.5G"`` or a whole number of bytes -> bytes."""
-    if _is_int(value):
+    if is_int(value):
         return int(value)
     if isinstance(value, str):
         import re
@@ -37,10 +37,6 @@ def parse_bytes(value) -> int:
     raise EngineError(f"memory limit must be a size such as 512MiB or 2GiB, got {value!r}")
 METHOD_CODES = {m.name: m.code for m in REGISTRY.values() if m.centroids}
 DEFAULT_GAMMA = {m.name: m.default_gamma for m in REGISTRY.values() if m.default_gamma is not None}
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 @dataclass(frozen=True)
@@ -157,7 +153,7 @@ class RunConfig:
         spec = self.spec
         if self.k is None and spec.needs_k:
             raise EngineError(f"method {self.method} needs k")
-        if self.k is not None and not _is_int(self.k):
+        if self.k is not None and not is_int(self.k):
             raise EngineError(f"k must be a whole number, got {self.k!r}")
         if self.k is not None and self.k < 2:
             raise EngineError(f"k must be at least 2, got {self.k}")
@@ -170,22 +166,22 @@ class RunConfig:
             raise EngineError(f"group column name must be a non-empty string, got {self.group_column!r}")
         if self.group_column in self.qi:
             raise EngineError(f"group column {self.group_column!r} is also a qi column")
-        if not _is_int(self.chunk_rows) or self.chunk_rows < 1:
+        if not is_int(self.chunk_rows) or self.chunk_rows < 1:
             raise EngineError(f"chunk_rows must be a positive whole number, got {self.chunk_rows!r}")
-        if self.threads is not None and (not _is_int(self.threads) or self.threads < 1):
+        if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
             raise EngineError(f"threads must be a positive whole number, got {self.threads!r}")
         if self.memory_limit is not None and self.memory_limit < (64 << 20):
             raise EngineError(f"memory limit must be at least 64MiB, got {self.memory_limit} bytes")
         least = 2 * max(2, self.k or 0)  # maxent without k: classes of at least 2 rows
-        if self.block_size is not None and (not _is_int(self.block_size) or self.block_size < least):
+        if self.block_size is not None and (not is_int(self.block_size) or self.block_size < least):
             raise EngineError(f"block size must be a whole number of at least 2k={least}, "
                               f"got {self.block_size!r}")
-        if self.leaf_size is not None and (not _is_int(self.leaf_size) or self.leaf_size < 0):
+        if self.leaf_size is not None and (not is_int(self.leaf_size) or self.leaf_size < 0):
             raise EngineError(f"leaf size must be a whole number >= 0 (0: exact MDAV on each block), "
                               f"got {self.leaf_size!r}")
         if self.refine is not None and self.refine not in REFINE_MODES:
             raise EngineError(f"unknown refine mode {self.refine!r} (choose from {', '.join(REFINE_MODES)})")
-        if self.refine_rounds is not None and (not _is_int(self.refine_rounds) or self.refine_rounds < 1):
+        if self.refine_rounds is not None and (not is_int(self.refine_rounds) or self.refine_rounds < 1):
             raise EngineError(f"refine rounds must be a positive whole number, got {self.refine_rounds!r}")
         if self.refine_seconds is not None and (isinstance(self.refine_seconds, bool)
                                                 or not isinstance(self.refine_seconds, numbers.Real)
@@ -193,7 +189,7 @@ class RunConfig:
             raise EngineError(f"refine budget must be a positive number of seconds, got {self.refine_seconds!r}")
         if self.select is not None and self.select not in SELECT:
             raise EngineError(f"unknown attribute selection {self.select!r} (choose from {', '.join(SELECT)})")
-        if self.select is not None and (not _is_int(self.select_count) or not 1 <= self.select_count <= len(self.qi)):
+        if self.select is not None and (not is_int(self.select_count) or not 1 <= self.select_count <= len(self.qi)):
             raise EngineError(f"select count must be a whole number between 1 and {len(self.qi)} (the qi count), "
                               f"got {self.select_count!r}")
         if self.select_measure is not None and self.select_measure not in SELECT_MEASURES:
@@ -201,7 +197,7 @@ class RunConfig:
                               f"(choose from {', '.join(SELECT_MEASURES)})")
         if self.width is not None and self.bins is not None:
             raise EngineError("give width or bins, not both")
-        if self.seed is not None and (not _is_int(self.seed) or self.seed < 0):
+        if self.seed is not None and (not is_int(self.seed) or self.seed < 0):
             raise EngineError(f"seed must be a non-negative whole number, got {self.seed!r}")
         if self.sa is not None:
             if not isinstance(self.sa, str) or not self.sa:

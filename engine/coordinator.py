@@ -27,6 +27,7 @@ from .io.schema import check_output_types
 from .io.source import open_source
 from .io.spill import BlockStore
 from .kernels.groups import count_labels
+from .parallel import numba_threads
 from .passes.profile import Moments, check_columns, profile_columns
 from .progress import Progress
 from .report import PeakRSS, Report
@@ -43,20 +44,6 @@ class RunResult:
     labels: np.ndarray
     # a Polars DataFrame; ``microaggregate`` gives a pandas DataFrame or pyarrow Table for those inputs
     table: pl.DataFrame | Any | None = None
-
-
-@contextlib.contextmanager
-def numba_threads(threads: int | None):
-    """Use ``threads`` Numba threads inside the block; restore the caller's setting."""
-    if threads is None:
-        yield
-        return
-    before = numba.get_num_threads()
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
 
 
 def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=None,

@@ -99,14 +99,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import math
-import numbers
 import os
 import time
-from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -116,6 +113,7 @@ from .io.sink import atomic_output, check_csv_columns, check_destination, output
 from .io.schema import check_output_types
 from .io.source import open_source
 from .io.spill import BlockStore
+from .methods.maxent import entropy_of_counts, entropy_of_rows
 from .report import PeakRSS
 
 log = logging.getLogger("engine")
@@ -124,10 +122,6 @@ SENSITIVE_METHODS = ("maxent", "mnqia")
 # maxent, block by block: a unit's SA entropy must reach eps + UNIT_SLACK * (H - eps)
 # (module docstring, "epsilon per block")
 UNIT_SLACK = 0.2
-
-
-def _whole(x) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and int(x) == x
 
 
 def _is_numeric(dtype) -> bool:
@@ -170,7 +164,8 @@ def run_ranges(data, cfg, dest, *, names=None, tmp_dir=None, group=None, _force_
     Returns a ``coordinator.RunResult`` (table, labels, the run's ``Report``).
     """
     from .budget import plan_budget
-    from .coordinator import RunResult, _tmp_folder, numba_threads
+    from .coordinator import RunResult, _tmp_folder
+    from .parallel import numba_threads
     from .report import Report
 
     import numba
@@ -471,22 +466,12 @@ def _numeric_before(source, num, end, chunk_rows) -> None:
         first_bad_value(frame, num, offset)
 
 
-def _entropy_counts(cnt) -> float:
-    """Entropy (bits) of a count vector; the formula of ``engine.methods.maxent.entropy_bits``."""
-    cnt = np.asarray(cnt)
-    total = cnt.sum()
-    if total == 0:
-        return 0.0
-    p = cnt[cnt > 0] / total
-    return float(-(p * np.log2(p)).sum())
-
-
 def fuse_units(units, block_counts, eps, min_rows, tol):
     """Fuse consecutive units until each has >= 2 distinct SA values, SA entropy >=
     eps - tol (the driver passes epsilon plus the slack) and >= min_rows rows
     (module docstring). Returns ``(units, fusions)``."""
     def ok(c):
-        return np.count_nonzero(c) >= 2 and c.sum() >= min_rows and _entropy_counts(c) >= eps - tol
+        return np.count_nonzero(c) >= 2 and c.sum() >= min_rows and entropy_of_counts(c) >= eps - tol
 
     out: list[tuple[list, np.ndarray]] = []
     cur, cc = [], np.zeros(block_counts.shape[1], np.int64)
@@ -503,29 +488,6 @@ def fuse_units(units, block_counts, eps, min_rows, tol):
         prev = out.pop()
         out.append((prev[0] + last[0], prev[1] + last[1]))
     return [u for u, _ in out], len(units) - len(out)
-
-
-def _ordered_map(fn, items, threads):
-    """``fn`` over ``items``, ``threads`` at a time, results yielded in item order."""
-    if threads <= 1 or len(items) <= 1:
-        for it in items:
-            yield fn(it)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        pending: deque = deque()
-        i = 0
-        try:
-            while i < len(items) or pending:
-                while i < len(items) and len(pending) < threads + 1:
-                    pending.append(pool.submit(fn, items[i]))
-                    i += 1
-                yield pending.popleft().result()
-        except BaseException:  # an error, Ctrl-C, or the consumer stopped: queued units never
-            for f in pending:  # start, so the pool's shutdown waits only for the running ones
-                f.cancel()
-            raise
 
 
 @dataclass
@@ -576,6 +538,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
     from .methods.mnqia import mdav_range_loss, mnqia_partition
     from .passes.partition import partition_pass, plan_blocks, sample_stride, standardized
     from .passes.profile import profile_columns
+    from .parallel import ordered_map
     from .progress import Progress
 
     schema = source.schema
@@ -596,7 +559,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
         if m < 2:
             raise EngineError(f"column {sa!r}: the sensitive attribute has a single distinct value "
                               f"(entropy 0 cannot be diversified)")
-        H = _entropy_counts(sa_total)
+        H = entropy_of_counts(sa_total)
         eps = H if epsilon is None else float(epsilon)
         if not math.isfinite(eps) or eps < 0:
             raise EngineError(f"epsilon: must be a finite number >= 0, got {epsilon!r}")
@@ -700,7 +663,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
         G = 0
         done = 0
         with Progress(method, rows, progress) as bar:
-            for st in _ordered_map(work, units, threads):
+            for st in ordered_map(work, units, threads):
                 scatter_labels(st.ids, st.local, G, labels)
                 G += st.g
                 done += st.ids.shape[0]
@@ -725,7 +688,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
         raise EngineError("internal check failed: a row was not assigned to exactly one class")
     if method == "maxent":
         sacnt = np.concatenate([s.sacnt for s in stats])
-        ent = _entropy_rows(sacnt)
+        ent = entropy_of_rows(sacnt)
         if (np.count_nonzero(sacnt, axis=1) < 2).any() or ent.min() < eps - ENTROPY_TOL:
             raise EngineError("internal check failed: a class misses the entropy target")
         if k is not None and size.min() < k:
@@ -806,14 +769,6 @@ def _popcount(mask):
         for b in range(64):
             out += ((v >> np.uint64(b)) & np.uint64(1)).astype(np.int64)
     return out
-
-
-def _entropy_rows(cnt):
-    cnt = cnt.astype(np.float64)
-    N = cnt.sum(axis=1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.where(cnt > 0, cnt / N, 1.0)
-        return -(np.where(cnt > 0, p * np.log2(p), 0.0)).sum(axis=1)
 
 
 def _il_sum(size, mn, mx, R):

@@ -46,7 +46,6 @@ least distance, computed by the same expression, so ties are exact.
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 import os
@@ -57,11 +56,12 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
+from ..checks import check_whole
 from ..errors import EngineError
 from ..io.source import Source, open_source
 from ..kernels.kdtree import build_kdtree
 from ..kernels.risk import find_rows, nearest_all, score_rows
-from .verify import ClassCounter, ScaledMoments, aligned_frames, check_whole, is_numeric, parse_columns, \
+from .verify import ClassCounter, ScaledMoments, aligned_frames, is_numeric, parse_columns, \
     published_columns
 
 LEAF_SIZE = 32

@@ -53,7 +53,6 @@ two so that values near 1e308 do not overflow).
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 import os
@@ -64,6 +63,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import polars as pl
 
+from ..checks import check_whole
 from ..errors import EngineError
 from ..io.source import Source, open_source
 
@@ -115,14 +115,6 @@ def published_columns(source: Source, qi: Sequence[str]) -> dict[str, tuple[str,
 
 def is_numeric(dtype) -> bool:
     return dtype.is_numeric() and dtype != pl.Boolean
-
-
-def check_whole(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise EngineError(f"{name} must be a whole number, got {value!r}")
-    if value < minimum:
-        raise EngineError(f"{name} must be at least {minimum}, got {value}")
-    return int(value)
 
 
 def aligned_frames(a: Source, b: Source, columns_a, columns_b, chunk_rows: int

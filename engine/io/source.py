@@ -18,11 +18,9 @@ import codecs
 import csv as _csv
 import glob as _glob
 import os
-import queue
 import shutil
 import tempfile
 import sys
-import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -31,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import EngineError
+from ..parallel import read_ahead
 from .schema import FolderSchema, adapt, adapt_lazy, check_reconciled, reconcile_parquet
 
 _PARQUET = (".parquet", ".pq", ".parq")
@@ -444,55 +443,6 @@ def _row_group_slices(path: str, chunk_rows: int, columns=None) -> Iterator[pl.D
         end = bounds[b] if bounds[b] > start else min(start + chunk_rows, bounds[-1])
         yield lf.slice(start, end - start).collect()
         start = end
-
-
-def read_ahead(items: Iterator, name: str = "microagg-reader") -> Iterator:
-    """The items of ``items``, produced by a background thread one item ahead of the
-    consumer (reading and decoding release the GIL, so they overlap the caller's
-    work). Its errors are raised in the consumer; when the consumer stops early (an
-    error, Ctrl-C), the thread stops at its next item."""
-    box: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
-
-    def put(msg) -> bool:
-        while not stop.is_set():
-            try:
-                box.put(msg, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def run() -> None:
-        try:
-            for item in items:
-                if not put(("item", item)):
-                    return
-            put(("done", None))
-        except BaseException as exc:  # raised in the consumer
-            put(("error", exc))
-
-    thread = threading.Thread(target=run, name=name, daemon=True)
-    thread.start()
-
-    def consume():
-        try:
-            while True:
-                try:
-                    kind, value = box.get(timeout=0.1)  # a timeout keeps Ctrl-C prompt
-                except queue.Empty:
-                    continue
-                if kind == "item":
-                    yield value
-                elif kind == "error":
-                    raise value
-                else:
-                    return
-        finally:
-            stop.set()
-            thread.join()
-
-    return consume()
 
 
 def numeric_values(s: pl.Series) -> np.ndarray:

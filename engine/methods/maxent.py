@@ -86,14 +86,29 @@ from ..kernels.som import som_fit
 ENTROPY_TOL = 1e-9
 
 
+def entropy_of_counts(cnt) -> float:
+    """Shannon entropy (bits) of a count vector (0 for an empty one)."""
+    cnt = np.asarray(cnt)
+    total = cnt.sum()
+    if total == 0:
+        return 0.0
+    p = cnt[cnt > 0] / total
+    return float(-(p * np.log2(p)).sum())
+
+
+def entropy_of_rows(cnt) -> np.ndarray:
+    """``entropy_of_counts`` of every row of a count matrix."""
+    cnt = cnt.astype(np.float64)
+    N = cnt.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(cnt > 0, cnt / N, 1.0)
+        return -(np.where(cnt > 0, p * np.log2(p), 0.0)).sum(axis=1)
+
+
 def entropy_bits(codes: np.ndarray) -> float:
     """Shannon entropy (bits) of the distribution of integer codes."""
     codes = np.asarray(codes, dtype=np.int64)
-    if codes.size == 0:
-        return 0.0
-    cnt = np.bincount(codes)
-    p = cnt[cnt > 0] / codes.size
-    return float(-(p * np.log2(p)).sum())
+    return entropy_of_counts(np.bincount(codes)) if codes.size else 0.0
 
 
 @dataclass

@@ -42,7 +42,6 @@ and machines (they are never worse than the input).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
 import time
@@ -50,7 +49,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import is_int
 from ..errors import EngineError
+from ..parallel import numba_threads
 from ..kernels import refine as _k
 
 MODES = ("local", "ga")
@@ -77,26 +78,6 @@ class RefineResult:
     seconds: float
 
 
-@contextlib.contextmanager
-def _numba_threads(threads):
-    # same as engine.coordinator.numba_threads (not imported: the coordinator will import this module)
-    if threads is None:
-        yield
-        return
-    import numba
-
-    before = numba.get_num_threads()
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
-
-
 def _validate(Z, labels, k, mode, budget_seconds, max_rounds, seed, threads):
     if not isinstance(Z, np.ndarray) or Z.ndim != 2 or Z.dtype != np.float64 or not Z.flags.c_contiguous:
         raise EngineError("Z must be a C-contiguous float64 array of shape (rows, columns)")
@@ -104,7 +85,7 @@ def _validate(Z, labels, k, mode, budget_seconds, max_rounds, seed, threads):
         raise EngineError(f"Z must have at least one row and one column, got shape {Z.shape}")
     if not np.isfinite(Z).all():
         raise EngineError("Z must be finite (no NaN or infinity)")
-    if not _is_int(k) or k < 2:
+    if not is_int(k) or k < 2:
         raise EngineError(f"k must be a whole number >= 2, got {k!r}")
     if not isinstance(labels, np.ndarray) or labels.ndim != 1 or labels.shape[0] != Z.shape[0]:
         raise EngineError(f"labels must be a 1-D array with one entry per row of Z ({Z.shape[0]})")
@@ -125,11 +106,11 @@ def _validate(Z, labels, k, mode, budget_seconds, max_rounds, seed, threads):
         if isinstance(budget_seconds, bool) or not isinstance(budget_seconds, numbers.Real) \
                 or not math.isfinite(budget_seconds) or budget_seconds <= 0:
             raise EngineError(f"budget_seconds must be a positive number, got {budget_seconds!r}")
-    if max_rounds is not None and (not _is_int(max_rounds) or max_rounds < 0):
+    if max_rounds is not None and (not is_int(max_rounds) or max_rounds < 0):
         raise EngineError(f"max_rounds must be a whole number >= 0, got {max_rounds!r}")
-    if not _is_int(seed) or seed < 0 or seed >= 2**63:
+    if not is_int(seed) or seed < 0 or seed >= 2**63:
         raise EngineError(f"seed must be a whole number in [0, 2**63), got {seed!r}")
-    if threads is not None and (not _is_int(threads) or threads < 1):
+    if threads is not None and (not is_int(threads) or threads < 1):
         raise EngineError(f"threads must be a positive whole number, got {threads!r}")
     return sizes
 
@@ -181,7 +162,7 @@ def refine_partition(Z, labels, k, mode="local", budget_seconds=None, max_rounds
     deadline = None if budget_seconds is None else t0 + float(budget_seconds)
     rounds_cap = max_rounds if max_rounds is not None else 1 << 62
 
-    with _numba_threads(threads):
+    with numba_threads(threads):
         lab = labels.copy()
         sse_before = _k.partition_sse(Z, lab, G)
         sums, counts, members, slot = _k.build_state(Z, lab, S, cap)

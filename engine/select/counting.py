@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-import queue
-import threading
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
-import numba
 import numpy as np
 import polars as pl
 
 from ..errors import EngineError
 from ..io import Source, open_source
 from ..kernels import histogram
+from ..parallel import numba_threads, read_ahead
 from .binning import BinPlan, DEFAULT_CHUNK_ROWS, _cell_layout
 
 
@@ -66,67 +63,6 @@ class Counts:
         return np.diag(self.marginals[a])
 
 
-@contextlib.contextmanager
-def _numba_threads(threads: int | None) -> Iterator[int]:
-    # numba's thread count is per calling thread: set it here and restore it after.
-    if threads is None:
-        yield numba.get_num_threads()
-        return
-    prev = numba.get_num_threads()
-    numba.set_num_threads(min(int(threads), numba.config.NUMBA_NUM_THREADS))
-    try:
-        yield numba.get_num_threads()
-    finally:
-        numba.set_num_threads(prev)
-
-
-class _Failed:
-    def __init__(self, exc: BaseException):
-        self.exc = exc
-
-
-def _prefetch(items: Iterable, depth: int = 2) -> Iterator:
-    """Produce ``items`` on a background thread, ``depth`` ahead, so reading overlaps counting.
-
-    Polars and the binning kernels release the GIL while they work.
-    """
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    done = object()
-
-    def put(x) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(x, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def run():
-        try:
-            for x in items:
-                if not put(x):
-                    return
-            put(done)
-        except BaseException as exc:  # handed to the consumer, raised there
-            put(_Failed(exc))
-
-    th = threading.Thread(target=run, name="profile-reader", daemon=True)
-    th.start()
-    try:
-        while True:
-            x = q.get()
-            if x is done:
-                return
-            if isinstance(x, _Failed):
-                raise x.exc
-            yield x
-    finally:
-        stop.set()
-        th.join()
-
-
 def code_dtype(plans: Sequence[BinPlan]) -> type:
     """Smallest unsigned dtype that holds every code (null bin included)."""
     top = max((p.size for p in plans), default=1)
@@ -162,9 +98,9 @@ def count_pairs(
     col_off, (pair_a, pair_b, pair_off, pair_stride), cells = _cell_layout(plans)
     chunks = _encoded_chunks(src, plans, chunk_rows)
     if prefetch:
-        chunks = _prefetch(chunks)
+        chunks = read_ahead(chunks, "profile-reader", depth=2)
     n_rows = 0
-    with _numba_threads(threads) as n_threads:
+    with numba_threads(threads) as n_threads:
         priv = np.zeros((n_threads, cells), np.int64)
         for h, codes in chunks:
             histogram.accumulate_counts(codes, h, col_off, pair_a, pair_b, pair_off, pair_stride, priv)
@@ -209,9 +145,9 @@ def pearson_matrix(
             yield frame.height, X
 
     n_rows = 0
-    with _numba_threads(threads) as n_threads:
+    with numba_threads(threads) as n_threads:
         priv = np.zeros((n_threads, 4, d, d))
-        for h, X in _prefetch(chunks()):
+        for h, X in read_ahead(chunks(), "profile-reader", depth=2):
             histogram.accumulate_moments(X, h, shift, priv)
             n_rows += h
     S = priv.sum(axis=0)

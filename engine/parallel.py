@@ -1,0 +1,99 @@
+"""Threads: Numba's thread count for a call, an ordered thread-pool map, a read-ahead thread."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from collections import deque
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def numba_threads(threads: int | None) -> Iterator[int]:
+    """Use ``threads`` Numba threads inside the block (Numba's count is per calling
+    thread) and restore the caller's setting; yields the count in effect."""
+    import numba
+
+    if threads is None:
+        yield numba.get_num_threads()
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(int(threads), numba.config.NUMBA_NUM_THREADS))
+    try:
+        yield numba.get_num_threads()
+    finally:
+        numba.set_num_threads(before)
+
+
+def ordered_map(fn, items, threads: int) -> Iterator:
+    """``fn`` over ``items``, ``threads`` at a time, results yielded in item order (so
+    what the caller builds from them does not depend on the thread count)."""
+    if threads <= 1 or len(items) <= 1:
+        for it in items:
+            yield fn(it)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        pending: deque = deque()
+        i = 0
+        try:
+            while i < len(items) or pending:
+                while i < len(items) and len(pending) < threads + 1:
+                    pending.append(pool.submit(fn, items[i]))
+                    i += 1
+                yield pending.popleft().result()
+        except BaseException:  # an error, Ctrl-C, or the consumer stopped: queued items never
+            for f in pending:  # start, so the pool's shutdown waits only for the running ones
+                f.cancel()
+            raise
+
+
+def read_ahead(items: Iterator, name: str = "microagg-reader", depth: int = 1) -> Iterator:
+    """The items of ``items``, produced by a background thread ``depth`` items ahead
+    of the consumer (reading and decoding release the GIL, so they overlap the
+    caller's work). Its errors are raised in the consumer; when the consumer stops
+    early (an error, Ctrl-C), the thread stops at its next item."""
+    box: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(msg) -> bool:
+        while not stop.is_set():
+            try:
+                box.put(msg, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run() -> None:
+        try:
+            for item in items:
+                if not put(("item", item)):
+                    return
+            put(("done", None))
+        except BaseException as exc:  # raised in the consumer
+            put(("error", exc))
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+
+    def consume():
+        try:
+            while True:
+                try:
+                    kind, value = box.get(timeout=0.1)  # a timeout keeps Ctrl-C prompt
+                except queue.Empty:
+                    continue
+                if kind == "item":
+                    yield value
+                elif kind == "error":
+                    raise value
+                else:
+                    return
+        finally:
+            stop.set()
+            thread.join()
+
+    return consume()
