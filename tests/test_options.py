@@ -174,3 +174,12 @@ def test_range_self_check_counts_the_published_values(table, tmp_path, monkeypat
         engine.anonymize(str(table), tmp_path / "o.parquet", qi=["age", "wage_income", "property_tax"], k=3, method="mnqia",
                          block_size=1000)
     assert not (tmp_path / "o.parquet").exists()
+
+
+def test_the_documented_table_is_the_registry():
+    from pathlib import Path
+
+    from engine.methods import options_table
+
+    text = (Path(__file__).parent.parent / "docs" / "usage.md").read_text()
+    assert options_table() in text

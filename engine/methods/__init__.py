@@ -75,3 +75,25 @@ METHODS = tuple(REGISTRY)
 def flag(option: str) -> str:
     """The option as the command line spells it (``refine_seconds`` -> ``--refine-budget``)."""
     return CLI_FLAG.get(option, "--" + option.replace("_", "-"))
+
+
+def options_table() -> str:
+    """The Markdown table of which option takes effect with which method (docs/usage.md)."""
+    lines = ["| option | " + " | ".join(REGISTRY) + " |", "|---|" + "---|" * len(REGISTRY)]
+    for o in OPTIONS:
+        cells = []
+        for m in REGISTRY.values():
+            if o not in m.options:
+                cells.append("refused")
+            elif o == "sa" and m.needs_sa:
+                cells.append("required")
+            elif o == "seed" and m.centroids:
+                cells.append("with `ga`")
+            elif o in ("refine_rounds", "refine_seconds"):
+                cells.append("with `--refine`")
+            elif o == "select_count" or (o in ("select_measure", "width", "bins") and m.name != "ama"):
+                cells.append("with `--select`")
+            else:
+                cells.append("yes")
+        lines.append(f"| `{flag(o)}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
