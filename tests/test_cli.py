@@ -13,6 +13,8 @@ import pytest
 import engine
 from engine.cli import main
 
+pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
+
 DATA = Path(__file__).parent / "data"
 CENSUS_QI = "AFNLWGT,AGI,EMCONTRB,FEDTAX,PTOTVAL,STATETAX,TAXINC,POTHVAL,INTVAL,PEARNVAL,FICA,WSALVAL,ERNVAL"
 

@@ -25,6 +25,8 @@ from engine.io import tempfiles
 from engine.io.tempfiles import HOST_TAG, SPILL_PREFIX, TMP_SUFFIX, clean_stale
 from engine.synth import NUMERIC_QI, census_like
 
+pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
+
 QI = list(NUMERIC_QI)
 QI_ARG = ",".join(QI)
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,6 +30,8 @@ from hypothesis import strategies as st
 
 from engine.cli import main
 
+pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
+
 FLOATS = st.one_of(st.integers(-3, 3).map(float), st.floats(-1e6, 1e6, allow_nan=False),
                    st.sampled_from([0.0, -0.0, 1e300, -1e300, 1e-300, 2.5]))
 INTS = st.one_of(st.integers(-3, 3), st.integers(-2**53, 2**53))

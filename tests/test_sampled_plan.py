@@ -20,6 +20,8 @@ from engine.passes.partition import plan_blocks, partition_pass, sample_profile,
 from engine.passes.profile import Moments, profile_columns
 from engine.synth import NUMERIC_QI, census_like
 
+pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
+
 QI = list(NUMERIC_QI)
 
 

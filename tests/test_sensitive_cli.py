@@ -8,6 +8,8 @@ import pytest
 
 from conftest import DATA
 
+pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
+
 
 def _run(*args):
     return subprocess.run([sys.executable, "-m", "engine", "anonymize", *map(str, args), "--quiet"],

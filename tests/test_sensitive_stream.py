@@ -17,6 +17,8 @@ from engine.errors import EngineError
 from engine.methods.maxent import entropy_bits
 from engine.sensitive import anonymize_sensitive, fuse_units
 
+pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
+
 MAXENT_QI = ["age", "education", "marital_status", "race", "sex"]
 MNQIA_QI = ["age", "education_num", "hours_per_week"]
 

@@ -22,6 +22,8 @@ import pytest
 import engine
 from engine.cli import main
 
+pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -19,6 +19,8 @@ from engine.passes.partition import plan_blocks
 from engine.synth import NUMERIC_QI, census_like
 from reference import tie_key
 
+pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
+
 QI = list(NUMERIC_QI)
 ROOT = Path(__file__).resolve().parents[1]
 
