@@ -418,25 +418,7 @@ def _neg_zero(c: str) -> str:
 
 def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows) -> VerifyResult:
     t0 = time.perf_counter()
-    qi = parse_columns(qi)
-    k = check_whole(k, "k", 1)
-    chunk_rows = check_whole(chunk_rows, "chunk_rows", 1)
-    if sa is not None:
-        if not isinstance(sa, str) or not sa:
-            raise EngineError(f"sa must be a column name, got {sa!r}")
-        if sa in qi:
-            raise EngineError(f"sensitive attribute {sa!r} is also a qi column")
-        if (l is None) == (epsilon is None):
-            raise EngineError("with a sensitive attribute give exactly one of l (--l) or epsilon (--epsilon)")
-    elif l is not None or epsilon is not None:
-        raise EngineError("l and epsilon need a sensitive attribute: sa (--sa COL)")
-    if l is not None:
-        l = check_whole(l, "l", 1)
-    if epsilon is not None:
-        if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not math.isfinite(epsilon) \
-                or epsilon < 0:
-            raise EngineError(f"epsilon must be a non-negative number of bits, got {epsilon!r}")
-        epsilon = float(epsilon)
+    qi, k, l, epsilon, chunk_rows = _settings(qi, k, sa, l, epsilon, chunk_rows)
 
     out = open_source(output)
     pub = published_columns(out, qi)
@@ -479,97 +461,142 @@ def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows) -> VerifyResult:
         for _, frame in out.iter_frames(keys + ([sa] if sa is not None else []), chunk_rows):
             counter.add(_sign_keys(frame, keys))
     if orig is not None:
-        result.original, result.original_rows = orig.label, orig_rows
-        qi_set, orig_set = set(qi), set(orig.columns)
-        others = [c for c in orig.columns if c not in qi_set]
-        present = [c for c in others if c in set(out.columns)]
-        missing = [c for c in others if c not in set(out.columns)]
-        in_release = [c for c in out.columns if c in set(others)]
-        result.extra_columns = [c for c in out.columns if c not in set(keys) and c not in orig_set]
-        result.columns_compared = present
-        detail = []
-        if missing:
-            detail.append(f"missing from the release: {', '.join(missing)}")
-        if in_release != present:
-            detail.append(f"order changed: {', '.join(in_release)} (original: {', '.join(present)})")
-        later.append(("row count", orig_rows == rows,
-                      f"{rows:,} rows, as the original" if orig_rows == rows
-                      else f"the release has {rows:,} rows, the original {orig_rows:,}"))
-        if orig_rows != rows:
-            detail.append("values not compared (row counts differ)")
-            later.append(("other columns", False, "; ".join(detail)))
-        else:
-            for c in qi:
-                if pub[c] != (c,):
-                    result.information_loss_skipped[c] = "published as a range"
-                elif not is_numeric(out.schema[c]) and not (out.kind == "csv" and out.schema[c] == pl.String):
-                    result.information_loss_skipped[c] = f"not numeric in the release ({out.schema[c]})"
-                elif not is_numeric(orig.schema[c]):
-                    result.information_loss_skipped[c] = f"not numeric in the original ({orig.schema[c]})"
-            il_cols = [c for c in qi if c not in result.information_loss_skipped]
-            moments = ScaledMoments(len(il_cols)) if il_cols else None
-            changed: dict[str, int] = {}
-            bad_il: dict[str, int] = {}
-            # QIs published as a range or as a set of categories: the original value must lie in it
-            ranges = [c for c in qi if len(pub[c]) == 2]
-            sets = [c for c in qi if pub[c] == (c,) and not is_numeric(orig.schema[c])
-                    and out.schema[c] == pl.String]
-            outside: dict[str, int] = {}
-            out_cols = list(dict.fromkeys(keys + ([sa] if sa is not None else []) + present))
-            orig_cols = list(dict.fromkeys(present + il_cols + ranges + sets)) or [qi[0]]
-            for offset, f_out, f_orig in aligned_frames(out, orig, out_cols, orig_cols, chunk_rows):
-                counter.add(_sign_keys(f_out, keys))
-                for c in ranges + sets:
-                    if c not in outside:
-                        at = _first_outside(f_out, f_orig, c, pub[c])
-                        if at >= 0:
-                            outside[c] = offset + at
-                for c in present:
-                    if c not in changed:
-                        at = _first_difference(f_out.get_column(c), f_orig.get_column(c))
-                        if at >= 0:
-                            changed[c] = offset + at
-                if moments is not None and not bad_il:
-                    X = np.column_stack([f_orig.get_column(c).cast(pl.Float64).to_numpy() for c in il_cols])
-                    Y = np.column_stack([f_out.get_column(c).cast(pl.Float64, strict=False).to_numpy()
-                                         for c in il_cols])  # a CSV release's text: not a number -> NaN
-                    fin = np.isfinite(X) & np.isfinite(Y)
-                    if not fin.all():
-                        i, j = np.argwhere(~fin)[0]
-                        bad_il[il_cols[j]] = offset + int(i)
-                        continue
-                    moments.add(X, Y)
-            for c, at in bad_il.items():
-                result.information_loss_skipped[c] = f"missing or non-finite value at row {at + 1}"
-            if moments is not None and not bad_il:
-                keep = moments.min < moments.max
-                per = np.where(keep, 100.0 * moments.sse / np.where(moments.m2 > 0, moments.m2, 1.0), 0.0)
-                for j, c in enumerate(il_cols):
-                    if keep[j]:
-                        result.information_loss_by_column[c] = float(per[j])
-                    else:
-                        result.information_loss_skipped[c] = "constant in the original"
-                result.information_loss_percent = float(per[keep].mean()) if keep.any() else 0.0
-            result.columns_changed = [c for c in present if c in changed]
-            if result.columns_changed:
-                first = min(result.columns_changed, key=lambda c: changed[c])
-                detail.append(f"{len(result.columns_changed)} changed ({', '.join(result.columns_changed)}); "
-                              f"first: column {first!r} at row {changed[first] + 1}")
-            if ranges or sets:
-                what = ", ".join(ranges + sets)
-                if outside:
-                    first = min(outside, key=lambda c: outside[c])
-                    later.append(("generalization", False,
-                                  f"the original value is outside its published range or set in "
-                                  f"{', '.join(c for c in ranges + sets if c in outside)}; first: column "
-                                  f"{first!r} at row {outside[first] + 1}"))
-                else:
-                    later.append(("generalization", True, f"every original value lies in its published range "
-                                                          f"or set ({what})"))
-            later.append(("other columns", not detail,
-                          "; ".join(detail) if detail else (f"{len(present)} unchanged, same order" if present
-                                                               else "none besides the QIs")))
+        later += _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows)
 
+    _class_checks(result, counter, group_keys, keys, k, sa, l, epsilon)
+
+    for name, ok, detail in later:
+        _check(result, name, ok, detail)
+    result.ok = all(c["ok"] for c in result.checks)
+    result.wall_seconds = time.perf_counter() - t0
+    return result
+
+
+def _settings(qi, k, sa, l, epsilon, chunk_rows):
+    """The checked settings: ``(qi, k, l, epsilon, chunk_rows)``, or one line naming the bad one."""
+    qi = parse_columns(qi)
+    k = check_whole(k, "k", 1)
+    chunk_rows = check_whole(chunk_rows, "chunk_rows", 1)
+    if sa is not None:
+        if not isinstance(sa, str) or not sa:
+            raise EngineError(f"sa must be a column name, got {sa!r}")
+        if sa in qi:
+            raise EngineError(f"sensitive attribute {sa!r} is also a qi column")
+        if (l is None) == (epsilon is None):
+            raise EngineError("with a sensitive attribute give exactly one of l (--l) or epsilon (--epsilon)")
+    elif l is not None or epsilon is not None:
+        raise EngineError("l and epsilon need a sensitive attribute: sa (--sa COL)")
+    if l is not None:
+        l = check_whole(l, "l", 1)
+    if epsilon is not None:
+        if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not math.isfinite(epsilon) \
+                or epsilon < 0:
+            raise EngineError(f"epsilon must be a non-negative number of bits, got {epsilon!r}")
+        epsilon = float(epsilon)
+
+    return qi, k, l, epsilon, chunk_rows
+
+def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows) -> list:
+    """Read the release beside the original (counting its classes on the way): the row
+    count, the columns passed through, the generalization of range and set QIs, the
+    information loss. Returns the checks ``(name, ok, detail)`` to list after the class checks."""
+    later: list[tuple[str, bool, str]] = []
+    rows = result.rows
+    result.original, result.original_rows = orig.label, orig_rows
+    qi_set, orig_set = set(qi), set(orig.columns)
+    others = [c for c in orig.columns if c not in qi_set]
+    present = [c for c in others if c in set(out.columns)]
+    missing = [c for c in others if c not in set(out.columns)]
+    in_release = [c for c in out.columns if c in set(others)]
+    result.extra_columns = [c for c in out.columns if c not in set(keys) and c not in orig_set]
+    result.columns_compared = present
+    detail = []
+    if missing:
+        detail.append(f"missing from the release: {', '.join(missing)}")
+    if in_release != present:
+        detail.append(f"order changed: {', '.join(in_release)} (original: {', '.join(present)})")
+    later.append(("row count", orig_rows == rows,
+                  f"{rows:,} rows, as the original" if orig_rows == rows
+                  else f"the release has {rows:,} rows, the original {orig_rows:,}"))
+    if orig_rows != rows:
+        detail.append("values not compared (row counts differ)")
+        later.append(("other columns", False, "; ".join(detail)))
+    else:
+        for c in qi:
+            if pub[c] != (c,):
+                result.information_loss_skipped[c] = "published as a range"
+            elif not is_numeric(out.schema[c]) and not (out.kind == "csv" and out.schema[c] == pl.String):
+                result.information_loss_skipped[c] = f"not numeric in the release ({out.schema[c]})"
+            elif not is_numeric(orig.schema[c]):
+                result.information_loss_skipped[c] = f"not numeric in the original ({orig.schema[c]})"
+        il_cols = [c for c in qi if c not in result.information_loss_skipped]
+        moments = ScaledMoments(len(il_cols)) if il_cols else None
+        changed: dict[str, int] = {}
+        bad_il: dict[str, int] = {}
+        # QIs published as a range or as a set of categories: the original value must lie in it
+        ranges = [c for c in qi if len(pub[c]) == 2]
+        sets = [c for c in qi if pub[c] == (c,) and not is_numeric(orig.schema[c])
+                and out.schema[c] == pl.String]
+        outside: dict[str, int] = {}
+        out_cols = list(dict.fromkeys(keys + ([sa] if sa is not None else []) + present))
+        orig_cols = list(dict.fromkeys(present + il_cols + ranges + sets)) or [qi[0]]
+        for offset, f_out, f_orig in aligned_frames(out, orig, out_cols, orig_cols, chunk_rows):
+            counter.add(_sign_keys(f_out, keys))
+            for c in ranges + sets:
+                if c not in outside:
+                    at = _first_outside(f_out, f_orig, c, pub[c])
+                    if at >= 0:
+                        outside[c] = offset + at
+            for c in present:
+                if c not in changed:
+                    at = _first_difference(f_out.get_column(c), f_orig.get_column(c))
+                    if at >= 0:
+                        changed[c] = offset + at
+            if moments is not None and not bad_il:
+                X = np.column_stack([f_orig.get_column(c).cast(pl.Float64).to_numpy() for c in il_cols])
+                Y = np.column_stack([f_out.get_column(c).cast(pl.Float64, strict=False).to_numpy()
+                                     for c in il_cols])  # a CSV release's text: not a number -> NaN
+                fin = np.isfinite(X) & np.isfinite(Y)
+                if not fin.all():
+                    i, j = np.argwhere(~fin)[0]
+                    bad_il[il_cols[j]] = offset + int(i)
+                    continue
+                moments.add(X, Y)
+        for c, at in bad_il.items():
+            result.information_loss_skipped[c] = f"missing or non-finite value at row {at + 1}"
+        if moments is not None and not bad_il:
+            keep = moments.min < moments.max
+            per = np.where(keep, 100.0 * moments.sse / np.where(moments.m2 > 0, moments.m2, 1.0), 0.0)
+            for j, c in enumerate(il_cols):
+                if keep[j]:
+                    result.information_loss_by_column[c] = float(per[j])
+                else:
+                    result.information_loss_skipped[c] = "constant in the original"
+            result.information_loss_percent = float(per[keep].mean()) if keep.any() else 0.0
+        result.columns_changed = [c for c in present if c in changed]
+        if result.columns_changed:
+            first = min(result.columns_changed, key=lambda c: changed[c])
+            detail.append(f"{len(result.columns_changed)} changed ({', '.join(result.columns_changed)}); "
+                          f"first: column {first!r} at row {changed[first] + 1}")
+        if ranges or sets:
+            what = ", ".join(ranges + sets)
+            if outside:
+                first = min(outside, key=lambda c: outside[c])
+                later.append(("generalization", False,
+                              f"the original value is outside its published range or set in "
+                              f"{', '.join(c for c in ranges + sets if c in outside)}; first: column "
+                              f"{first!r} at row {outside[first] + 1}"))
+            else:
+                later.append(("generalization", True, f"every original value lies in its published range "
+                                                      f"or set ({what})"))
+        later.append(("other columns", not detail,
+                      "; ".join(detail) if detail else (f"{len(present)} unchanged, same order" if present
+                                                           else "none besides the QIs")))
+
+    return later
+
+def _class_checks(result, counter, group_keys, keys, k, sa, l, epsilon) -> None:
+    """k-anonymity (and l-diversity or entropy l-diversity with ``sa``) over the counted classes."""
     merged = counter.finish()
     if sa is None:
         per_class = merged.rename({_COUNT: _SIZE})
@@ -616,8 +643,4 @@ def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows) -> VerifyResult:
                 detail += f"; {bad.height:,} classes below, e.g. {_describe({c: worst[c] for c in keys})}"
             _check(result, "entropy l-diversity", bad.height == 0, detail)
 
-    for name, ok, detail in later:
-        _check(result, name, ok, detail)
-    result.ok = all(c["ok"] for c in result.checks)
-    result.wall_seconds = time.perf_counter() - t0
-    return result
+
