@@ -71,7 +71,7 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
         Seed of the randomized steps (``refine="ga"``, maxent's SOM); default 0.
     select, select_count, select_measure, width, bins : optional
         Group on key attributes only (every QI is still replaced by its group's
-        mean): ``method="ama"`` takes seed 000's Definition 5 on the MI-distance
+        mean): ``method="ama"`` takes Definition 5 of Sun et al. on the MI-distance
         tree; ``select="emad", select_count=3`` takes the top 3 by degree of the
         EMIM (or ``select_measure``) maximum spanning tree, with any method.
         ``width``/``bins``: the histogram bins of the dependency profile.

@@ -31,7 +31,7 @@ DEMO_QI = ("age", "education_years", "hours_per_week", "wage_income", "other_inc
 
 def _add_bin_args(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--width", type=float, default=None, help="histogram bin width for numeric columns (seed 004)")
+    g.add_argument("--width", type=float, default=None, help="histogram bin width for numeric columns (Oommen & Fayyoumi)")
     g.add_argument("--bins", type=int, default=None, help="histogram bins per numeric column (default 10)")
 
 
@@ -84,7 +84,7 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--refine-budget", type=float, default=None, metavar="SECONDS",
                    help="cap on refinement seconds (not reproducible across machines; prefer --refine-rounds)")
     p.add_argument("--select", choices=("emad",), default=None,
-                   help="group on the top --select-count attributes of the dependency tree (seed 004)")
+                   help="group on the top --select-count attributes of the dependency tree (Oommen & Fayyoumi's EMAD)")
     p.add_argument("--select-count", type=int, default=None, metavar="N", help="key attributes for --select")
     p.add_argument("--measure", choices=("mi-distance", "emim", "chi2", "gaussian"), default=None,
                    help="dependence measure for ama / --select (default mi-distance for ama, emim for emad)")
@@ -146,11 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("input", help="CSV or Parquet file, folder of Parquet files, or glob")
     pr.add_argument("--columns", required=True, help="comma-separated columns (any type)")
     pr.add_argument("--measure", choices=("mi-distance", "emim", "chi2", "gaussian"), default="mi-distance",
-                    help="mi-distance: minimum spanning tree (seed 000); others: maximum (seed 004)")
+                    help="mi-distance: minimum spanning tree (Sun et al.); others: maximum (Oommen & Fayyoumi)")
     _add_bin_args(pr)
     pr.add_argument("--binning", choices=("equal", "quantile"), default="equal")
     pr.add_argument("--select-count", type=int, default=None, metavar="N",
-                    help="key attributes: top N by degree (EMAD); default seed 000's Definition 5")
+                    help="key attributes: top N by degree (EMAD); default Definition 5 of Sun et al.")
     pr.add_argument("--threads", type=int, default=None)
     pr.add_argument("--json", metavar="FILE", help="also write the profile as JSON")
     _add_csv_args(pr)
