@@ -159,7 +159,7 @@ def accumulate_counts(codes, n_rows, col_off, pair_a, pair_b, pair_off, pair_str
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def accumulate_moments(X, n_rows, shift, priv):
+def accumulate_pair_moments(X, n_rows, shift, priv):
     """Add pairwise-complete shifted moments of one chunk into per-thread arrays.
 
     For the Gaussian measure (seed 004, section 4.2.4 "assuming normality") we need

@@ -148,7 +148,7 @@ def pearson_matrix(
     with numba_threads(threads) as n_threads:
         priv = np.zeros((n_threads, 4, d, d))
         for h, X in read_ahead(chunks(), "profile-reader", depth=2):
-            histogram.accumulate_moments(X, h, shift, priv)
+            histogram.accumulate_pair_moments(X, h, shift, priv)
             n_rows += h
     S = priv.sum(axis=0)
     rho = np.zeros((d, d))
