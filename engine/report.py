@@ -124,6 +124,10 @@ class Report:
     risk: dict | None = None  # engine.audit.risk.RiskResult.to_dict(), with anonymize --risk / risk=True
     settings: dict = field(default_factory=dict)  # RunConfig.settings(): the options as given
     metrics: dict = field(default_factory=dict)  # what only this method measures (maxent: entropy, NCP; ...)
+    # per QI, 100 * SSE / SST of that column alone (None: the method does not measure it)
+    information_loss_by_qi: dict | None = None
+    # with --html / --report: per QI {"edges", "before", "after"} histograms (passes/distributions.py)
+    distributions: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
