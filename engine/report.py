@@ -82,6 +82,12 @@ def lifetime_peak_rss() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def _engine_version() -> str:
+    from . import __version__
+
+    return __version__
+
+
 @dataclass
 class Report:
     """The report of every run, whatever the method: the same core keys (rows, groups,
@@ -128,6 +134,8 @@ class Report:
     information_loss_by_qi: dict | None = None
     # with --html / --report: per QI {"edges", "before", "after"} histograms (passes/distributions.py)
     distributions: dict | None = None
+    input: str | None = None  # what was read (set by the CLI / API: a path, or the kind of frame)
+    engine_version: str = field(default_factory=lambda: _engine_version())
 
     def to_dict(self) -> dict:
         return asdict(self)
