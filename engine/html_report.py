@@ -42,6 +42,7 @@ def require_matplotlib(option: str = "--html") -> None:
 def render(report: dict) -> str:
     """The page of ``report`` (a ``Report.to_dict()``), as text."""
     require_matplotlib()
+    _figures[0] = 0  # the figures' SVG ids: numbered from 0 on every page, so a report gives one page
     parts = [_head(report)]
     for name in SECTIONS:
         parts.append(globals()[f"_section_{name}"](report))

@@ -33,7 +33,7 @@ def _count(X, lo, width, bins, counts, vmin, vmax):  # pragma: no cover - compil
                 vmax[j] = x
             b = 0
             if w > 0.0:
-                t = (x - lo[j]) / w
+                t = x / w - lo[j] / w  # (x - lo) / w, without overflow for huge values
                 if t >= bins:
                     b = bins - 1
                 elif t > 0.0:
@@ -54,7 +54,8 @@ class Distributions:
         d = len(self.qi)
         self.lo = np.asarray(lo, np.float64).copy()
         self.hi = np.asarray(hi, np.float64).copy()
-        self.width = np.where(self.hi > self.lo, (self.hi - self.lo) / self.bins, 0.0)
+        # hi / bins - lo / bins: no overflow for values near the float64 limit
+        self.width = np.where(self.hi > self.lo, self.hi / self.bins - self.lo / self.bins, 0.0)
         self.counts = np.zeros((d, self.bins), np.int64)
         self.vmin = np.full(d, np.inf)
         self.vmax = np.full(d, -np.inf)
@@ -65,8 +66,8 @@ class Distributions:
             _count(X, self.lo, self.width, self.bins, self.counts, self.vmin, self.vmax)
 
     def edges(self, j: int) -> np.ndarray:
-        e = self.lo[j] + self.width[j] * np.arange(self.bins + 1)
-        e[-1] = self.hi[j]
+        f = np.arange(self.bins + 1) / self.bins
+        e = self.lo[j] * (1.0 - f) + self.hi[j] * f
         e[0] = min(e[0], self.vmin[j])
         e[-1] = max(e[-1], self.vmax[j])
         return e
@@ -81,7 +82,7 @@ class Distributions:
             entry = {"edges": [float(v) for v in e], "before": [int(v) for v in self.counts[j]]}
             if centroid is not None:
                 if self.width[j] > 0:
-                    t = (centroid[:, j] - self.lo[j]) / self.width[j]
+                    t = centroid[:, j] / self.width[j] - self.lo[j] / self.width[j]
                     b = np.clip(np.floor(np.nan_to_num(t, nan=0.0)), 0, self.bins - 1).astype(np.int64)
                 else:
                     b = np.zeros(centroid.shape[0], np.int64)
