@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 from typing import TYPE_CHECKING, Sequence
 
@@ -197,19 +199,19 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
     sink = os.fspath(sink)
     inputs = input_files(source)
     check_destination(sink, inputs)
-    with CommitGroup() as group:
+    with CommitGroup() as group, contextlib.ExitStack() as stack:
         report_tmp = None
         if report is not None:
             check_side_output("report", report, inputs, [("sink", sink)])
             report_tmp = group.add(report, side=True)
-        html_tmp = None
+        html_tmp = prerender = None
         if html is not None:
             from . import html_report
 
             html_report.require_matplotlib("html")
             check_side_output("html", html, inputs, [("sink", sink), ("report", report)])
             html_tmp = group.add(html, side=True)
-            html_report.preload()
+            prerender = stack.enter_context(contextlib.closing(html_report.Prerender()))
         cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
                              threads=threads, chunk_rows=chunk_rows, progress=progress,
                              memory_limit=memory_limit, block_size=block_size, leaf_size=leaf_size,
@@ -218,7 +220,7 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
                              select_measure=select_measure, width=width, bins=bins, sa=sa, epsilon=epsilon,
                              numeric_output=numeric_output, csv=csv_opts)
         rep = run(source, cfg, sink, tmp_dir=tmp_dir, group=group,
-                  distributions=report is not None or html is not None).report
+                  distributions=prerender.distributions if prerender is not None else report is not None).report
         from .html_report import describe_input
 
         rep.input = describe_input(source)
@@ -238,7 +240,7 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
 
                 raise EngineError(f"cannot write {report}: {os_reason(exc)}") from None
         if html_tmp is not None:
-            html_report.write(rep.to_dict(), html_tmp, html)
+            html_report.write(rep.to_dict(), html_tmp, html, prerender)
         group.commit()
     return rep
 

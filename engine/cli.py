@@ -311,7 +311,7 @@ def _start_group(stack, args, inputs, output, output_option="OUTPUT"):
         html_report.require_matplotlib()
         check_side_output("--html", args.html, inputs, [(output_option, output), ("--report", args.report)])
         args.html_tmp = group.add(args.html, side=True)
-        html_report.preload()
+        args.html_prerender = stack.enter_context(contextlib.closing(html_report.Prerender()))
     return group, report_tmp
 
 
@@ -330,7 +330,7 @@ def _finish(group, report_tmp, report, args) -> None:
     if getattr(args, "html_tmp", None) is not None:
         from . import html_report
 
-        html_report.write(report.to_dict(), args.html_tmp, args.html)
+        html_report.write(report.to_dict(), args.html_tmp, args.html, args.html_prerender)
     group.commit()
 
 
@@ -342,7 +342,7 @@ def _cmd_anonymize(args) -> int:
     with contextlib.ExitStack() as stack:
         group, report_tmp = _start_group(stack, args, inputs, args.output)
         result = run(args.input, cfg, args.output, tmp_dir=args.tmp_dir, group=group,
-                     distributions=bool(args.report or args.html))
+                     distributions=args.html_prerender.distributions if args.html else bool(args.report))
         result.report.input = args.input
         risk = None
         if args.risk:  # the output is complete, not yet in place: it reads the input and the output

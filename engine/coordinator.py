@@ -48,14 +48,15 @@ class RunResult:
 
 
 def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=None,
-        group: CommitGroup | None = None, distributions: bool = False) -> RunResult:
+        group: CommitGroup | None = None, distributions=False) -> RunResult:
     """Anonymize ``data`` with ``cfg``; write to ``dest`` (CSV/Parquet) or return the table.
 
     With ``group`` (``io.sink.CommitGroup``) the output is left in its temporary file
     (``group.temp(dest)``), to be renamed by the caller's ``group.commit()`` together
     with the group's other files (the report); else it is renamed when complete.
     ``distributions``: also count each QI's histogram before and after
-    (``report.distributions``, for the HTML report)."""
+    (``report.distributions``, for the HTML report); a callable is also called with
+    them before the write pass (``html_report.Prerender`` draws them meanwhile)."""
     if not cfg.spec.centroids:  # maxent, mnqia: classes published as ranges and sets
         from .sensitive import run_ranges
 
@@ -137,6 +138,9 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
                                               cleanup, refined, sampled, rows, dist)
         _verify_groups(groups.labels, groups.sizes, cfg.k, rows)
         release_memory()
+        dist = dist.finish(groups.centroid, groups.sizes) if dist is not None else None
+        if callable(distributions):
+            distributions(dist)
 
         t = time.perf_counter()
         table = None
@@ -184,7 +188,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         metrics=metrics,
         information_loss_by_qi={c: float(100.0 * col_sse[j] / col_sst[j]) if col_sst[j] > 0 else 0.0
                                 for j, c in enumerate(cfg.qi)},
-        distributions=dist.finish(groups.centroid, groups.sizes) if dist is not None else None,
+        distributions=dist,
     )
     log.info("done: %d groups, IL %.4f %%", report.groups, report.information_loss_percent)
     return RunResult(report, groups.labels, table)

@@ -9,10 +9,15 @@ comes with one sentence on how to read it.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import importlib.util
 import io
+import json
 import math
+import os
+import subprocess
+import sys
 
 from .errors import EngineError
 
@@ -42,7 +47,6 @@ def require_matplotlib(option: str = "--html") -> None:
 def render(report: dict) -> str:
     """The page of ``report`` (a ``Report.to_dict()``), as text."""
     require_matplotlib()
-    _figures[0] = 0  # the figures' SVG ids: numbered from 0 on every page, so a report gives one page
     parts = [_head(report)]
     for name in SECTIONS:
         parts.append(globals()[f"_section_{name}"](report))
@@ -50,10 +54,10 @@ def render(report: dict) -> str:
     return "\n".join(parts)
 
 
-def write(report: dict, tmp: str, dest) -> None:
+def write(report: dict, tmp: str, dest, prerender: "Prerender | None" = None) -> None:
     """Render ``report`` into the temporary file ``tmp`` (renamed to ``dest`` by the
-    caller's commit)."""
-    page = render(report)
+    caller's commit); by ``prerender``'s worker when there is one."""
+    page = prerender.page(report) if prerender is not None else render(report)
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(page)
@@ -63,19 +67,82 @@ def write(report: dict, tmp: str, dest) -> None:
         raise EngineError(f"cannot write {dest}: {os_reason(exc)}") from None
 
 
-def preload() -> None:
-    """Import matplotlib's figure and SVG backend on a background thread, so that the
-    import (most of a second) overlaps the run instead of following it."""
-    import threading
+class Prerender:
+    """A worker process that draws the page beside the run: started with the run, it
+    imports matplotlib (most of a second) while the passes work; it draws the
+    distributions (the largest figure) while the write pass runs
+    (``distributions``, the coordinator's callback), and the page at the end
+    (``page``). The page is the same as ``render``'s; if the worker fails, ``page``
+    renders in this process."""
 
-    def load():
+    def __init__(self):
         try:
-            import matplotlib.backends.backend_svg  # noqa: F401
-            import matplotlib.figure  # noqa: F401
-        except Exception:  # pragma: no cover - reported by render's own import
-            pass
+            self.proc = subprocess.Popen([sys.executable, "-m", "engine.html_report"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                         encoding="utf-8", env={**os.environ, "PYTHONSAFEPATH": "1"})
+        except OSError:
+            self.proc = None
 
-    threading.Thread(target=load, name="microagg-html-import", daemon=True).start()
+    def _send(self, msg: dict) -> bool:
+        if self.proc is None:
+            return False
+        try:
+            self.proc.stdin.write(json.dumps(msg) + "\n")
+            self.proc.stdin.flush()
+            return True
+        except (OSError, ValueError):
+            self.close()
+            return False
+
+    def distributions(self, dist: dict) -> None:
+        self._send({"distributions": dist})
+
+    def page(self, report: dict) -> str:
+        if self._send({"page": report}):
+            try:
+                answer = json.loads(self.proc.stdout.readline())
+                if "page" in answer:
+                    return answer["page"]
+            except (OSError, ValueError):
+                pass
+            self.close()
+        return render(report)
+
+    def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            for f in (proc.stdin, proc.stdout):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+def _worker() -> None:  # pragma: no cover - run as a process (tests cover it through the CLI)
+    """``python -m engine.html_report``: the ``Prerender`` worker's loop."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends it (closes its input, or kills it)
+    import matplotlib.backends.backend_svg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if "distributions" in msg:
+            try:
+                _distributions(msg["distributions"], {})
+            except Exception:  # drawn again by ``page``, which reports the error
+                pass
+        elif "page" in msg:
+            try:
+                answer = {"page": render(msg["page"])}
+            except Exception as exc:
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            sys.stdout.write(json.dumps(answer) + "\n")
+            sys.stdout.flush()
 
 
 REQUIRED = ("rows", "groups", "min_group_size", "max_group_size", "qi", "method", "wall_seconds",
@@ -150,18 +217,16 @@ class _Raw(str):
     """Markup already escaped."""
 
 
-_figures = [0]
-
-
 def _figure(fig, caption: str) -> str:
     """``fig`` (a matplotlib Figure) as inline SVG with its caption."""
     import matplotlib
 
-    _figures[0] += 1
     buf = io.StringIO()
-    # fonttype none: text stays text (small, selectable); a salt per figure keeps the
-    # clip-path ids of several inline SVGs apart; no date: the same report, the same page
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"microagg-{_figures[0]}"}):
+    # fonttype none: text stays text (small, selectable); a salt per kind of figure (its
+    # caption) keeps the clip-path ids of several inline SVGs apart; no date: the same
+    # report, the same page (also when a figure was drawn ahead by the worker)
+    salt = hashlib.sha1(caption.encode()).hexdigest()[:12]
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
         fig.savefig(buf, format="svg", metadata={"Date": None})
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
@@ -305,7 +370,19 @@ def _section_utility(r: dict) -> str:
     return _section("utility", "Utility", body)
 
 
+_drawn: dict = {}  # distributions figures drawn ahead (``Prerender``), by their data
+
+
 def _distributions(dist: dict, r: dict) -> str:
+    key = json.dumps(dist, sort_keys=True)
+    if key in _drawn:
+        return _drawn[key]
+    _drawn.clear()
+    _drawn[key] = _draw_distributions(dist)
+    return _drawn[key]
+
+
+def _draw_distributions(dist: dict) -> str:
     from matplotlib.ticker import MaxNLocator
 
     names = list(dist)
@@ -469,3 +546,7 @@ def _section_risk(r: dict) -> str:
                     ("interval disclosure (sdcMicro's definition)", risk.get("interval_disclosure_sdcmicro")),
                     ("risk wall time (s)", risk.get("wall_seconds"))])]
     return _section("risk", "Disclosure risk", body)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _worker()

@@ -225,10 +225,10 @@ def test_a_failed_page_leaves_neither_output_nor_report(tmp_path, capsys, monkey
     from engine import html_report
     from engine.errors import EngineError
 
-    def broken(report):
+    def broken(*args):
         raise EngineError("the page failed")
 
-    monkeypatch.setattr(html_report, "render", broken)
+    monkeypatch.setattr(html_report, "write", broken)
     assert _anon(tmp_path, "--report", str(tmp_path / "run.json"), "--html", str(tmp_path / "p.html")) == 2
     assert "the page failed" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
