@@ -322,7 +322,11 @@ def _section_guarantee(r: dict) -> str:
             ax.axvline(k - 0.5, color=AFTER, linestyle="--", linewidth=1.2, label=f"k = {k} (no group left of it)")
             ax.legend(frameon=False, fontsize=8)
         if max(ys) / max(1, min(ys)) > 100:
+            from matplotlib.ticker import LogLocator, NullLocator
+
             ax.set_yscale("log")
+            ax.yaxis.set_major_locator(LogLocator(numticks=6))
+            ax.yaxis.set_minor_locator(NullLocator())  # (minor log ticks: most of the figure's time)
         ax.set_xlabel("group size (rows)")
         ax.set_ylabel("groups")
         ax.set_title("Group sizes")
