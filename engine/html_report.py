@@ -67,6 +67,14 @@ def write(report: dict, tmp: str, dest, prerender: "Prerender | None" = None) ->
         raise EngineError(f"cannot write {dest}: {os_reason(exc)}") from None
 
 
+def _worker_env() -> dict:
+    """The worker imports this very package: its folder first on the path, the
+    current folder not (``PYTHONSAFEPATH``: a local ``engine/`` cannot shadow it)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONSAFEPATH": "1", "PYTHONPATH": path}
+
+
 class Prerender:
     """A worker process that draws the page beside the run: started with the run, it
     imports matplotlib (most of a second) while the passes work; it draws the
@@ -79,7 +87,7 @@ class Prerender:
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "engine.html_report"], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                         encoding="utf-8", env={**os.environ, "PYTHONSAFEPATH": "1"})
+                                         encoding="utf-8", env=_worker_env())
         except OSError:
             self.proc = None
 
@@ -327,8 +335,10 @@ def _section_guarantee(r: dict) -> str:
             ax.set_yscale("log")
             ax.yaxis.set_major_locator(LogLocator(numticks=6))
             ax.yaxis.set_minor_locator(NullLocator())  # (minor log ticks: most of the figure's time)
+            ax.set_ylabel("groups (log scale)")
+        else:
+            ax.set_ylabel("groups")
         ax.set_xlabel("group size (rows)")
-        ax.set_ylabel("groups")
         ax.set_title("Group sizes")
         if len(xs) <= 20:
             ax.set_xticks(xs)

@@ -256,6 +256,24 @@ def test_api_html(tmp_path):
         anonymize(str(CENSUS), tmp_path / "o2.parquet", QI, 3, html=tmp_path / "o2.parquet")
 
 
+def test_the_worker_draws_the_same_page():
+    from engine import html_report
+
+    r = _report()
+    pre = html_report.Prerender()
+    try:
+        pre.distributions(r["distributions"])
+        page = pre.page(r)
+        assert pre.proc is not None and pre.proc.poll() is None  # drawn by the worker, not the fallback
+    finally:
+        pre.close()
+    assert page == html_report.render(r)
+    dead = html_report.Prerender()
+    dead.proc.kill()
+    dead.proc.wait()
+    assert dead.page(r) == page and dead.proc is None  # a dead worker: drawn here instead
+
+
 def test_import_engine_does_not_load_matplotlib():
     code = ("import sys, engine; from engine.cli import entry; import engine.html_report; "
             "print('matplotlib' in sys.modules)")
