@@ -25,20 +25,26 @@ def _count(X, lo, width, bins, counts, vmin, vmax):  # pragma: no cover - compil
     d, n = X.shape
     for j in range(d):
         w = width[j]
+        inv = 1.0 / w if w > 0.0 else 0.0
+        off = lo[j] * inv
+        # x * inv - off: a multiplication (division is several times slower); when
+        # 1 / w or lo / w overflows, (x - lo) / w as x / w - lo / w
+        fast = w > 0.0 and np.isfinite(inv) and np.isfinite(off)
+        lo_w = lo[j] / w if w > 0.0 else 0.0
+        mn, mx = vmin[j], vmax[j]
         for i in range(n):
             x = X[j, i]
-            if x < vmin[j]:
-                vmin[j] = x
-            if x > vmax[j]:
-                vmax[j] = x
+            mn = min(mn, x)
+            mx = max(mx, x)
             b = 0
             if w > 0.0:
-                t = x / w - lo[j] / w  # (x - lo) / w, without overflow for huge values
+                t = x * inv - off if fast else x / w - lo_w
                 if t >= bins:
                     b = bins - 1
                 elif t > 0.0:
                     b = int(t)
             counts[j, b] += 1
+        vmin[j], vmax[j] = mn, mx
 
 
 class Distributions:
@@ -82,7 +88,11 @@ class Distributions:
             entry = {"edges": [float(v) for v in e], "before": [int(v) for v in self.counts[j]]}
             if centroid is not None:
                 if self.width[j] > 0:
-                    t = centroid[:, j] / self.width[j] - self.lo[j] / self.width[j]
+                    w = self.width[j]
+                    inv = 1.0 / w
+                    off = self.lo[j] * inv
+                    fast = np.isfinite(inv) and np.isfinite(off)  # as ``_count``: the same bin for the same value
+                    t = centroid[:, j] * inv - off if fast else centroid[:, j] / w - self.lo[j] / w
                     b = np.clip(np.floor(np.nan_to_num(t, nan=0.0)), 0, self.bins - 1).astype(np.int64)
                 else:
                     b = np.zeros(centroid.shape[0], np.int64)
