@@ -274,7 +274,7 @@ def _head(r: dict) -> str:
             f"<style>{_CSS}</style></head><body>\n<h1>Release report</h1>"
             f"<p>{_e(r.get('input') or 'an in-memory table')}: {r['rows']:,} rows, "
             f"{len(r['qi'])} quasi-identifiers, method <b>{_e(r['method'])}</b>"
-            f"{'' if r.get('k') is None else f', k = {r[chr(107)]}'}; microagg-engine "
+            f"{'' if r.get('k') is None else ', k = ' + str(r['k'])}; microagg-engine "
             f"{_e(r.get('engine_version') or '?')}.</p>")
 
 
