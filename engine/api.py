@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 from typing import TYPE_CHECKING, Sequence
 
@@ -149,7 +151,8 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
               refine_seconds: float | None = None, seed: int | None = None, select: str | None = None,
               select_count: int | None = None, select_measure: str | None = None, width: float | None = None,
               bins: int | None = None, risk: bool = False, sa: str | None = None, epsilon: float | None = None,
-              numeric_output: str | None = None, report: PathLike | None = None, separator: str | None = None,
+              numeric_output: str | None = None, report: PathLike | None = None, html: PathLike | None = None,
+              separator: str | None = None,
               null_values: str | Sequence[str] | None = None,
               encoding: str | None = None) -> Report:
     """Anonymize ``source`` into the file ``sink`` (.csv or .parquet) and return the report.
@@ -184,6 +187,10 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
     are in place; after an error neither was written (a file either replaced is
     restored). Like ``--report``, it may not be an input file or ``sink`` (by path or
     inode), and its folder must exist and be writable (checked before any work).
+
+    ``html`` (a path): also write the release report as one self-contained HTML page
+    (``engine.html_report``; needs matplotlib: ``pip install 'microagg-engine[html]'``),
+    committed with ``sink`` and ``report`` in the same way.
     """
     from .io.sink import CommitGroup, check_destination, check_side_output, input_files, written_source
 
@@ -192,11 +199,19 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
     sink = os.fspath(sink)
     inputs = input_files(source)
     check_destination(sink, inputs)
-    with CommitGroup() as group:
+    with CommitGroup() as group, contextlib.ExitStack() as stack:
         report_tmp = None
         if report is not None:
             check_side_output("report", report, inputs, [("sink", sink)])
             report_tmp = group.add(report, side=True)
+        html_tmp = prerender = None
+        if html is not None:
+            from . import html_report
+
+            html_report.require_matplotlib("html")
+            check_side_output("html", html, inputs, [("sink", sink), ("report", report)])
+            html_tmp = group.add(html, side=True)
+            prerender = stack.enter_context(contextlib.closing(html_report.Prerender()))
         cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
                              threads=threads, chunk_rows=chunk_rows, progress=progress,
                              memory_limit=memory_limit, block_size=block_size, leaf_size=leaf_size,
@@ -204,7 +219,11 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
                              seed=seed, select=select, select_count=select_count,
                              select_measure=select_measure, width=width, bins=bins, sa=sa, epsilon=epsilon,
                              numeric_output=numeric_output, csv=csv_opts)
-        rep = run(source, cfg, sink, tmp_dir=tmp_dir, group=group).report
+        rep = run(source, cfg, sink, tmp_dir=tmp_dir, group=group,
+                  distributions=prerender.distributions if prerender is not None else report is not None).report
+        from .html_report import describe_input
+
+        rep.input = describe_input(source)
         if risk:
             from .audit.risk import disclosure_risk
 
@@ -220,6 +239,8 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
                 from .io.tempfiles import os_reason
 
                 raise EngineError(f"cannot write {report}: {os_reason(exc)}") from None
+        if html_tmp is not None:
+            html_report.write(rep.to_dict(), html_tmp, html, prerender)
         group.commit()
     return rep
 

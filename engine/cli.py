@@ -131,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--tmp-dir", help="folder for temporary files (default: beside OUTPUT)")
     a.add_argument("--risk", action="store_true",
                    help="after writing, measure disclosure risk (DBRL, interval disclosure) into the report")
+    a.add_argument("--html", metavar="FILE",
+                   help="also write the release report as one self-contained HTML page with figures "
+                        "(needs pip install 'microagg-engine[html]')")
     _add_method_args(a)
     _add_csv_args(a)
 
@@ -183,6 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--chunk-rows", type=int, default=100_000, help="rows per streamed chunk (default 100000)")
     r.add_argument("--json", metavar="FILE", help="also write the result as JSON")
     _add_csv_args(r, "ORIGINAL")
+    h = sub.add_parser("report", help="the release report of a saved JSON report as an HTML page",
+                       description="Build the self-contained HTML release report from a JSON report written "
+                                   "by anonymize --report (no re-run).")
+    h.add_argument("json", metavar="REPORT", help="a JSON report written by microagg anonymize --report")
+    h.add_argument("--html", metavar="FILE", required=True,
+                   help="write the page here (needs pip install 'microagg-engine[html]')")
     return parser
 
 
@@ -283,8 +292,9 @@ def _settings(args, qi, seed=None) -> RunConfig:
 
 
 def _start_group(stack, args, inputs, output, output_option="OUTPUT"):
-    """Check OUTPUT and ``--report`` before any work and open the commit group that
-    renames them together (``io.sink.CommitGroup``); returns ``(group, report temp)``."""
+    """Check OUTPUT, ``--report`` and ``--html`` before any work and open the commit
+    group that renames them together (``io.sink.CommitGroup``); returns ``(group,
+    report temp)`` (the page's temporary file is ``args.html_tmp``)."""
     from .io.sink import CommitGroup, check_destination, check_side_output
 
     if output is not None:
@@ -294,6 +304,14 @@ def _start_group(stack, args, inputs, output, output_option="OUTPUT"):
     if args.report:
         check_side_output("--report", args.report, inputs, [(output_option, output)])
         report_tmp = group.add(args.report, side=True)
+    args.html_tmp = None
+    if getattr(args, "html", None):
+        from . import html_report
+
+        html_report.require_matplotlib()
+        check_side_output("--html", args.html, inputs, [(output_option, output), ("--report", args.report)])
+        args.html_tmp = group.add(args.html, side=True)
+        args.html_prerender = stack.enter_context(contextlib.closing(html_report.Prerender()))
     return group, report_tmp
 
 
@@ -309,6 +327,10 @@ def _finish(group, report_tmp, report, args) -> None:
             from .io.tempfiles import os_reason
 
             raise EngineError(f"cannot write {args.report}: {os_reason(exc)}") from None
+    if getattr(args, "html_tmp", None) is not None:
+        from . import html_report
+
+        html_report.write(report.to_dict(), args.html_tmp, args.html, args.html_prerender)
     group.commit()
 
 
@@ -319,7 +341,9 @@ def _cmd_anonymize(args) -> int:
     inputs = _inputs(args.input)
     with contextlib.ExitStack() as stack:
         group, report_tmp = _start_group(stack, args, inputs, args.output)
-        result = run(args.input, cfg, args.output, tmp_dir=args.tmp_dir, group=group)
+        result = run(args.input, cfg, args.output, tmp_dir=args.tmp_dir, group=group,
+                     distributions=args.html_prerender.distributions if args.html else bool(args.report))
+        result.report.input = args.input
         risk = None
         if args.risk:  # the output is complete, not yet in place: it reads the input and the output
             risk = _anonymize_risk(args, cfg, group)
@@ -364,8 +388,21 @@ def _cmd_demo(args) -> int:
     return 0
 
 
+def _cmd_report(args) -> int:
+    from . import html_report
+    from .io.sink import atomic_output, check_side_output
+
+    html_report.require_matplotlib()
+    check_side_output("--html", args.html, (args.json,))
+    report = html_report.load_report(args.json)
+    with atomic_output(args.html) as tmp:
+        html_report.write(report, tmp, args.html)
+    print(f"microagg: wrote {args.html}", file=sys.stderr)
+    return 0
+
+
 COMMANDS = {"anonymize": _cmd_anonymize, "demo": _cmd_demo, "profile": _cmd_profile, "verify": _cmd_verify,
-            "risk": _cmd_risk}
+            "risk": _cmd_risk, "report": _cmd_report}
 
 
 @contextlib.contextmanager

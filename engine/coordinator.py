@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from .passes.aggregate import aggregate_block, aggregate_blocks
+from .passes.distributions import Distributions
 from .budget import plan_budget
 from .config import RunConfig
 from .errors import EngineError
@@ -47,12 +48,15 @@ class RunResult:
 
 
 def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=None,
-        group: CommitGroup | None = None) -> RunResult:
+        group: CommitGroup | None = None, distributions=False) -> RunResult:
     """Anonymize ``data`` with ``cfg``; write to ``dest`` (CSV/Parquet) or return the table.
 
     With ``group`` (``io.sink.CommitGroup``) the output is left in its temporary file
     (``group.temp(dest)``), to be renamed by the caller's ``group.commit()`` together
-    with the group's other files (the report); else it is renamed when complete."""
+    with the group's other files (the report); else it is renamed when complete.
+    ``distributions``: also count each QI's histogram before and after
+    (``report.distributions``, for the HTML report); a callable is also called with
+    them before the write pass (``html_report.Prerender`` draws them meanwhile)."""
     if not cfg.spec.centroids:  # maxent, mnqia: classes published as ranges and sets
         from .sensitive import run_ranges
 
@@ -124,15 +128,19 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
             passes["select"] = time.perf_counter() - t
             log.info("key attributes: %s", ", ".join(key))
         refined: dict = {}
+        dist = Distributions(cfg.qi) if distributions else None
 
         if single:
-            groups = _one_block(source, cfg, profile, budget, passes, refined, cols)
+            groups = _one_block(source, cfg, profile, budget, passes, refined, cols, dist)
             blocks = [rows]
         else:
             groups, blocks, profile = _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads,
-                                              cleanup, refined, sampled, rows)
+                                              cleanup, refined, sampled, rows, dist)
         _verify_groups(groups.labels, groups.sizes, cfg.k, rows)
         release_memory()
+        dist = dist.finish(groups.centroid, groups.sizes) if dist is not None else None
+        if callable(distributions):
+            distributions(dist)
 
         t = time.perf_counter()
         table = None
@@ -178,6 +186,9 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         verified=verified,
         settings=cfg.settings(),
         metrics=metrics,
+        information_loss_by_qi={c: float(100.0 * col_sse[j] / col_sst[j]) if col_sst[j] > 0 else 0.0
+                                for j, c in enumerate(cfg.qi)},
+        distributions=dist,
     )
     log.info("done: %d groups, IL %.4f %%", report.groups, report.information_loss_percent)
     return RunResult(report, groups.labels, table)
@@ -204,13 +215,16 @@ def release_memory() -> None:
         pass
 
 
-def _one_block(source, cfg, profile, budget, passes, refined, cols) -> Groups:
+def _one_block(source, cfg, profile, budget, passes, refined, cols, dist=None) -> Groups:
     """Every row in one in-memory block: load, aggregate, stitch."""
     rows = profile.rows
     t = time.perf_counter()
     X = np.empty((rows, len(cfg.qi)))
     for offset, chunk in source.iter_arrays(cfg.qi, budget.chunk_rows):
         X[offset: offset + chunk.shape[0]] = chunk
+    if dist is not None:  # the "before" histograms (report.distributions)
+        dist.start(profile.min, profile.max)
+        dist.add(X.T)
     Z = standardize(X, profile)
     Zg = Z if cols.shape[0] == Z.shape[1] else np.ascontiguousarray(Z[:, cols])  # the grouping columns
     passes["load"] = time.perf_counter() - t
@@ -239,7 +253,8 @@ def _one_block(source, cfg, profile, budget, passes, refined, cols) -> Groups:
     return groups
 
 
-def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, cleanup, refined, sampled, total):
+def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, cleanup, refined, sampled, total,
+            dist=None):
     """Partition into spilled blocks, aggregate them in parallel, stitch; returns
     ``(groups, block sizes, profile)``.
 
@@ -261,8 +276,10 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         plan = plan_blocks(standardized(X, sprof, cols), ids, total, budget.block_size)
         store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder, rows=total))
         moments = Moments(cfg.qi, np.ones(len(cfg.qi)))
+        if dist is not None:  # bins over the sample's range (the columns' own is not known yet)
+            dist.start(sprof.min, sprof.max)
         partition_pass(source, sprof, cols, plan, store, budget.chunk_rows, cfg.progress, moments=moments,
-                       rows=total)
+                       rows=total, dist=dist)
         if moments.n == 0:
             raise EngineError(f"{source.label} has no rows")
         too_big = budget.block_limit is not None and int(store.rows.max()) > budget.block_limit
@@ -289,7 +306,9 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         plan = plan_blocks(Zs, profile.sample_ids, profile.rows, budget.block_size)
         del Zs
         store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder, rows=profile.rows))
-        partition_pass(source, profile, cols, plan, store, budget.chunk_rows, cfg.progress)
+        if dist is not None:
+            dist.start(profile.min, profile.max)
+        partition_pass(source, profile, cols, plan, store, budget.chunk_rows, cfg.progress, dist=dist)
     rows = profile.rows
     units = store.units(2 * cfg.k)
     passes["partition"] = time.perf_counter() - t

@@ -82,6 +82,12 @@ def lifetime_peak_rss() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def _engine_version() -> str:
+    from . import __version__
+
+    return __version__
+
+
 @dataclass
 class Report:
     """The report of every run, whatever the method: the same core keys (rows, groups,
@@ -124,6 +130,12 @@ class Report:
     risk: dict | None = None  # engine.audit.risk.RiskResult.to_dict(), with anonymize --risk / risk=True
     settings: dict = field(default_factory=dict)  # RunConfig.settings(): the options as given
     metrics: dict = field(default_factory=dict)  # what only this method measures (maxent: entropy, NCP; ...)
+    # per QI, 100 * SSE / SST of that column alone (None: the method does not measure it)
+    information_loss_by_qi: dict | None = None
+    # with --html / --report: per QI {"edges", "before", "after"} histograms (passes/distributions.py)
+    distributions: dict | None = None
+    input: str | None = None  # what was read (set by the CLI / API: a path, or the kind of frame)
+    engine_version: str = field(default_factory=lambda: _engine_version())
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -152,12 +152,13 @@ def plan_blocks(Zs: np.ndarray, ids: np.ndarray, rows: int, block_size: int) -> 
 
 def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Plan, store: BlockStore,
                    chunk_rows: int, progress: bool = False, *, moments: Moments | None = None,
-                   rows: int | None = None) -> None:
+                   rows: int | None = None, dist=None) -> None:
     """Route every row to its block and spill it (QI values in original units + row id).
 
     ``profile`` standardizes the plan's thresholds (``Plan.raw_bounds``). With
     ``moments``, the pass also does pass 1's checks and sums on the way (the profile
-    then comes from ``moments``; ``profile`` may be the sample's)."""
+    then comes from ``moments``; ``profile`` may be the sample's). With ``dist``
+    (``distributions.Distributions``, started), each QI's histogram is counted too."""
     qi = list(profile.columns)
     order = np.empty(chunk_rows, np.int64)
     leaf = np.empty(chunk_rows, np.int64)
@@ -167,6 +168,8 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
         for offset, frame in source.iter_frames(qi, chunk_rows):
             X = moments.add(frame, offset) if moments is not None else frame_to_columns(frame, qi)
             h = X.shape[1]
+            if dist is not None:
+                dist.add(X)
             if order.shape[0] < h:
                 order = np.empty(h, np.int64)
                 leaf = np.empty(h, np.int64)

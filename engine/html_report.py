@@ -1,0 +1,566 @@
+"""The release report as one self-contained HTML page (``--html``, ``microagg report``).
+
+Built from the report's dict alone (``Report.to_dict()``, or a saved ``--report``
+JSON), so a page can be made again later without a run. Figures are drawn by
+matplotlib's SVG backend (the optional extra ``microagg-engine[html]``) and
+inlined: the page loads nothing, runs no script, and opens offline. Each figure
+comes with one sentence on how to read it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import importlib.util
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+
+from .errors import EngineError
+
+EXTRA = "pip install 'microagg-engine[html]'"
+SECTIONS = ("run", "guarantee", "utility", "dependency", "sensitive", "risk")
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}
+h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:2px solid #4472c4;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left;
+vertical-align:top}th{background:#f0f3f8}td.num{text-align:right;font-variant-numeric:tabular-nums}
+figure{margin:1em 0;padding:.5em;border:1px solid #e3e3e3;background:#fff}figure svg{max-width:100%;height:auto}
+figcaption{font-size:.92em;color:#444;margin-top:.3em}.note{color:#555;font-style:italic}
+.ok{color:#1a7f37;font-weight:bold}.bad{color:#c0392b;font-weight:bold}
+"""
+
+BEFORE, AFTER, ACCENT, KEY = "#9db4d8", "#d9534f", "#4472c4", "#f0a030"
+
+
+def require_matplotlib(option: str = "--html") -> None:
+    """Fail up front, in one line naming the extra, when matplotlib is missing."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise EngineError(f"{option} needs matplotlib: {EXTRA}")
+
+
+def render(report: dict) -> str:
+    """The page of ``report`` (a ``Report.to_dict()``), as text."""
+    require_matplotlib()
+    parts = [_head(report)]
+    for name in SECTIONS:
+        parts.append(globals()[f"_section_{name}"](report))
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def write(report: dict, tmp: str, dest, prerender: "Prerender | None" = None) -> None:
+    """Render ``report`` into the temporary file ``tmp`` (renamed to ``dest`` by the
+    caller's commit); by ``prerender``'s worker when there is one."""
+    page = prerender.page(report) if prerender is not None else render(report)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(page)
+    except OSError as exc:
+        from .io.tempfiles import os_reason
+
+        raise EngineError(f"cannot write {dest}: {os_reason(exc)}") from None
+
+
+def _worker_env() -> dict:
+    """The worker imports this very package: its folder first on the path, the
+    current folder not (``PYTHONSAFEPATH``: a local ``engine/`` cannot shadow it)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONSAFEPATH": "1", "PYTHONPATH": path}
+
+
+class Prerender:
+    """A worker process that draws the page beside the run: started with the run, it
+    imports matplotlib (most of a second) while the passes work; it draws the
+    distributions (the largest figure) while the write pass runs
+    (``distributions``, the coordinator's callback), and the page at the end
+    (``page``). The page is the same as ``render``'s; if the worker fails, ``page``
+    renders in this process."""
+
+    def __init__(self):
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "engine.html_report"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                         encoding="utf-8", env=_worker_env())
+        except OSError:
+            self.proc = None
+
+    def _send(self, msg: dict) -> bool:
+        if self.proc is None:
+            return False
+        try:
+            self.proc.stdin.write(json.dumps(msg) + "\n")
+            self.proc.stdin.flush()
+            return True
+        except (OSError, ValueError):
+            self.close()
+            return False
+
+    def distributions(self, dist: dict) -> None:
+        self._send({"distributions": dist})
+
+    def page(self, report: dict) -> str:
+        if self._send({"page": report}):
+            try:
+                answer = json.loads(self.proc.stdout.readline())
+                if "page" in answer:
+                    return answer["page"]
+            except (OSError, ValueError):
+                pass
+            self.close()
+        return render(report)
+
+    def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            for f in (proc.stdin, proc.stdout):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+def _worker() -> None:  # pragma: no cover - run as a process (tests cover it through the CLI)
+    """``python -m engine.html_report``: the ``Prerender`` worker's loop."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends it (closes its input, or kills it)
+    import matplotlib.backends.backend_svg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if "distributions" in msg:
+            try:
+                _distributions(msg["distributions"], {})
+            except Exception:  # drawn again by ``page``, which reports the error
+                pass
+        elif "page" in msg:
+            try:
+                answer = {"page": render(msg["page"])}
+            except Exception as exc:
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            sys.stdout.write(json.dumps(answer) + "\n")
+            sys.stdout.flush()
+
+
+REQUIRED = ("rows", "groups", "min_group_size", "max_group_size", "qi", "method", "wall_seconds",
+            "peak_rss_bytes")
+
+
+def load_report(path) -> dict:
+    """A saved JSON report (``--report``), checked to be one."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            report = json.load(fh)
+    except OSError as exc:
+        from .io.tempfiles import os_reason
+
+        raise EngineError(f"REPORT {path}: cannot read it: {os_reason(exc)}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise EngineError(f"REPORT {path}: not JSON ({exc})") from None
+    missing = [k for k in REQUIRED if not isinstance(report, dict) or k not in report]
+    if missing:
+        raise EngineError(f"REPORT {path}: not a report of microagg anonymize --report "
+                          f"(missing {', '.join(missing)})")
+    return report
+
+
+def describe_input(data) -> str:
+    """What the page names as the input: a path as given, else the kind of table."""
+    import os
+
+    if isinstance(data, (str, os.PathLike)):
+        return os.fspath(data)
+    return f"an in-memory {type(data).__module__.split('.')[0]} {type(data).__name__}"
+
+
+# ------------------------------------------------------------------ helpers
+
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _num(x, digits=4) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        return f"{x:,.{digits}f}" if abs(x) < 1e9 else f"{x:.4g}"
+    return _e(x)
+
+
+def _table(rows, header=None) -> str:
+    out = ["<table>"]
+    if header:
+        out.append("<tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>")
+    for row in rows:
+        cells = []
+        for i, v in enumerate(row):
+            if i == 0 and header is None:
+                cells.append(f"<th>{_e(v)}</th>")
+            else:
+                cls = ' class="num"' if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
+                cells.append(f"<td{cls}>{v if isinstance(v, _Raw) else _num(v)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+class _Raw(str):
+    """Markup already escaped."""
+
+
+def _figure(fig, caption: str) -> str:
+    """``fig`` (a matplotlib Figure) as inline SVG with its caption."""
+    import matplotlib
+
+    buf = io.StringIO()
+    # fonttype none: text stays text (small, selectable); a salt per kind of figure (its
+    # caption) keeps the clip-path ids of several inline SVGs apart; no date: the same
+    # report, the same page (also when a figure was drawn ahead by the worker)
+    salt = hashlib.sha1(caption.encode()).hexdigest()[:12]
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    return f"<figure>{svg}<figcaption>{caption}</figcaption></figure>"
+
+
+def _fig(w, h, left=1.6, bottom=0.55, top=0.35, right=0.3, **kw):
+    """A figure of ``w`` x ``h`` inches with fixed margins in inches (a layout engine
+    would measure every label: several times slower)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w, h), dpi=100)
+    fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h, **kw)
+    return fig
+
+
+def _style(ax):
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.grid(axis="both", color="#eee", linewidth=0.8)
+    ax.set_axisbelow(True)
+
+
+def _section(name: str, title: str, body: list[str]) -> str:
+    return f'<section id="{name}"><h2>{_e(title)}</h2>\n' + "\n".join(body) + "\n</section>"
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{text}</p>'
+
+
+# ------------------------------------------------------------------ sections
+
+def _head(r: dict) -> str:
+    title = f"microagg release report: {r.get('input') or 'run'} ({r.get('method')}, k={r.get('k')})"
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{_e(title)}</title>"
+            f"<style>{_CSS}</style></head><body>\n<h1>Release report</h1>"
+            f"<p>{_e(r.get('input') or 'an in-memory table')}: {r['rows']:,} rows, "
+            f"{len(r['qi'])} quasi-identifiers, method <b>{_e(r['method'])}</b>"
+            f"{'' if r.get('k') is None else ', k = ' + str(r['k'])}; microagg-engine "
+            f"{_e(r.get('engine_version') or '?')}.</p>")
+
+
+def _section_run(r: dict) -> str:
+    settings = {k: v for k, v in (r.get("settings") or {}).items() if v is not None and k not in ("qi", "k", "method")}
+    rows = [("input", r.get("input") or "an in-memory table"), ("rows", r["rows"]),
+            ("quasi-identifiers", ", ".join(r["qi"])), ("method", r["method"]), ("k", r.get("k")),
+            ("settings as given", ", ".join(f"{k}={v}" for k, v in settings.items()) or "defaults"),
+            ("blocks", r.get("blocks", 1)),
+            ("wall time (s)", r["wall_seconds"]), ("peak memory (MiB)", r["peak_rss_bytes"] / 2 ** 20),
+            ("engine version", r.get("engine_version") or "?")]
+    if r.get("gamma") is not None:
+        rows.insert(5, ("gamma", r["gamma"]))
+    body = [_table(rows)]
+    passes = r.get("passes") or {}
+    if passes:
+        fig = _fig(7, 0.45 * len(passes) + 0.9)
+        ax = fig.add_subplot()
+        names = list(passes)[::-1]
+        vals = [passes[n] for n in names]
+        ax.barh(names, vals, color=ACCENT)
+        for y, v in enumerate(vals):
+            ax.annotate(f"{v:.2f} s", (v, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
+        ax.set_xlabel("wall time of the pass (seconds)")
+        ax.set_title(f"Time per pass (whole run {r['wall_seconds']:.2f} s)")
+        ax.margins(x=0.15)
+        _style(ax)
+        body.append(_figure(fig, "How to read: each bar is the wall time of one pass over the data, in "
+                                 "order from top to bottom; their sum is close to the run's wall time."))
+    return _section("run", "The run", body)
+
+
+def _section_guarantee(r: dict) -> str:
+    v = r.get("verified") or {}
+    k = r.get("k")
+    smallest = v.get("min_class_size", r["min_group_size"])
+    holds = k is None or smallest >= k
+    verdict = ('<span class="ok">holds</span>' if holds else '<span class="bad">does not hold</span>')
+    body = [f"<p>k-anonymity as counted from what was written (the write pass's self-check): {_Raw(verdict)}"
+            f"{'' if k is None else f' — the smallest published class has {smallest:,} rows, k = {k}'}.</p>",
+            _table([("rows written", v.get("rows", r["rows"])), ("published classes", v.get("classes", r["groups"])),
+                    ("smallest class (rows)", smallest), ("groups formed", r["groups"]),
+                    ("group size range (rows)", f"{r['min_group_size']} .. {r['max_group_size']}")])]
+    counts = r.get("group_size_counts") or {}
+    if counts:
+        sizes = sorted(counts, key=int)
+        fig = _fig(7, 2.8, left=0.9)
+        ax = fig.add_subplot()
+        xs = [int(s) for s in sizes]
+        ys = [counts[s] for s in sizes]
+        ax.bar(xs, ys, width=0.8 if len(xs) < 60 else 1.0, color=ACCENT)
+        if k is not None:
+            ax.axvline(k - 0.5, color=AFTER, linestyle="--", linewidth=1.2, label=f"k = {k} (no group left of it)")
+            ax.legend(frameon=False, fontsize=8)
+        if max(ys) / max(1, min(ys)) > 100:
+            from matplotlib.ticker import LogLocator, NullLocator
+
+            ax.set_yscale("log")
+            ax.yaxis.set_major_locator(LogLocator(numticks=6))
+            ax.yaxis.set_minor_locator(NullLocator())  # (minor log ticks: most of the figure's time)
+            ax.set_ylabel("groups (log scale)")
+        else:
+            ax.set_ylabel("groups")
+        ax.set_xlabel("group size (rows)")
+        ax.set_title("Group sizes")
+        if len(xs) <= 20:
+            ax.set_xticks(xs)
+        ax.set_xlim(min(xs[0], k or xs[0]) - 1, xs[-1] + 1)
+        _style(ax)
+        body.append(_figure(fig, "How to read: each bar counts the groups of one size (rows sharing the same "
+                                 "published QI values); every bar must lie right of the dashed k line."))
+    return _section("guarantee", "The guarantee", body)
+
+
+def _section_utility(r: dict) -> str:
+    il = r.get("information_loss_percent")
+    body = [f"<p>Information loss IL = 100 · SSE / SST on z-scores: <b>{_num(il)} %</b>"
+            + ("" if r.get("sse") is None else f" (SSE {_num(r['sse'])} / SST {_num(r['sst'])})") + ".</p>"]
+    if il is None:
+        body.append(_note("No numeric quasi-identifier: the information loss is not defined."))
+    by_qi = r.get("information_loss_by_qi")
+    keys = set(r.get("key_attributes") or [])
+    if by_qi:
+        names = list(by_qi)[::-1]
+        fig = _fig(7, 0.32 * len(names) + 1.0)
+        ax = fig.add_subplot()
+        vals = [by_qi[n] for n in names]
+        ax.barh(names, vals, color=[KEY if n in keys else ACCENT for n in names])
+        if il is not None:
+            ax.axvline(il, color=AFTER, linestyle="--", linewidth=1.2, label=f"overall {il:.2f} %")
+            ax.legend(frameon=False, fontsize=8, loc="lower right")
+        ax.set_xlabel("information loss of the column (% of its variance)")
+        ax.set_title("Information loss per quasi-identifier")
+        _style(ax)
+        extra = " Orange bars are the key attributes the groups were formed on." if keys else ""
+        body.append(_figure(fig, "How to read: each bar is the share of a column's variance lost by replacing "
+                                 "its values by the group means (0 % = untouched); the dashed line is the "
+                                 "loss over all QIs." + extra))
+    else:
+        body.append(_note("The loss per quasi-identifier is not measured for this method."))
+    dist = r.get("distributions")
+    if dist:
+        body.append(_distributions(dist, r))
+    else:
+        body.append(_note("Distributions before and after are not in this report (they are counted by runs "
+                          "with --html or --report of the MDAV family; range releases publish intervals)."))
+    return _section("utility", "Utility", body)
+
+
+_drawn: dict = {}  # distributions figures drawn ahead (``Prerender``), by their data
+
+
+def _distributions(dist: dict, r: dict) -> str:
+    key = json.dumps(dist, sort_keys=True)
+    if key in _drawn:
+        return _drawn[key]
+    _drawn.clear()
+    _drawn[key] = _draw_distributions(dist)
+    return _drawn[key]
+
+
+def _draw_distributions(dist: dict) -> str:
+    from matplotlib.ticker import MaxNLocator
+
+    names = list(dist)
+    cols = 3 if len(names) > 4 else max(1, len(names))
+    nrows = math.ceil(len(names) / cols)
+    fig = _fig(3.6 * cols, 2.4 * nrows + 0.5, left=0.55, bottom=0.45, top=0.6, right=0.2,
+               wspace=0.35, hspace=0.75)
+    axes = fig.subplots(nrows, cols, squeeze=False)
+    has_after = False
+    for i, ax in enumerate(axes.flat):
+        if i >= len(names):
+            ax.set_visible(False)
+            continue
+        c = names[i]
+        d = dist[c]
+        edges = d["edges"]
+        total = max(1, sum(d["before"]))
+        ax.stairs([100.0 * v / total for v in d["before"]], edges, fill=True, color=BEFORE, label="before")
+        if "after" in d:
+            has_after = True
+            ax.stairs([100.0 * v / total for v in d["after"]], edges, color=AFTER, linewidth=1.3, label="after")
+        ax.set_title(c, fontsize=9)
+        ax.set_xlabel(f"{c} (input units)", fontsize=8)
+        ax.set_ylabel("rows (%)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.yaxis.set_major_locator(MaxNLocator(4))
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 5), useOffset=False)
+        _style(ax)
+        if i == 0:
+            ax.legend(frameon=False, fontsize=7)
+    fig.suptitle("Each quasi-identifier before (filled) and after (line) anonymization", fontsize=10)
+    after = ("the red line the same for the published values (each row carries its group's mean, so the "
+             "published distribution is narrower)" if has_after else
+             "the published values are ranges, so no 'after' distribution is drawn")
+    bins = len(dist[names[0]]["before"])
+    return _figure(fig, f"How to read: the filled area is the share of input rows in each of {bins} equal bins "
+                        f"between the column's smallest and largest value, {after}; the first and last bin "
+                        f"may be wider when the bins were set from a sample.")
+
+
+def _section_dependency(r: dict) -> str:
+    dep = (r.get("metrics") or {}).get("dependency")
+    if not dep:
+        return _section("dependency", "Dependency tree", [
+            _note(f"Does not apply: method {_e(r['method'])} groups on all quasi-identifiers (the tree is "
+                  f"drawn for --method ama and --select emad).")])
+    edges = [tuple(e) for e in dep.get("tree_edges") or []]
+    weights = dep.get("edge_weights") or [None] * len(edges)
+    degrees = dep.get("degrees") or {}
+    key = set(dep.get("key_attributes") or [])
+    nodes = list(degrees) or sorted({a for e in edges for a in e})
+    pos = _tree_layout(nodes, edges, degrees)
+    fig = _fig(8, 4.2, left=0.1, right=0.1, bottom=0.1)
+    ax = fig.add_subplot()
+    for (a, b), w in zip(edges, weights):
+        (xa, ya), (xb, yb) = pos[a], pos[b]
+        ax.plot([xa, xb], [ya, yb], color="#888", linewidth=1.2, zorder=1)
+        if w is not None:
+            ax.annotate(f"{w:.3g}", ((xa + xb) / 2, (ya + yb) / 2), fontsize=7, color="#555", ha="center",
+                        va="center", bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none"))
+    for n in nodes:
+        x, y = pos[n]
+        ax.annotate(f"{n} ({degrees.get(n, 0)})", (x, y), ha="center", va="center", fontsize=8, zorder=3,
+                    bbox=dict(boxstyle="round,pad=0.3", fc=KEY if n in key else "#e8eef8",
+                              ec="#333" if n in key else "#9aa"))
+    ax.plot([], [], "s", color=KEY, label="key attribute (grouped on)")
+    ax.plot([], [], "s", color="#e8eef8", markeredgecolor="#9aa", label="other quasi-identifier")
+    ax.legend(frameon=False, fontsize=8, loc="lower right")
+    xs = [p[0] for p in pos.values()]
+    ys = [p[1] for p in pos.values()]
+    ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
+    ax.set_ylim(min(ys) - 0.6, max(ys) + 0.6)
+    ax.axis("off")
+    ax.set_title(f"{dep.get('tree', '')} spanning tree of {dep.get('measure')} between the QIs".strip())
+    body = [_figure(fig, "How to read: each box is a quasi-identifier with its degree in the tree, each line "
+                         f"an edge labelled with its {_e(dep.get('measure'))} weight; orange boxes are the key "
+                         "attributes the groups were formed on, the others follow them.")]
+    return _section("dependency", "Dependency tree", body)
+
+
+def _tree_layout(nodes, edges, degrees) -> dict:
+    """Layered positions: the root (highest degree) on top, children below, leaves spread."""
+    adj = {n: [] for n in nodes}
+    for a, b in edges:
+        adj.setdefault(a, []).append(b)
+        adj.setdefault(b, []).append(a)
+    pos: dict = {}
+    nxt = [0.0]
+    for root in sorted(adj, key=lambda n: (-degrees.get(n, 0), nodes.index(n) if n in nodes else 0)):
+        if root in pos:
+            continue
+
+        def place(n, parent, depth):
+            kids = [m for m in adj[n] if m != parent and m not in pos]
+            pos[n] = None
+            xs = [place(m, n, depth + 1) for m in kids]
+            x = sum(xs) / len(xs) if xs else nxt[0]
+            if not xs:
+                nxt[0] += 1.0
+            pos[n] = (x, -float(depth))
+            return x
+
+        place(root, None, 0)
+    return pos
+
+
+def _section_sensitive(r: dict) -> str:
+    m = r.get("metrics") or {}
+    hist = m.get("entropy_hist")
+    if not hist:
+        return _section("sensitive", "Sensitive attribute", [
+            _note(f"Does not apply: method {_e(r['method'])} protects no sensitive attribute "
+                  f"(--method maxent with --sa does).")])
+    eps = m.get("epsilon")
+    edges, classes = hist["edges"], hist["classes"]
+    fig = _fig(7, 2.8, left=0.9)
+    ax = fig.add_subplot()
+    ax.stairs(classes, edges, fill=True, color=ACCENT, label="classes")
+    if eps is not None:
+        ax.axvline(eps, color=AFTER, linestyle="--", linewidth=1.3, label=f"threshold ε = {eps:.3g} bits")
+    if m.get("table_entropy") is not None:
+        ax.axvline(m["table_entropy"], color="#555", linestyle=":", linewidth=1.2,
+                   label=f"whole table {m['table_entropy']:.3g} bits")
+    ax.set_xlabel(f"entropy of {r.get('settings', {}).get('sa') or 'the sensitive attribute'} "
+                  f"in the class (bits)")
+    ax.set_ylabel("published classes")
+    ax.set_title("Sensitive-attribute entropy per class")
+    ax.legend(frameon=False, fontsize=8)
+    _style(ax)
+    rows = [(k, v) for k, v in m.items() if not isinstance(v, (dict, list))]
+    body = [_figure(fig, "How to read: the bars count published classes by the entropy of the sensitive "
+                         "attribute inside them; no class may lie left of the dashed threshold ε."),
+            _table(rows)]
+    return _section("sensitive", "Sensitive attribute", body)
+
+
+def _section_risk(r: dict) -> str:
+    risk = r.get("risk")
+    if not risk:
+        return _section("risk", "Disclosure risk", [_note("Not measured: run with --risk to measure record "
+                                                          "linkage and interval disclosure.")])
+    labels = ["record linkage (DBRL)", f"interval disclosure (p = {risk['p']:g})"]
+    vals = [100 * risk["dbrl"], 100 * risk["interval_disclosure"]]
+    fig = _fig(7, 1.9, left=2.4)
+    ax = fig.add_subplot()
+    ax.barh(labels[::-1], vals[::-1], color=[ACCENT, AFTER][::-1])
+    for y, v in enumerate(vals[::-1]):
+        ax.annotate(f"{v:.2f} %", (v, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
+    ax.set_xlim(0, max(5.0, 1.2 * max(vals)))
+    ax.set_xlabel("records at risk (% of rows)")
+    ax.set_title("Disclosure risk")
+    _style(ax)
+    body = [_figure(fig, "How to read: record linkage is the share of records an intruder holding the "
+                         "original QIs links to the right original record by nearest distance (at most 1/k for a centroid "
+                         "release); interval disclosure the share whose original values all lie within p "
+                         "standard deviations of the published ones. Lower is safer."),
+            _table([("rows", risk.get("rows")), ("QIs", ", ".join(risk.get("qi") or [])),
+                    ("DBRL", risk["dbrl"]), ("DBRL, linked records", risk.get("dbrl_linked")),
+                    ("interval disclosure", risk["interval_disclosure"]),
+                    ("interval disclosure (sdcMicro's definition)", risk.get("interval_disclosure_sdcmicro")),
+                    ("risk wall time (s)", risk.get("wall_seconds"))])]
+    return _section("risk", "Disclosure risk", body)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _worker()

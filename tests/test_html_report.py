@@ -1,0 +1,328 @@
+"""The HTML release report (issue 18): the distributions counted in the passes, the
+page's sections and figures, its offline-ness, the CLI and API options, and the page
+rendered in a real browser (headless Chromium)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from engine.cli import main
+from engine.config import RunConfig
+from engine.coordinator import run
+
+ROOT = Path(__file__).resolve().parent.parent
+CENSUS = ROOT / "tests" / "data" / "census.csv"
+ADULT = ROOT / "tests" / "data" / "adult.csv"
+QI = "AFNLWGT,AGI,EMCONTRB,FEDTAX,PTOTVAL,STATETAX,TAXINC,POTHVAL,INTVAL,PEARNVAL,FICA,WSALVAL,ERNVAL"
+SECTIONS = ("run", "guarantee", "utility", "dependency", "sensitive", "risk")
+
+matplotlib = pytest.importorskip("matplotlib", reason="the HTML report needs matplotlib (pip install -e '.[test]')")
+
+
+def _report(data=CENSUS, **kw) -> dict:
+    cfg = RunConfig.make(**{"qi": QI, "k": 3, "seed": None, **kw})
+    rep = run(str(data), cfg, None, distributions=True).report
+    rep.input = str(data)
+    return rep.to_dict()
+
+
+# ---------------------------------------------------------------- distributions
+
+def test_distributions_count_every_row_before_and_after():
+    r = _report()
+    X = pl.read_csv(CENSUS).select(QI.split(",")).to_numpy().astype(float)
+    assert set(r["distributions"]) == set(QI.split(","))
+    for j, c in enumerate(QI.split(",")):
+        d = r["distributions"][c]
+        assert len(d["edges"]) == 41 and len(d["before"]) == len(d["after"]) == 40
+        assert sum(d["before"]) == sum(d["after"]) == r["rows"]
+        assert d["edges"][0] == X[:, j].min() and d["edges"][-1] == X[:, j].max()
+        # "before" is NumPy's histogram of the column over the same 40 bins
+        ref, _ = np.histogram(X[:, j], bins=40, range=(X[:, j].min(), X[:, j].max()))
+        assert d["before"] == ref.tolist()
+    assert set(r["information_loss_by_qi"]) == set(QI.split(","))
+    assert all(0 <= v <= 100 for v in r["information_loss_by_qi"].values())
+
+
+def test_distributions_do_not_depend_on_chunks_threads_or_blocks():
+    base = _report()
+    for kw in ({"chunk_rows": 97, "threads": 1}, {"block_size": 200, "chunk_rows": 333}):
+        other = _report(**kw)
+        for c, d in base["distributions"].items():
+            assert other["distributions"][c]["before"] == d["before"]
+            assert other["distributions"][c]["edges"] == d["edges"]
+    assert _report(chunk_rows=97, threads=1)["distributions"] == base["distributions"]
+
+
+def test_distributions_from_a_row_group_sample_count_every_row(tmp_path):
+    # a Parquet input of >= 32 row groups: bins from the plan's sample; values outside
+    # its range fall into the first or last bin, whose outer edge is the true extreme
+    rng = np.random.default_rng(3)
+    n = 40_000
+    frame = pl.DataFrame({"a": rng.lognormal(3, 1, n), "b": rng.normal(0, 1, n)})
+    path = tmp_path / "t.parquet"
+    frame.write_parquet(path, row_group_size=1000)
+    cfg = RunConfig.make(qi="a,b", k=4, seed=None, block_size=2000)
+    rep = run(str(path), cfg, None, distributions=True).report
+    assert "sample" in rep.passes
+    for c in ("a", "b"):
+        d = rep.distributions[c]
+        assert sum(d["before"]) == sum(d["after"]) == n
+        assert d["edges"][0] == frame[c].min() and d["edges"][-1] == frame[c].max()
+        edges = np.array(d["edges"])
+        ref, _ = np.histogram(frame[c].to_numpy(), bins=edges)
+        assert abs(ref - np.array(d["before"])).sum() <= 2  # (floating-point ties at inner edges)
+
+
+def test_report_json_without_distributions_unless_asked(tmp_path):
+    cfg = RunConfig.make(qi=QI, k=3, seed=None)
+    rep = run(str(CENSUS), cfg, None).report
+    assert rep.distributions is None and rep.information_loss_by_qi is not None
+
+
+# ---------------------------------------------------------------- the page
+
+class _Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.sections, self.figures, self.svgs, self.refs, self.tags = [], 0, 0, [], set()
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        a = dict(attrs)
+        if tag == "section":
+            self.sections.append(a.get("id"))
+        self.figures += tag == "figure"
+        self.svgs += tag == "svg"
+        for k in ("src", "href", "xlink:href", "data", "action", "poster"):
+            if a.get(k) is not None:
+                self.refs.append(a[k])
+
+
+def _parse(text: str) -> _Page:
+    p = _Page()
+    p.feed(text)
+    return p
+
+
+def _offline(text: str) -> None:
+    p = _parse(text)
+    assert not p.tags & {"script", "link", "iframe", "object", "embed", "img", "audio", "video"}
+    assert all(ref.startswith(("#", "data:")) for ref in p.refs), p.refs
+    assert not re.search(r"url\(\s*['\"]?(?!#|data:)", text), "a CSS url() that is not local"
+    assert "@import" not in text
+
+
+def test_page_has_every_section_and_figure_offline():
+    from engine import html_report
+
+    r = _report()
+    text = html_report.render(r)
+    p = _parse(text)
+    assert p.sections == list(SECTIONS)
+    assert p.svgs == p.figures == 4  # timings, group sizes, IL per QI, distributions
+    _offline(text)
+    assert text.count("How to read:") == p.figures
+    for c in QI.split(","):
+        assert f"{c} (input units)" in text
+    assert "does not apply" in text.lower() and "Not measured: run with --risk" in text
+    assert html_report.render(r) == text  # the same report, the same page
+
+
+def test_page_can_fail_the_offline_check():
+    with pytest.raises(AssertionError):
+        _offline('<html><body><img src="https://example.org/x.png"></body></html>')
+    with pytest.raises(AssertionError):
+        _offline('<html><head><style>body{background:url(http://x/y.png)}</style></head></html>')
+
+
+def test_page_of_ama_draws_the_tree_and_of_maxent_the_entropy():
+    from engine import html_report
+
+    ama = _report(method="ama")
+    text = html_report.render(ama)
+    dep = ama["metrics"]["dependency"]
+    assert "key attribute (grouped on)" in text and p_figures(text) == 5
+    for a in dep["key_attributes"]:
+        assert f"{a} ({dep['degrees'][a]})" in text
+    cfg = RunConfig.make(qi="age,education,sex", method="maxent", sa="income", epsilon=0.5, k=5, seed=None)
+    me = run(str(ADULT), cfg, None, distributions=True).report.to_dict()
+    text = html_report.render(me)
+    assert "threshold ε = 0.5 bits" in text and "Sensitive-attribute entropy per class" in text
+    assert "Distributions before and after are not in this report" in text
+    _offline(text)
+
+
+def p_figures(text: str) -> int:
+    return _parse(text).figures
+
+
+def test_page_with_risk():
+    from engine import html_report
+
+    r = _report()
+    r["risk"] = {"p": 0.05, "dbrl": 0.25, "interval_disclosure": 0.01, "rows": 1080, "qi": ["a"],
+                 "dbrl_linked": 0.3, "interval_disclosure_sdcmicro": 0.02, "wall_seconds": 0.1}
+    text = html_report.render(r)
+    assert "record linkage (DBRL)" in text and "25.00 %" in text and p_figures(text) == 5
+
+
+# ---------------------------------------------------------------- CLI and API
+
+def _anon(tmp_path, *extra) -> int:
+    return main(["anonymize", str(CENSUS), str(tmp_path / "out.parquet"), "--qi", QI, "--k", "3",
+                 "--quiet", *extra])
+
+
+def test_cli_html_with_report_and_rebuilt_from_json(tmp_path, capsys):
+    assert _anon(tmp_path, "--report", str(tmp_path / "run.json"), "--html", str(tmp_path / "page.html")) == 0
+    page = (tmp_path / "page.html").read_text()
+    saved = json.loads((tmp_path / "run.json").read_text())
+    assert saved["distributions"] and saved["input"] == str(CENSUS)
+    assert main(["report", str(tmp_path / "run.json"), "--html", str(tmp_path / "again.html")]) == 0
+    assert (tmp_path / "again.html").read_text() == page  # from the JSON alone, no re-run
+
+
+@pytest.mark.parametrize("html, msg", [
+    ("out.parquet", "--html {d}/out.parquet: is the same file as OUTPUT"),
+    ("run.json", "--html {d}/run.json: is the same file as --report"),
+    ("missing/page.html", "--html folder does not exist"),
+])
+def test_cli_refuses_a_bad_html_path_before_any_work(tmp_path, capsys, html, msg):
+    assert _anon(tmp_path, "--report", str(tmp_path / "run.json"), "--html", str(tmp_path / html)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("microagg: error: ") and msg.format(d=tmp_path) in err and "\n" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_cli_html_refuses_the_input(tmp_path, capsys):
+    src = tmp_path / "in.csv"
+    shutil.copy(CENSUS, src)
+    assert main(["anonymize", str(src), str(tmp_path / "o.parquet"), "--qi", QI, "--html", str(src)]) == 2
+    assert "is an input file" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+
+
+def test_cli_without_matplotlib_fails_up_front(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # find_spec then answers None
+    assert _anon(tmp_path, "--html", str(tmp_path / "page.html")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "microagg: error: --html needs matplotlib: pip install 'microagg-engine[html]'"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_page_leaves_neither_output_nor_report(tmp_path, capsys, monkeypatch):
+    from engine import html_report
+    from engine.errors import EngineError
+
+    def broken(*args):
+        raise EngineError("the page failed")
+
+    monkeypatch.setattr(html_report, "write", broken)
+    assert _anon(tmp_path, "--report", str(tmp_path / "run.json"), "--html", str(tmp_path / "p.html")) == 2
+    assert "the page failed" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_command_refuses_what_is_not_a_report(tmp_path, capsys):
+    (tmp_path / "x.json").write_text('{"rows": 3}')
+    assert main(["report", str(tmp_path / "x.json"), "--html", str(tmp_path / "p.html")]) == 2
+    err = capsys.readouterr().err
+    assert "microagg: error: REPORT" in err and "missing" in err
+    assert main(["report", str(tmp_path / "x.json"), "--html", str(tmp_path / "x.json")]) == 2
+    assert "is an input file" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.json"]
+
+
+def test_api_html(tmp_path):
+    from engine import anonymize
+
+    rep = anonymize(str(CENSUS), tmp_path / "o.parquet", QI, 3, html=tmp_path / "p.html")
+    assert rep.distributions is not None
+    assert _parse((tmp_path / "p.html").read_text()).sections == list(SECTIONS)
+    from engine.errors import EngineError
+
+    with pytest.raises(EngineError, match="html .*is the same file as sink"):
+        anonymize(str(CENSUS), tmp_path / "o2.parquet", QI, 3, html=tmp_path / "o2.parquet")
+
+
+def test_the_worker_draws_the_same_page():
+    from engine import html_report
+
+    r = _report()
+    pre = html_report.Prerender()
+    try:
+        pre.distributions(r["distributions"])
+        page = pre.page(r)
+        assert pre.proc is not None and pre.proc.poll() is None  # drawn by the worker, not the fallback
+    finally:
+        pre.close()
+    assert page == html_report.render(r)
+    dead = html_report.Prerender()
+    dead.proc.kill()
+    dead.proc.wait()
+    assert dead.page(r) == page and dead.proc is None  # a dead worker: drawn here instead
+
+
+def test_import_engine_does_not_load_matplotlib():
+    code = ("import sys, engine; from engine.cli import entry; import engine.html_report; "
+            "print('matplotlib' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------- in a real browser
+
+BROWSER_HOSTS = ("google.com", "gvt1.com", "googleapis.com", "gstatic.com")  # Chromium's own services
+
+
+def _chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.skip("headless Chromium is not installed (apt-get install -y chromium; .ci/run installs it): "
+                    "the page was not rendered in a browser")
+    return exe
+
+
+def _browse(exe: str, page: Path, shot: Path, netlog: Path) -> list[str]:
+    """Screenshot ``page``; return the URLs the page (not the browser's services) requested."""
+    subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    "--disable-background-networking", "--disable-component-update", "--no-first-run",
+                    "--disable-sync", "--disable-extensions", "--window-size=1200,2600",
+                    f"--log-net-log={netlog}", f"--screenshot={shot}", page.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    urls = set(re.findall(r'"url":"([^"]+)"', netlog.read_text()))
+    return sorted(u for u in urls if u.startswith(("http:", "https:", "ws:", "wss:", "ftp:"))
+                  and not any(re.match(rf"^\w+://([^/]+\.)?{re.escape(h)}(/|:|$)", u) for h in BROWSER_HOSTS))
+
+
+@pytest.mark.slow
+def test_page_renders_in_headless_chromium(tmp_path):
+    exe = _chromium()
+    assert _anon(tmp_path, "--risk", "--html", str(tmp_path / "page.html")) == 0
+    page = tmp_path / "page.html"
+    urls = _browse(exe, page, tmp_path / "shot.png", tmp_path / "net.json")
+    assert urls == [], f"the page requested {urls}"
+    img = matplotlib.image.imread(tmp_path / "shot.png")[..., :3]
+    assert img.shape[0] >= 2000 and img.shape[1] >= 1000
+    ink = (img < 0.9).any(axis=2).mean()  # share of pixels that are not (nearly) white
+    assert 0.02 < ink < 0.9, ink
+    assert len(np.unique((img * 255).astype(np.uint8).reshape(-1, 3), axis=0)) > 50  # figures, not a blank
+    dom = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    assert _parse(dom).sections == list(SECTIONS)
+    assert _parse(dom).svgs == 5  # the browser parsed every figure
+    # the check can fail: the same page with one remote image is caught
+    bad = tmp_path / "bad.html"
+    bad.write_text(page.read_text().replace("<h1>", '<h1><img src="http://example.invalid/x.png">', 1))
+    assert _browse(exe, bad, tmp_path / "bad.png", tmp_path / "bad.json") == ["http://example.invalid/x.png"]
