@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from .aggregate import aggregate_block, aggregate_blocks
-from .budget import plan_budget
+from .budget import early_piece, plan_budget
 from .config import RunConfig
 from .errors import EngineError
 from .io.sink import CommitGroup, atomic_output, check_csv_columns, check_destination, check_tmp_dir, output_format
@@ -78,6 +78,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         cleanup.callback(source.close)  # a transcoded CSV's temporary copy
         if dest is not None:
             check_destination(dest, source.paths)
+        source = source.bounded(early_piece(cfg.memory_limit))  # a CSV read in pieces under a limit
         # CSV: QIs read as numbers; other columns as the file's text for a CSV output, else
         # with types inferred from the whole file
         t = time.perf_counter()
@@ -98,7 +99,8 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         if cfg.k > rows:
             raise EngineError(f"k={cfg.k} is larger than the number of rows ({rows})")
         threads = cfg.threads or numba.get_num_threads()
-        budget = plan_budget(cfg, rows, len(cfg.qi), len(source.columns), threads)
+        budget = plan_budget(cfg, rows, len(cfg.qi), len(source.columns), threads, kind=source.kind)
+        source = source.bounded(budget.piece_bytes)
         single = rows <= budget.block_size
 
         t = time.perf_counter()
@@ -262,7 +264,8 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         X, ids = sampled
         sprof = sample_profile(cfg.qi, X)
         plan = plan_blocks(standardized(X, sprof, cols), ids, total, budget.block_size)
-        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder, rows=total))
+        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder, budget.spill_buffer,
+                                                             rows=total))
         moments = Moments(cfg.qi, np.ones(len(cfg.qi)))
         partition_pass(source, sprof, cols, plan, store, budget.chunk_rows, cfg.progress, moments=moments,
                        rows=total)
@@ -291,7 +294,8 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         Zs = standardized(profile.sample, profile, cols)
         plan = plan_blocks(Zs, profile.sample_ids, profile.rows, budget.block_size)
         del Zs
-        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder, rows=profile.rows))
+        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder, budget.spill_buffer,
+                                                 rows=profile.rows))
         partition_pass(source, profile, cols, plan, store, budget.chunk_rows, cfg.progress)
     rows = profile.rows
     units = store.units(2 * cfg.k)
