@@ -61,7 +61,9 @@ class Budget:
     block_limit: int | None = None  # the most rows a spilled block may hold (None: no limit)
     spill_buffer: int = DEFAULT_SPILL  # bytes buffered by the block store before a write
     piece_bytes: int | None = None  # a CSV input read this many bytes at a time (None: Polars' reader)
-    free: int | None = None  # bytes left for a unit's working set beside the plan's (sensitive methods)
+    least: int | None = None  # the least limit this run accepts (bytes)
+    unit_room: int | None = None  # bytes for the blocks (units) in flight: ``threads + 1`` of ``block_size`` rows
+    unit_row: int = 0  # bytes per row of a block in flight
 
 
 def early_piece(limit: int | None) -> int | None:
@@ -85,11 +87,12 @@ def refuse(limit: int, need: int, rows: int, d: int, method: str, why: str = "")
 
 
 def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind: str = "parquet",
-                method: str | None = None, per_row: int = 0, qis: int | None = None) -> Budget:
+                method: str | None = None, state: int | None = None, qis: int | None = None) -> Budget:
     """``d``: the columns a block row holds (the QIs, or more for the sensitive
     methods); ``columns``: the input's columns; ``kind``: the input's ("csv" reads in
-    pieces); ``per_row``: further bytes per table row that the run keeps (the
-    sensitive methods' class statistics); ``qis``, ``method``: for the message."""
+    pieces); ``state``: the bytes the run keeps for the whole table beside the row
+    -> group map (default: the MDAV family's group table; the sensitive methods pass
+    their class statistics); ``qis``, ``method``: for the message."""
     block = cfg.block_size or DEFAULT_BLOCK_SIZE
     chunk = cfg.chunk_rows
     if cfg.memory_limit is None:
@@ -100,7 +103,8 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     fixed = psutil.Process().memory_info().rss + RUNTIME
     margin = int(MARGIN_SHARE * limit) + MARGIN_FIXED
     groups, labels = _state(rows, cfg.k, d)
-    groups += per_row * rows
+    if state is not None:
+        groups = int(state)
     csv = kind == "csv"
     cell = CELL * max(columns, 1)
     per_block = 8 * (5 * d + 6) * (threads + 1)
@@ -133,4 +137,19 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
         raise EngineError(f"--block-size {cfg.block_size:,} does not fit --memory-limit {mib(limit)} with "
                           f"{threads} threads (at most {fit:,} rows; this block size needs at least "
                           f"{mib(need)})")
-    return Budget(block, chunk, on_disk, max(fit, block), spill, piece, int(left / 3))
+    return Budget(block, chunk, on_disk, max(fit, block), spill, piece, int(least), fit * per_block,
+                  per_block // (threads + 1))
+
+
+def check_unit(budget: Budget, limit: int | None, units: list[int], threads: int, rows: int, d: int,
+               method: str, why: str) -> None:
+    """Refuse (one line naming the least limit) when the largest units that run at once
+    (``threads`` of them) need more than the plan's room for blocks: a unit grown past
+    the block size (maxent's fusions) cannot be cut."""
+    if limit is None or budget.unit_room is None or not units:
+        return
+    top = sorted(units, reverse=True)[:max(threads, 1)]
+    need = sum(top) * budget.unit_row
+    if need > budget.unit_room:
+        least = budget.least + (need - budget.unit_room) / (1 - MARGIN_SHARE)
+        raise refuse(limit, max(least, limit + MiB), rows, d, method, why)

@@ -233,6 +233,11 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
         cleanup.callback(source.close)  # a transcoded CSV's temporary copy
         if dest is not None:
             check_destination(dest, source.paths)
+        if memory_limit is not None:  # a CSV read in pieces under a limit (``Source.bounded``)
+            from .budget import early_piece
+            from .config import parse_bytes
+
+            source = source.bounded(early_piece(parse_bytes(memory_limit)))
         for c in qi + ([sa] if sa else []):
             if c not in source.columns:
                 raise EngineError(f"column {c!r} not found in {source.label}")
@@ -278,7 +283,9 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
         spilled = len(qi) + (1 if method == "maxent" else 0)
         # a unit's working set (the method's arrays beside the spilled record) is about
         # twice the coordinator's per-row estimate: budget for 2d + 2 columns
-        budget = plan_budget(cfg, rows, 2 * spilled + 2, len(source.columns), nthreads)
+        budget = plan_budget(cfg, rows, 2 * spilled + 2, len(source.columns), nthreads, kind=source.kind,
+                             method=method, qis=len(qi), state=_class_state(rows, qi, schema, method, k))
+        source = source.bounded(budget.piece_bytes)
         if rows <= budget.block_size and not _force_blocks:
             t = time.perf_counter()
             table, labels, metrics = _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output)
@@ -295,7 +302,7 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
             folder = tmp_dir if tmp_dir is not None else (os.path.dirname(os.path.abspath(dest)) if dest else None)
             table, labels, sizes, metrics, blocks = _blocked(
                 source, rows, qi, method, sa, k, epsilon, seed, numeric_output, budget, nthreads, dest, fmt,
-                tmp_dir, folder, cleanup, bool(progress), passes, group)
+                tmp_dir, folder, cleanup, bool(progress), passes, group, cfg=cfg)
         if sizes.min() < (k or 1):
             raise EngineError(f"internal check failed: a class has {int(sizes.min())} rows, fewer than k={k}")
         rss.sample()
@@ -305,6 +312,20 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
                           block_size=int(budget.block_size), memory_limit=cfg.memory_limit,
                           passes={p: round(s, 4) for p, s in passes.items()})
     return table, labels, rep
+
+
+def _class_state(rows, qi, schema, method, k, m=None, words=None) -> int:
+    """The bytes kept for the whole table (the row -> class map aside): per class its
+    size, numeric min, max and sum, category masks and (maxent) SA counts, three times
+    over (the units' statistics, their concatenation, the published columns), with at
+    most rows / max(2, k) classes. Before the dictionary pass ``m`` and ``words``
+    are guesses (16 SA values, one mask word per categorical QI)."""
+    dn = sum(1 for c in qi if _is_numeric(schema[c]))
+    dc = len(qi) - dn
+    per_class = 8 + 24 * dn + 8 * (dc if words is None else sum(words))
+    if method == "maxent":
+        per_class += 8 * (16 if m is None else m)
+    return 3 * per_class * (rows // max(2, int(k or 2)) + 1)
 
 
 def _check_span(c, method, lo, hi) -> None:
@@ -405,8 +426,8 @@ class _EncodedSource:
 class _SAStore(BlockStore):
     """A BlockStore that also counts the SA codes (spilled column ``sa_col``) per block."""
 
-    def __init__(self, n_blocks, d, folder, sa_col=None, m=0, rows=None):
-        super().__init__(n_blocks, d, folder, rows=rows)
+    def __init__(self, n_blocks, d, folder, sa_col=None, m=0, rows=None, buffer_bytes=32 << 20):
+        super().__init__(n_blocks, d, folder, buffer_bytes, rows=rows)
         self.sa_col = sa_col
         self.sa_counts = np.zeros((n_blocks, max(m, 1)), np.int64)
 
@@ -564,7 +585,8 @@ def _class_stats(ids, Xnum, codes, local, g, words, sa=None, m=0) -> _Stats:
 
 
 def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, budget, threads, dest, fmt,
-             tmp_dir, folder, cleanup, progress, passes, group=None):
+             tmp_dir, folder, cleanup, progress, passes, group=None, cfg=None):
+    from .budget import check_unit, plan_budget
     from .coordinator import release_memory
     from .kernels.groups import count_labels
     from .kernels.partition import scatter_labels
@@ -603,6 +625,11 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
     spill = num + cat + ([sa] if method == "maxent" else [])
     cards = [len(dicts[c]) for c in cat]
     words = [(cd + 63) // 64 for cd in cards]
+    if cfg is not None and cfg.memory_limit is not None and (m > 16 or sum(words) > dc):
+        # the class statistics with the SA's and the categories' real counts: the same
+        # plan, or the one-line refusal naming the least limit
+        plan_budget(cfg, rows, 2 * len(spill) + 2, len(source.columns), threads, kind=source.kind, method=method,
+                    qis=len(qi), state=_class_state(rows, qi, schema, method, k, m, words))
     enc = _EncodedSource(source, dicts)
 
     t = time.perf_counter()
@@ -635,7 +662,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
         del Zs
         store = cleanup.enter_context(_SAStore(plan.n_blocks, len(spill), folder,
                                                sa_col=len(spill) - 1 if method == "maxent" else None, m=m,
-                                               rows=rows))
+                                               rows=rows, buffer_bytes=budget.spill_buffer))
         partition_pass(enc, profile, cols, plan, store, chunk_rows, progress)
         if method == "maxent" and not np.array_equal(store.sa_counts.sum(axis=1), store.rows):
             raise EngineError("internal check failed: the SA counts of the spilled blocks do not add up")
@@ -646,6 +673,9 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
             units, fusions = fuse_units(units, store.sa_counts, target, need, ENTROPY_TOL)
             metrics["unit_fusions"] = int(fusions)
             big = max(int(store.rows[u].sum()) for u in units)
+            check_unit(budget, cfg.memory_limit if cfg is not None else None,
+                       [int(store.rows[u].sum()) for u in units], threads, rows, len(qi), method,
+                       f": epsilon {eps:.4g} bits needs a unit of {big:,} rows")
             if big > 4 * budget.block_size:
                 log.warning("maxent: reaching epsilon = %.4g bits needed a unit of %d rows (block size %d); "
                             "memory follows the largest unit", eps, big, budget.block_size)
