@@ -43,6 +43,7 @@ MiB = 1 << 20
 RUNTIME = 128 * MiB          # kernels, thread pools, allocator arenas (measured: 110-125 MiB)
 CELL = 64                    # bytes per cell of a chunk in flight (measured: about 52)
 PIECE_FACTOR = 12            # peak per byte of a CSV piece (measured: about 10, + 45 MiB of arenas)
+CSV_PASSES = 32 * MiB        # a CSV's passes before the plan, beyond RUNTIME's arenas
 MARGIN_SHARE = 0.05
 MARGIN_FIXED = 16 * MiB
 MIN_CHUNK = 10_000
@@ -64,6 +65,12 @@ class Budget:
     least: int | None = None  # the least limit this run accepts (bytes)
     unit_room: int | None = None  # bytes for the blocks (units) in flight: ``threads + 1`` of ``block_size`` rows
     unit_row: int = 0  # bytes per row of a block in flight
+    unit_floor: int = 0  # the room for blocks at the least limit (a third of any more goes to them)
+
+
+def rss() -> int:
+    """This process's resident memory now (bytes)."""
+    return psutil.Process().memory_info().rss
 
 
 def early_piece(limit: int | None) -> int | None:
@@ -81,18 +88,29 @@ def _state(rows: int, k: int, d: int) -> tuple[int, int]:
     return (rows // k + 1) * (16 * d + 8) + 8 * rows, 4 * rows
 
 
+def stated(need: float) -> int:
+    """The least limit as stated: ``need`` plus 4 MiB (the process's RSS when planned
+    varies by a MiB or two from run to run), rounded up to 8 MiB, so that a limit set
+    to the stated figure is accepted on the next run."""
+    return -(-int(need + 4 * MiB) // (8 * MiB)) * 8 * MiB
+
+
 def refuse(limit: int, need: int, rows: int, d: int, method: str, why: str = "") -> EngineError:
+    need = stated(need)
     return EngineError(f"--memory-limit {mib(limit)} is below what this run needs (at least {mib(need)} for "
                        f"{rows:,} rows of {d} QIs with method {method}{why}); raise it")
 
 
 def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind: str = "parquet",
-                method: str | None = None, state: int | None = None, qis: int | None = None) -> Budget:
+                method: str | None = None, state: int | None = None, qis: int | None = None,
+                start_rss: int | None = None) -> Budget:
     """``d``: the columns a block row holds (the QIs, or more for the sensitive
     methods); ``columns``: the input's columns; ``kind``: the input's ("csv" reads in
     pieces); ``state``: the bytes the run keeps for the whole table beside the row
     -> group map (default: the MDAV family's group table; the sensitive methods pass
-    their class statistics); ``qis``, ``method``: for the message."""
+    their class statistics); ``qis``, ``method``: for the message; ``start_rss``: the
+    process's RSS when the run began (a CSV's type inference and row count leave the
+    allocators' arenas larger, which ``RUNTIME`` already counts: ``CSV_PASSES`` at most)."""
     block = cfg.block_size or DEFAULT_BLOCK_SIZE
     chunk = cfg.chunk_rows
     if cfg.memory_limit is None:
@@ -100,7 +118,10 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     method = method or cfg.method
     qis = len(cfg.qi) if qis is None else qis
     limit = cfg.memory_limit
-    fixed = psutil.Process().memory_info().rss + RUNTIME
+    fixed = psutil.Process().memory_info().rss
+    if kind == "csv" and start_rss is not None:
+        fixed = min(fixed, start_rss + CSV_PASSES)
+    fixed += RUNTIME
     margin = int(MARGIN_SHARE * limit) + MARGIN_FIXED
     groups, labels = _state(rows, cfg.k, d)
     if state is not None:
@@ -108,7 +129,8 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     csv = kind == "csv"
     cell = CELL * max(columns, 1)
     per_block = 8 * (5 * d + 6) * (threads + 1)
-    floor_block = min(MIN_BLOCK, cfg.block_size or MIN_BLOCK, max(rows, 2 * cfg.k))
+    # the blocks: at least MIN_BLOCK rows, or the block size asked for (never lowered)
+    floor_block = min(cfg.block_size or MIN_BLOCK, max(rows, 2 * cfg.k))
     floor_chunk = min(MIN_CHUNK, chunk)
     floors = floor_chunk * cell + floor_block * per_block + 2 * MIN_SPILL + (PIECE_FACTOR * MIN_PIECE if csv else 0)
     # the label map: in memory, or memory-mapped in the spill folder when above a quarter
@@ -138,7 +160,7 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
                           f"{threads} threads (at most {fit:,} rows; this block size needs at least "
                           f"{mib(need)})")
     return Budget(block, chunk, on_disk, max(fit, block), spill, piece, int(least), fit * per_block,
-                  per_block // (threads + 1))
+                  per_block // (threads + 1), floor_block * per_block)
 
 
 def check_unit(budget: Budget, limit: int | None, units: list[int], threads: int, rows: int, d: int,
@@ -151,5 +173,6 @@ def check_unit(budget: Budget, limit: int | None, units: list[int], threads: int
     top = sorted(units, reverse=True)[:max(threads, 1)]
     need = sum(top) * budget.unit_row
     if need > budget.unit_room:
-        least = budget.least + (need - budget.unit_room) / (1 - MARGIN_SHARE)
+        # the blocks get a third of what a limit has above the least: three times the room missing
+        least = budget.least + 3 * (need - budget.unit_floor) / (1 - MARGIN_SHARE)
         raise refuse(limit, max(least, limit + MiB), rows, d, method, why)

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from .aggregate import aggregate_block, aggregate_blocks
-from .budget import early_piece, plan_budget
+from .budget import early_piece, plan_budget, rss as current_rss
 from .config import RunConfig
 from .errors import EngineError
 from .io.sink import CommitGroup, atomic_output, check_csv_columns, check_destination, check_tmp_dir, output_format
@@ -67,6 +67,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     (``group.temp(dest)``), to be renamed by the caller's ``group.commit()`` together
     with the group's other files (the report); else it is renamed when complete."""
     t0 = time.perf_counter()
+    start_rss = current_rss()
     passes: dict[str, float] = {}
     with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
         fmt = None
@@ -99,7 +100,8 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         if cfg.k > rows:
             raise EngineError(f"k={cfg.k} is larger than the number of rows ({rows})")
         threads = cfg.threads or numba.get_num_threads()
-        budget = plan_budget(cfg, rows, len(cfg.qi), len(source.columns), threads, kind=source.kind)
+        budget = plan_budget(cfg, rows, len(cfg.qi), len(source.columns), threads, kind=source.kind,
+                             start_rss=start_rss)
         source = source.bounded(budget.piece_bytes)
         single = rows <= budget.block_size
 

@@ -218,7 +218,10 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
             raise EngineError(f"k: must be an integer >= 2, got {k!r}")
     if threads is not None and (isinstance(threads, bool) or not _whole(threads) or threads < 1):
         raise EngineError(f"threads must be a positive whole number, got {threads!r}")
+    from .budget import rss as current_rss
+
     t0 = time.perf_counter()
+    start_rss = current_rss()
     passes: dict[str, float] = {}
     with PeakRSS() as rss, numba_threads(threads), contextlib.ExitStack() as cleanup:
         from .coordinator import _tmp_folder
@@ -284,7 +287,8 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
         # a unit's working set (the method's arrays beside the spilled record) is about
         # twice the coordinator's per-row estimate: budget for 2d + 2 columns
         budget = plan_budget(cfg, rows, 2 * spilled + 2, len(source.columns), nthreads, kind=source.kind,
-                             method=method, qis=len(qi), state=_class_state(rows, qi, schema, method, k))
+                             method=method, qis=len(qi), state=_class_state(rows, qi, schema, method, k),
+                             start_rss=start_rss)
         source = source.bounded(budget.piece_bytes)
         if rows <= budget.block_size and not _force_blocks:
             t = time.perf_counter()
@@ -302,7 +306,7 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
             folder = tmp_dir if tmp_dir is not None else (os.path.dirname(os.path.abspath(dest)) if dest else None)
             table, labels, sizes, metrics, blocks = _blocked(
                 source, rows, qi, method, sa, k, epsilon, seed, numeric_output, budget, nthreads, dest, fmt,
-                tmp_dir, folder, cleanup, bool(progress), passes, group, cfg=cfg)
+                tmp_dir, folder, cleanup, bool(progress), passes, group, cfg=cfg, start_rss=start_rss)
         if sizes.min() < (k or 1):
             raise EngineError(f"internal check failed: a class has {int(sizes.min())} rows, fewer than k={k}")
         rss.sample()
@@ -585,7 +589,7 @@ def _class_stats(ids, Xnum, codes, local, g, words, sa=None, m=0) -> _Stats:
 
 
 def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, budget, threads, dest, fmt,
-             tmp_dir, folder, cleanup, progress, passes, group=None, cfg=None):
+             tmp_dir, folder, cleanup, progress, passes, group=None, cfg=None, start_rss=None):
     from .budget import check_unit, plan_budget
     from .coordinator import release_memory
     from .kernels.groups import count_labels
@@ -629,7 +633,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
         # the class statistics with the SA's and the categories' real counts: the same
         # plan, or the one-line refusal naming the least limit
         plan_budget(cfg, rows, 2 * len(spill) + 2, len(source.columns), threads, kind=source.kind, method=method,
-                    qis=len(qi), state=_class_state(rows, qi, schema, method, k, m, words))
+                    qis=len(qi), state=_class_state(rows, qi, schema, method, k, m, words), start_rss=start_rss)
     enc = _EncodedSource(source, dicts)
 
     t = time.perf_counter()
