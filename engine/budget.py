@@ -63,9 +63,9 @@ class Budget:
     spill_buffer: int = DEFAULT_SPILL  # bytes buffered by the block store before a write
     piece_bytes: int | None = None  # a CSV input read this many bytes at a time (None: Polars' reader)
     least: int | None = None  # the least limit this run accepts (bytes)
-    unit_room: int | None = None  # bytes for the blocks (units) in flight: ``threads + 1`` of ``block_size`` rows
+    unit_room: int | None = None  # bytes for the units in flight once the table is spilled (no chunk, no piece)
     unit_row: int = 0  # bytes per row of a block in flight
-    unit_floor: int = 0  # the room for blocks at the least limit (a third of any more goes to them)
+    unit_floor: int = 0  # the room for units at the least limit
 
 
 def rss() -> int:
@@ -159,20 +159,22 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
         raise EngineError(f"--block-size {cfg.block_size:,} does not fit --memory-limit {mib(limit)} with "
                           f"{threads} threads (at most {fit:,} rows; this block size needs at least "
                           f"{mib(need)})")
-    return Budget(block, chunk, on_disk, max(fit, block), spill, piece, int(least), fit * per_block,
-                  per_block // (threads + 1), floor_block * per_block)
+    # once the table is spilled no chunk, piece or spill buffer is in flight: the units
+    # (blocks, or maxent's fused units) may take what the floors and the left-over hold
+    unit_floor = floor_block * per_block + floor_chunk * cell + 2 * MIN_SPILL
+    return Budget(block, chunk, on_disk, max(fit, block), spill, piece, int(least), unit_floor + left,
+                  per_block // (threads + 1), unit_floor)
 
 
 def check_unit(budget: Budget, limit: int | None, units: list[int], threads: int, rows: int, d: int,
                method: str, why: str) -> None:
     """Refuse (one line naming the least limit) when the largest units that run at once
-    (``threads`` of them) need more than the plan's room for blocks: a unit grown past
-    the block size (maxent's fusions) cannot be cut."""
+    (``threads`` of them) need more than the room the plan leaves them once the table is
+    spilled: a unit grown past the block size (maxent's fusions) cannot be cut."""
     if limit is None or budget.unit_room is None or not units:
         return
     top = sorted(units, reverse=True)[:max(threads, 1)]
     need = sum(top) * budget.unit_row
     if need > budget.unit_room:
-        # the blocks get a third of what a limit has above the least: three times the room missing
-        least = budget.least + 3 * (need - budget.unit_floor) / (1 - MARGIN_SHARE)
+        least = budget.least + (need - budget.unit_floor) / (1 - MARGIN_SHARE)
         raise refuse(limit, max(least, limit + MiB), rows, d, method, why)
