@@ -103,14 +103,17 @@ def refuse(limit: int, need: int, rows: int, d: int, method: str, why: str = "")
 
 def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind: str = "parquet",
                 method: str | None = None, state: int | None = None, qis: int | None = None,
-                start_rss: int | None = None) -> Budget:
+                start_rss: int | None = None, min_block: int = MIN_BLOCK) -> Budget:
     """``d``: the columns a block row holds (the QIs, or more for the sensitive
     methods); ``columns``: the input's columns; ``kind``: the input's ("csv" reads in
     pieces); ``state``: the bytes the run keeps for the whole table beside the row
     -> group map (default: the MDAV family's group table; the sensitive methods pass
     their class statistics); ``qis``, ``method``: for the message; ``start_rss``: the
     process's RSS when the run began (a CSV's type inference and row count leave the
-    allocators' arenas larger, which ``RUNTIME`` already counts: ``CSV_PASSES`` at most)."""
+    allocators' arenas larger, which ``RUNTIME`` already counts: ``CSV_PASSES`` at most);
+    ``min_block``: the least block size the limit may choose (the sensitive methods
+    pass the default, so that their blocks, hence maxent's fused units and the least
+    limit stated for them, do not change with the limit)."""
     block = cfg.block_size or DEFAULT_BLOCK_SIZE
     chunk = cfg.chunk_rows
     if cfg.memory_limit is None:
@@ -129,8 +132,8 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     csv = kind == "csv"
     cell = CELL * max(columns, 1)
     per_block = 8 * (5 * d + 6) * (threads + 1)
-    # the blocks: at least MIN_BLOCK rows, or the block size asked for (never lowered)
-    floor_block = min(cfg.block_size or MIN_BLOCK, max(rows, 2 * cfg.k))
+    # the blocks: at least ``min_block`` rows, or the block size asked for (never lowered)
+    floor_block = min(cfg.block_size or min(min_block, block), max(rows, 2 * cfg.k))
     floor_chunk = min(MIN_CHUNK, chunk)
     floors = floor_chunk * cell + floor_block * per_block + 2 * MIN_SPILL + (PIECE_FACTOR * MIN_PIECE if csv else 0)
     # the label map: in memory, or memory-mapped in the spill folder when above a quarter

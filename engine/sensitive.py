@@ -110,6 +110,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import polars as pl
 
+from .config import DEFAULT_BLOCK_SIZE
 from .errors import EngineError
 from .io.sink import atomic_output, check_csv_columns, check_destination, output_format, write_frame
 from .io.schema import check_output_types
@@ -288,7 +289,7 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
         # twice the coordinator's per-row estimate: budget for 2d + 2 columns
         budget = plan_budget(cfg, rows, 2 * spilled + 2, len(source.columns), nthreads, kind=source.kind,
                              method=method, qis=len(qi), state=_class_state(rows, qi, schema, method, k),
-                             start_rss=start_rss)
+                             start_rss=start_rss, min_block=DEFAULT_BLOCK_SIZE)
         source = source.bounded(budget.piece_bytes)
         if rows <= budget.block_size and not _force_blocks:
             t = time.perf_counter()
@@ -633,7 +634,8 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
         # the class statistics with the SA's and the categories' real counts: the same
         # plan, or the one-line refusal naming the least limit
         plan_budget(cfg, rows, 2 * len(spill) + 2, len(source.columns), threads, kind=source.kind, method=method,
-                    qis=len(qi), state=_class_state(rows, qi, schema, method, k, m, words), start_rss=start_rss)
+                    qis=len(qi), state=_class_state(rows, qi, schema, method, k, m, words), start_rss=start_rss,
+                    min_block=DEFAULT_BLOCK_SIZE)
     enc = _EncodedSource(source, dicts)
 
     t = time.perf_counter()
