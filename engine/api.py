@@ -57,7 +57,9 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
     group_column : str, optional
         Add each row's group id under this name.
     memory_limit : int or str, optional
-        A budget such as ``"1GiB"``: sizes the blocks and chunks (see ``anonymize``).
+        A limit on peak RSS such as ``"1GiB"``: sizes the blocks and chunks, or is
+        refused (``EngineError`` naming the least limit) when below what the run needs
+        (see ``anonymize``).
     block_size : int, optional
         Rows per block (default 20,000; tables up to this size run as one exact block).
     leaf_size : int, optional
@@ -161,7 +163,9 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
     LazyFrame) is scanned chunk by chunk, rows are cut into spatial blocks of at
     most ``block_size`` rows that are spilled to a private temporary folder and
     aggregated in parallel, and the output is written chunk by chunk. With
-    ``memory_limit`` (e.g. ``"1GiB"``) the blocks and chunks are sized to it.
+    ``memory_limit`` (e.g. ``"1GiB"``) the blocks, chunks, spill buffers and CSV
+    pieces are sized to keep the process's peak RSS under it; a limit below what
+    the run needs is refused up front with the least limit named (docs/usage.md).
     The output appears at ``sink`` only when complete (temporary file, then
     rename). Prints nothing unless ``progress``; logs through ``logging``
     (logger ``"engine"``); Numba's thread count is restored afterwards.

@@ -1,17 +1,33 @@
-"""Size the run to the memory limit: block size, chunk rows, where the label map lives.
+"""Size the run to the memory limit: block size, chunk rows, spill buffers, CSV pieces,
+where the label map lives; refuse a limit below what the run needs.
 
-The estimate, per the passes' working sets (bytes; d QIs, c columns in all):
+The estimate of peak RSS (bytes; d QIs, c columns in all, n rows), each term
+measured on census-like tables (docs/benchmarks.md, "Memory limit"):
 
-* fixed: the process as it stands (interpreter, Numba, Polars, pyarrow), measured;
-* the row -> group map: 4 per row (int32), on disk when above a quarter of the budget;
+* fixed: the process as it stands when the run is planned (interpreter, Numba,
+  Polars, pyarrow), measured, plus ``RUNTIME`` for what comes later whatever the
+  sizes (the compiled kernels loaded at first use, the thread pools, the
+  allocators' arenas of Polars, pyarrow and NumPy);
+* the row -> group map: 4 per row (int32), memory-mapped in the spill folder when above
+  a quarter of the budget (counted either way: a mapped file's written pages are resident);
 * the groups: about 2 * 8 * d + 8 per group for centroids in original units and
-  z-scores, with at most rows / k groups;
-* a chunk in flight: about 48 per cell of the chunk (Polars' batch, the NumPy copy,
-  the output frame and its Arrow copy);
+  z-scores, with at most rows / k groups, and 8 per row for the compaction;
+* a chunk in flight: ``CELL`` bytes per cell of the chunk (the read frame, its float
+  copy, the output frame, its Arrow form, the read-ahead and the background writer);
 * a block in flight: about 8 * (5d + 6) per row (spill record, values, z-scores,
-  the kd-tree and labels), for ``threads + 1`` blocks.
+  the kd-tree and labels), for ``threads + 1`` blocks;
+* the spill buffers: two of ``spill_buffer`` bytes (one filled, one being written);
+* a CSV input read a piece at a time (``Source.bounded``): about ``PIECE_FACTOR``
+  times the piece (the bytes, Polars' parse buffers and columns);
+* a margin: ``MARGIN_SHARE`` of the limit plus ``MARGIN_FIXED``.
 
-Without a limit: blocks of ``DEFAULT_BLOCK_SIZE`` rows and the chunk size asked for.
+Below the minimum (every size at its floor: ``MIN_CHUNK`` rows, ``MIN_BLOCK`` rows,
+``MIN_SPILL`` buffers, ``MIN_PIECE`` pieces) the run is refused up front with one
+line naming the minimum. Above it, what is left is shared among the chunk, the
+blocks, the spill buffers and the pieces, each capped at its default.
+
+Without a limit: blocks of ``DEFAULT_BLOCK_SIZE`` rows, the chunk size asked for,
+32 MiB spill buffers and Polars' own CSV reader.
 """
 
 from __future__ import annotations
@@ -23,7 +39,19 @@ import psutil
 from .config import DEFAULT_BLOCK_SIZE, RunConfig
 from .errors import EngineError
 
-MIN_BLOCK = 1_000
+MiB = 1 << 20
+RUNTIME = 128 * MiB          # kernels, thread pools, allocator arenas (measured: 110-125 MiB)
+CELL = 64                    # bytes per cell of a chunk in flight (measured: about 52)
+PIECE_FACTOR = 12            # peak per byte of a CSV piece (measured: about 10, + 45 MiB of arenas)
+CSV_PASSES = 32 * MiB        # a CSV's passes before the plan, beyond RUNTIME's arenas
+MARGIN_SHARE = 0.05
+MARGIN_FIXED = 16 * MiB
+MIN_CHUNK = 10_000
+MIN_BLOCK = 5_000
+MIN_SPILL = 4 * MiB
+MIN_PIECE = 2 * MiB
+MAX_PIECE = 16 * MiB
+DEFAULT_SPILL = 32 * MiB
 
 
 @dataclass(frozen=True)
@@ -32,37 +60,124 @@ class Budget:
     chunk_rows: int
     labels_on_disk: bool
     block_limit: int | None = None  # the most rows a spilled block may hold (None: no limit)
+    spill_buffer: int = DEFAULT_SPILL  # bytes buffered by the block store before a write
+    piece_bytes: int | None = None  # a CSV input read this many bytes at a time (None: Polars' reader)
+    least: int | None = None  # the least limit this run accepts (bytes)
+    unit_room: int | None = None  # bytes for the units in flight once the table is spilled (no chunk, no piece)
+    unit_row: int = 0  # bytes per row of a block in flight
+    unit_floor: int = 0  # the room for units at the least limit
 
 
-def _mib(x: float) -> str:
-    return f"{x / 2**20:.0f}MiB"
+def rss() -> int:
+    """This process's resident memory now (bytes)."""
+    return psutil.Process().memory_info().rss
 
 
-def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int) -> Budget:
+def early_piece(limit: int | None) -> int | None:
+    """The CSV piece for the passes before the plan (type inference, the row count):
+    ``MIN_PIECE``-sized reads whenever a limit is set."""
+    return None if limit is None else 2 * MIN_PIECE
+
+
+def mib(x: float) -> str:
+    return f"{-(-int(x) // MiB)}MiB"
+
+
+def _state(rows: int, k: int, d: int) -> tuple[int, int]:
+    """(the groups' table and the compaction's temporary, the row -> group map) in bytes."""
+    return (rows // k + 1) * (16 * d + 8) + 8 * rows, 4 * rows
+
+
+def stated(need: float) -> int:
+    """The least limit as stated: ``need`` plus 4 MiB (the process's RSS when planned
+    varies by a MiB or two from run to run), rounded up to 8 MiB, so that a limit set
+    to the stated figure is accepted on the next run."""
+    return -(-int(need + 4 * MiB) // (8 * MiB)) * 8 * MiB
+
+
+def refuse(limit: int, need: int, rows: int, d: int, method: str, why: str = "") -> EngineError:
+    need = stated(need)
+    return EngineError(f"--memory-limit {mib(limit)} is below what this run needs (at least {mib(need)} for "
+                       f"{rows:,} rows of {d} QIs with method {method}{why}); raise it")
+
+
+def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind: str = "parquet",
+                method: str | None = None, state: int | None = None, qis: int | None = None,
+                start_rss: int | None = None, min_block: int = MIN_BLOCK) -> Budget:
+    """``d``: the columns a block row holds (the QIs, or more for the sensitive
+    methods); ``columns``: the input's columns; ``kind``: the input's ("csv" reads in
+    pieces); ``state``: the bytes the run keeps for the whole table beside the row
+    -> group map (default: the MDAV family's group table; the sensitive methods pass
+    their class statistics); ``qis``, ``method``: for the message; ``start_rss``: the
+    process's RSS when the run began (a CSV's type inference and row count leave the
+    allocators' arenas larger, which ``RUNTIME`` already counts: ``CSV_PASSES`` at most);
+    ``min_block``: the least block size the limit may choose (the sensitive methods
+    pass the default, so that their blocks, hence maxent's fused units and the least
+    limit stated for them, do not change with the limit)."""
     block = cfg.block_size or DEFAULT_BLOCK_SIZE
     chunk = cfg.chunk_rows
     if cfg.memory_limit is None:
         return Budget(block, chunk, False, 2 * block)
+    method = method or cfg.method
+    qis = len(cfg.qi) if qis is None else qis
     limit = cfg.memory_limit
     fixed = psutil.Process().memory_info().rss
-    free = limit - fixed
-    groups = (rows // cfg.k + 1) * (16 * d + 8) + 8 * rows  # + the compaction's temporary
-    labels = 4 * rows
-    on_disk = labels > free / 4
-    need = groups + (0 if on_disk else labels)
-    left = free - need
-    if left < 32 << 20:
-        raise EngineError(f"memory limit {_mib(limit)} is too small for {rows:,} rows: the process already "
-                          f"uses {_mib(fixed)} and the group table needs {_mib(need)}; raise --memory-limit")
-    # half of what is left for chunks, half for blocks
-    # per chunk cell: the write pass holds the read frame, its float copy, the published
-    # frame, its Arrow form and up to two more in the background writer (about 24 x 8 bytes)
-    chunk = max(1_000, min(chunk, int(left / 2 / (192 * max(columns, 1)))))
-    per_row = 8 * (5 * d + 6)
-    fit = int(left / 2 / (per_row * (threads + 1)))
+    if kind == "csv" and start_rss is not None:
+        fixed = min(fixed, start_rss + CSV_PASSES)
+    fixed += RUNTIME
+    margin = int(MARGIN_SHARE * limit) + MARGIN_FIXED
+    groups, labels = _state(rows, cfg.k, d)
+    if state is not None:
+        groups = int(state)
+    csv = kind == "csv"
+    cell = CELL * max(columns, 1)
+    per_block = 8 * (5 * d + 6) * (threads + 1)
+    # the blocks: at least ``min_block`` rows, or the block size asked for (never lowered)
+    floor_block = min(cfg.block_size or min(min_block, block), max(rows, 2 * cfg.k))
+    floor_chunk = min(MIN_CHUNK, chunk)
+    floors = floor_chunk * cell + floor_block * per_block + 2 * MIN_SPILL + (PIECE_FACTOR * MIN_PIECE if csv else 0)
+    # the label map: in memory, or memory-mapped in the spill folder when above a quarter
+    # of what is left; counted either way (the pages of a mapped file written count in RSS)
+    least = (fixed + MARGIN_FIXED + groups + labels + floors) / (1 - MARGIN_SHARE)
+    if limit < least:
+        raise refuse(limit, least, rows, qis, method)
+    free = limit - fixed - margin - groups
+    on_disk = labels > (free - labels - floors) / 4
+    left = max(0, free - labels - floors)
+    # what is left above the floors: a third each to the chunk and the blocks, the rest
+    # to the spill buffers and (CSV) the pieces
+    chunk = max(floor_chunk, min(chunk, floor_chunk + int(left / 3 / cell)))
+    fit = floor_block + int(left / 3 / per_block)
+    rest = left / 3
+    if csv:
+        piece = int(min(MAX_PIECE, MIN_PIECE + rest / 2 / PIECE_FACTOR))
+        rest /= 2
+    else:
+        piece = None
+    spill = int(min(DEFAULT_SPILL, MIN_SPILL + rest / 2))
     if cfg.block_size is None:
-        block = max(min(block, fit), min(MIN_BLOCK, fit), 2 * cfg.k)
+        block = max(min(block, fit), 2 * cfg.k)
     elif cfg.block_size > fit:
-        raise EngineError(f"block size {cfg.block_size:,} does not fit the memory limit {_mib(limit)} "
-                          f"with {threads} threads (at most {fit:,} rows)")
-    return Budget(block, chunk, on_disk, max(fit, block))
+        need = least + (cfg.block_size - fit) * per_block / (1 - MARGIN_SHARE)
+        raise EngineError(f"--block-size {cfg.block_size:,} does not fit --memory-limit {mib(limit)} with "
+                          f"{threads} threads (at most {fit:,} rows; this block size needs at least "
+                          f"{mib(need)})")
+    # once the table is spilled no chunk, piece or spill buffer is in flight: the units
+    # (blocks, or maxent's fused units) may take what the floors and the left-over hold
+    unit_floor = floor_block * per_block + floor_chunk * cell + 2 * MIN_SPILL
+    return Budget(block, chunk, on_disk, max(fit, block), spill, piece, int(least), unit_floor + left,
+                  per_block // (threads + 1), unit_floor)
+
+
+def check_unit(budget: Budget, limit: int | None, units: list[int], threads: int, rows: int, d: int,
+               method: str, why: str) -> None:
+    """Refuse (one line naming the least limit) when the largest units that run at once
+    (``threads`` of them) need more than the room the plan leaves them once the table is
+    spilled: a unit grown past the block size (maxent's fusions) cannot be cut."""
+    if limit is None or budget.unit_room is None or not units:
+        return
+    top = sorted(units, reverse=True)[:max(threads, 1)]
+    need = sum(top) * budget.unit_row
+    if need > budget.unit_room:
+        least = budget.least + (need - budget.unit_floor) / (1 - MARGIN_SHARE)
+        raise refuse(limit, max(least, limit + MiB), rows, d, method, why)

@@ -72,7 +72,8 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
                    help="gamma of vmdav (default 0.2) or ivmdav (default 1.16)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all cores)")
     p.add_argument("--memory-limit", metavar="SIZE", default=None,
-                   help="memory budget, e.g. 1GiB or 512MiB: sizes blocks and chunks (default: no limit)")
+                   help="limit on peak memory, e.g. 1GiB or 512MiB: sizes blocks, chunks and CSV reads; a limit "
+                        "below what the run needs is refused naming the minimum (default: no limit)")
     p.add_argument("--block-size", type=int, default=None, metavar="ROWS",
                    help="rows per spatial block (default 20000; a table this small runs as one exact block)")
     p.add_argument("--leaf-size", type=int, default=None, metavar="ROWS",

@@ -20,7 +20,7 @@ import polars as pl
 
 from .passes.aggregate import aggregate_block, aggregate_blocks
 from .passes.distributions import Distributions
-from .budget import plan_budget
+from .budget import early_piece, plan_budget, rss as current_rss
 from .config import RunConfig
 from .errors import EngineError
 from .io.sink import CommitGroup, atomic_output, check_csv_columns, check_destination, check_tmp_dir, output_format
@@ -62,6 +62,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
 
         return run_ranges(data, cfg, dest, names=names, tmp_dir=tmp_dir, group=group)
     t0 = time.perf_counter()
+    start_rss = current_rss()
     passes: dict[str, float] = {}
     with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
         fmt = None
@@ -73,6 +74,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         cleanup.callback(source.close)  # a transcoded CSV's temporary copy
         if dest is not None:
             check_destination(dest, source.paths)
+        source = source.bounded(early_piece(cfg.memory_limit))  # a CSV read in pieces under a limit
         # CSV: QIs read as numbers; other columns as the file's text for a CSV output, else
         # with types inferred from the whole file
         t = time.perf_counter()
@@ -93,7 +95,9 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         if cfg.k > rows:
             raise EngineError(f"k={cfg.k} is larger than the number of rows ({rows})")
         threads = cfg.threads or numba.get_num_threads()
-        budget = plan_budget(cfg, rows, len(cfg.qi), len(source.columns), threads)
+        budget = plan_budget(cfg, rows, len(cfg.qi), len(source.columns), threads, kind=source.kind,
+                             start_rss=start_rss)
+        source = source.bounded(budget.piece_bytes)
         single = rows <= budget.block_size
 
         t = time.perf_counter()
@@ -274,7 +278,8 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         X, ids = sampled
         sprof = sample_profile(cfg.qi, X)
         plan = plan_blocks(standardized(X, sprof, cols), ids, total, budget.block_size)
-        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder, rows=total))
+        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder, budget.spill_buffer,
+                                                             rows=total))
         moments = Moments(cfg.qi, np.ones(len(cfg.qi)))
         if dist is not None:  # bins over the sample's range (the columns' own is not known yet)
             dist.start(sprof.min, sprof.max)
@@ -305,7 +310,8 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         Zs = standardized(profile.sample, profile, cols)
         plan = plan_blocks(Zs, profile.sample_ids, profile.rows, budget.block_size)
         del Zs
-        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder, rows=profile.rows))
+        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder, budget.spill_buffer,
+                                                 rows=profile.rows))
         if dist is not None:
             dist.start(profile.min, profile.max)
         partition_pass(source, profile, cols, plan, store, budget.chunk_rows, cfg.progress, dist=dist)

@@ -108,6 +108,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from .config import DEFAULT_BLOCK_SIZE
 from .errors import EngineError
 from .io.sink import atomic_output, check_csv_columns, check_destination, output_format, write_frame
 from .io.schema import check_output_types
@@ -172,7 +173,10 @@ def run_ranges(data, cfg, dest, *, names=None, tmp_dir=None, group=None, _force_
 
     qi, method, sa, k = list(cfg.qi), cfg.method, cfg.sa, cfg.k
     epsilon, seed, numeric_output = cfg.epsilon, cfg.effective_seed, cfg.effective_numeric_output
+    from .budget import rss as current_rss
+
     t0 = time.perf_counter()
+    start_rss = current_rss()
     passes: dict[str, float] = {}
     with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
         fmt = None
@@ -183,6 +187,10 @@ def run_ranges(data, cfg, dest, *, names=None, tmp_dir=None, group=None, _force_
         cleanup.callback(source.close)  # a transcoded CSV's temporary copy
         if dest is not None:
             check_destination(dest, source.paths)
+        if cfg.memory_limit is not None:  # a CSV read in pieces under a limit (``Source.bounded``)
+            from .budget import early_piece
+
+            source = source.bounded(early_piece(cfg.memory_limit))
         for c in qi + ([sa] if sa else []):
             if c not in source.columns:
                 raise EngineError(f"column {c!r} not found in {source.label}")
@@ -222,8 +230,11 @@ def run_ranges(data, cfg, dest, *, names=None, tmp_dir=None, group=None, _force_
         spilled = len(qi) + (1 if method == "maxent" else 0)
         # a unit's working set (the method's arrays beside the spilled record) is about
         # twice the coordinator's per-row estimate: budget for 2d + 2 columns
-        budget = plan_budget(dataclasses.replace(cfg, k=need), rows, 2 * spilled + 2, len(source.columns),
-                             nthreads)
+        bcfg = dataclasses.replace(cfg, k=need)  # the budget plans classes of at least `need` rows
+        budget = plan_budget(bcfg, rows, 2 * spilled + 2, len(source.columns), nthreads, kind=source.kind,
+                             method=method, qis=len(qi), state=_class_state(rows, qi, schema, method, k),
+                             start_rss=start_rss, min_block=DEFAULT_BLOCK_SIZE)
+        source = source.bounded(budget.piece_bytes)
         if rows <= budget.block_size and not _force_blocks:
             t = time.perf_counter()
             table, labels, metrics, sse = _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output)
@@ -245,7 +256,8 @@ def run_ranges(data, cfg, dest, *, names=None, tmp_dir=None, group=None, _force_
             folder = tmp_dir if tmp_dir is not None else (os.path.dirname(os.path.abspath(dest)) if dest else None)
             table, labels, sizes, metrics, blocks, sse, verified = _blocked(
                 source, rows, qi, method, sa, k, epsilon, seed, numeric_output, budget, nthreads, dest, fmt,
-                tmp_dir, folder, cleanup, bool(cfg.progress), passes, group, cfg.group_column)
+                tmp_dir, folder, cleanup, bool(cfg.progress), passes, group, cfg.group_column, cfg=bcfg,
+                start_rss=start_rss)
         if sizes.min() < (k or 1):
             raise EngineError(f"internal check failed: a class has {int(sizes.min())} rows, fewer than k={k}")
         rss.sample()
@@ -297,6 +309,20 @@ def _z_sse(X: np.ndarray, labels: np.ndarray, g: int, mean: np.ndarray, sd: np.n
         cm = np.bincount(labels, weights=z, minlength=g) / np.maximum(size, 1)
         total += float(((z - cm[labels]) ** 2).sum())
     return total
+
+
+def _class_state(rows, qi, schema, method, k, m=None, words=None) -> int:
+    """The bytes kept for the whole table (the row -> class map aside): per class its
+    size, numeric min, max and sum, category masks and (maxent) SA counts, three times
+    over (the units' statistics, their concatenation, the published columns), with at
+    most rows / max(2, k) classes. Before the dictionary pass ``m`` and ``words``
+    are guesses (16 SA values, one mask word per categorical QI)."""
+    dn = sum(1 for c in qi if _is_numeric(schema[c]))
+    dc = len(qi) - dn
+    per_class = 8 + 24 * dn + 8 * (dc if words is None else sum(words))
+    if method == "maxent":
+        per_class += 8 * (16 if m is None else m)
+    return 3 * per_class * (rows // max(2, int(k or 2)) + 1)
 
 
 def _check_span(c, method, lo, hi) -> None:
@@ -404,8 +430,8 @@ class _EncodedSource:
 class _SAStore(BlockStore):
     """A BlockStore that also counts the SA codes (spilled column ``sa_col``) per block."""
 
-    def __init__(self, n_blocks, d, folder, sa_col=None, m=0, rows=None):
-        super().__init__(n_blocks, d, folder, rows=rows)
+    def __init__(self, n_blocks, d, folder, sa_col=None, m=0, rows=None, buffer_bytes=32 << 20):
+        super().__init__(n_blocks, d, folder, buffer_bytes, rows=rows)
         self.sa_col = sa_col
         self.sa_counts = np.zeros((n_blocks, max(m, 1)), np.int64)
 
@@ -530,7 +556,9 @@ def _class_stats(ids, Xnum, codes, local, g, words, sa=None, m=0) -> _Stats:
 
 
 def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, budget, threads, dest, fmt,
-             tmp_dir, folder, cleanup, progress, passes, group=None, group_column=None):
+             tmp_dir, folder, cleanup, progress, passes, group=None, group_column=None, cfg=None,
+             start_rss=None):
+    from .budget import check_unit, plan_budget
     from .coordinator import release_memory
     from .kernels.groups import count_labels
     from .kernels.partition import scatter_labels
@@ -570,6 +598,12 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
     spill = num + cat + ([sa] if method == "maxent" else [])
     cards = [len(dicts[c]) for c in cat]
     words = [(cd + 63) // 64 for cd in cards]
+    if cfg is not None and cfg.memory_limit is not None and (m > 16 or sum(words) > dc):
+        # the class statistics with the SA's and the categories' real counts: the same
+        # plan, or the one-line refusal naming the least limit
+        plan_budget(cfg, rows, 2 * len(spill) + 2, len(source.columns), threads, kind=source.kind, method=method,
+                    qis=len(qi), state=_class_state(rows, qi, schema, method, k, m, words), start_rss=start_rss,
+                    min_block=DEFAULT_BLOCK_SIZE)
     enc = _EncodedSource(source, dicts)
 
     t = time.perf_counter()
@@ -606,7 +640,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
         del Zs
         store = cleanup.enter_context(_SAStore(plan.n_blocks, len(spill), folder,
                                                sa_col=len(spill) - 1 if method == "maxent" else None, m=m,
-                                               rows=rows))
+                                               rows=rows, buffer_bytes=budget.spill_buffer))
         partition_pass(enc, profile, cols, plan, store, chunk_rows, progress)
         if method == "maxent" and not np.array_equal(store.sa_counts.sum(axis=1), store.rows):
             raise EngineError("internal check failed: the SA counts of the spilled blocks do not add up")
@@ -617,6 +651,9 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
             units, fusions = fuse_units(units, store.sa_counts, target, need, ENTROPY_TOL)
             metrics["unit_fusions"] = int(fusions)
             big = max(int(store.rows[u].sum()) for u in units)
+            check_unit(budget, cfg.memory_limit if cfg is not None else None,
+                       [int(store.rows[u].sum()) for u in units], threads, rows, len(qi), method,
+                       f": epsilon {eps:.4g} bits needs a unit of {big:,} rows")
             if big > 4 * budget.block_size:
                 log.warning("maxent: reaching epsilon = %.4g bits needed a unit of %d rows (block size %d); "
                             "memory follows the largest unit", eps, big, budget.block_size)

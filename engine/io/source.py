@@ -141,6 +141,11 @@ class Source:
     floats: tuple[str, ...] = ()
     # Parquet files: their reconciled schema (``engine.io.schema``); every frame read is cast to it
     folder: FolderSchema | None = None
+    # CSV: how ``lazy`` was built from the files (``_scan``'s nulls and keywords, the casts
+    # after it), to build the same reader over pieces of the files (``bounded``)
+    _recipe: tuple = (True, (("infer_schema", False),), ())
+    # CSV: when set, the files are read ``piece_bytes`` bytes at a time (``bounded``)
+    piece_bytes: int | None = None
 
     @property
     def schema(self) -> pl.Schema:
@@ -163,11 +168,12 @@ class Source:
 
     # --- CSV -------------------------------------------------------------------------
 
-    def _scan(self, nulls: bool = True, **kw) -> pl.LazyFrame:
+    def _scan(self, nulls: bool = True, data: bytes | None = None, **kw) -> pl.LazyFrame:
         o = self.csv or CsvOptions()
         files = list(self._readable)
         try:
-            return pl.scan_csv(files if len(files) > 1 else files[0], separator=o.separator,
+            return pl.scan_csv(data if data is not None else files if len(files) > 1 else files[0],
+                               separator=o.separator,
                                null_values=(list(o.null_values) or None) if nulls else None,
                                encoding="utf8-lossy" if o.encoding == "utf8-lossy" else "utf8", **kw)
         except Exception as exc:
@@ -187,9 +193,15 @@ class Source:
         state: dict = {c: None for c in columns}
         if not state:
             return {}
-        lf = self._scan(schema=pl.Schema({c: pl.String for c in self.columns})).select(list(columns))
+        text = pl.Schema({c: pl.String for c in self.columns})
+        lf = self._scan(schema=text).select(list(columns))
+        if self.piece_bytes:
+            batches = (p.select(list(columns)).collect() for p in
+                       self._pieces(lambda data: self._scan(data=data, schema=text)))
+        else:
+            batches = lf.collect_batches(chunk_size=200_000, maintain_order=False)
         try:
-            for batch in lf.collect_batches(chunk_size=200_000, maintain_order=False):
+            for batch in batches:
                 for c in columns:
                     if state[c] == "str":
                         continue
@@ -234,7 +246,36 @@ class Source:
             schema = pl.Schema({c: types.get(c, inferred.get(c)) for c in self.columns})
         if exprs:
             lazy = lazy.with_columns(exprs)
-        return replace(self, lazy=lazy, _schema=schema, floats=floats)
+        recipe = (not text, (("schema", scan),), tuple(exprs))
+        return replace(self, lazy=lazy, _schema=schema, floats=floats, _recipe=recipe)
+
+    def bounded(self, piece_bytes: int | None) -> "Source":
+        """This source, its CSV files read ``piece_bytes`` bytes at a time (cut at the
+        end of a record) instead of by Polars' streaming reader, whose memory grows
+        with the file (about half of it: 330 MiB for a 571 MB file) and whose row count
+        maps the whole file: memory then stays at about one piece, whatever the file's
+        size (``--memory-limit``). The same reader, types and casts parse each piece,
+        so the frames are the same. Other sources, or None: unchanged."""
+        if self.kind != "csv" or not piece_bytes:
+            return self
+        return replace(self, piece_bytes=int(piece_bytes))
+
+    def _pieces(self, lazy_of=None) -> Iterator[pl.LazyFrame]:
+        """The files as pieces of about ``piece_bytes`` bytes, each a LazyFrame read as
+        ``lazy`` reads the files (``lazy_of(piece bytes)``, default the ``_recipe``)."""
+        nulls, kw, exprs = self._recipe
+        if lazy_of is None:
+            def lazy_of(data):
+                lf = self._scan(nulls, data=data, **dict(kw))
+                return lf.with_columns(list(exprs)) if exprs else lf
+        for path in self._readable:
+            try:
+                fh = open(path, "rb")
+            except OSError as exc:
+                raise EngineError(f"cannot read {self.label}: {exc.strerror or exc}") from None
+            with fh:
+                for piece in _csv_pieces(fh, self.piece_bytes):
+                    yield lazy_of(piece)
 
     def text_view(self) -> "Source":
         """A CSV source with every column as text (``with_types(text=True)``)."""
@@ -288,6 +329,8 @@ class Source:
 
     def count_rows(self) -> int:
         try:
+            if self.kind == "csv" and self.piece_bytes:
+                return sum(int(p.select(pl.len()).collect().item()) for p in self._pieces())
             return int(self.lazy.select(pl.len()).collect().item())
         except Exception as exc:
             raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
@@ -346,6 +389,9 @@ class Source:
         offset = 0
         if self.kind == "parquet":
             batches = self._parquet_batches(None if columns is None else list(columns), chunk_rows, native)
+        elif self.kind == "csv" and self.piece_bytes:
+            batches = (p.collect() if columns is None else p.select(list(columns)).collect()
+                       for p in self._pieces())
         else:
             batches = lf.collect_batches(chunk_size=chunk_rows, maintain_order=True)
         try:
@@ -371,6 +417,43 @@ class Source:
         cols = list(columns)
         arrays = ((offset, frame_to_array(frame, cols)) for offset, frame in self.iter_frames(cols, chunk_rows))
         return read_ahead(arrays) if prefetch else arrays
+
+
+def _csv_pieces(fh, size: int) -> Iterator[bytes]:
+    """A CSV file's records in pieces of about ``size`` bytes, each the header line and
+    whole records: cut after a newline preceded by an even number of double quotes
+    (not inside a quoted field; a doubled quote inside one counts twice). A record
+    longer than ``size`` makes a longer piece."""
+    header = b""
+    carry = b""
+    while True:
+        buf = fh.read(size)
+        data = carry + buf if carry else buf
+        if not buf:
+            if data.strip(b"\r\n"):
+                yield header + data if header else data
+            return
+        a = np.frombuffer(data, np.uint8)
+        nl = np.flatnonzero(a == 10)
+        if nl.size:
+            q = np.flatnonzero(a == 34)
+            even = nl[(np.searchsorted(q, nl) & 1) == 0]
+        else:
+            even = nl
+        if even.size == 0:
+            carry = data
+            continue
+        if not header:  # the first record is the header
+            cut = int(even[0]) + 1
+            header, data = data[:cut], data[cut:]
+            even = even[1:] - cut
+            if even.size == 0:
+                carry = data
+                continue
+        cut = int(even[-1]) + 1
+        if cut:
+            yield header + data[:cut]
+        carry = data[cut:]
 
 
 def _arrow_frame(batch) -> pl.DataFrame:

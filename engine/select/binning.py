@@ -198,7 +198,26 @@ def plan_bins(
         if types[c] == "string":
             exprs.append(pl.col(c).cast(pl.String).drop_nulls().unique().sort().implode().alias(f"cat:{c}"))
     row = {}
-    if exprs:
+    if exprs and getattr(src, "piece_bytes", None) and not any(e.meta.output_name().startswith("q:") for e in exprs):
+        # a CSV read in pieces under --memory-limit: the minima, maxima and categories of
+        # each piece, combined (Polars' one-shot query would read the whole file at once)
+        need = [c for c in cols if types[c] == "string" or (stats is None and c in numeric)]
+        for _, frame in src.iter_frames(need, 100_000):
+            part = frame.select(exprs).row(0, named=True)
+            for key, v in part.items():
+                if key not in row or row[key] is None:
+                    row[key] = v
+                elif v is None:
+                    continue
+                elif key.startswith("min:"):
+                    row[key] = min(row[key], v)
+                elif key.startswith("max:"):
+                    row[key] = max(row[key], v)
+                else:  # cat: the sorted distinct strings
+                    row[key] = sorted(set(row[key]) | set(v))
+        for e in exprs:
+            row.setdefault(e.meta.output_name(), [] if e.meta.output_name().startswith("cat:") else None)
+    elif exprs:
         try:
             row = src.lazy.select(exprs).collect().row(0, named=True)
         except Exception as exc:

@@ -1,0 +1,109 @@
+"""--memory-limit is a limit: below what the run needs it is refused up front (one line
+naming the least limit, exit 2, nothing written); at any limit accepted the process's
+peak RSS stays at or under it (engine/budget.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from engine.synth import NUMERIC_QI, census_like
+
+ROOT = Path(__file__).resolve().parents[1]
+QI = ",".join(NUMERIC_QI)
+MAXENT = ["--method", "maxent", "--qi", "age,education_years,hours_per_week,wage_income,sex,region",
+          "--sa", "occupation", "--epsilon", "2.0", "--k", "5"]
+REFUSED = re.compile(r"microagg: error: --memory-limit (\d+)MiB is below what this run needs \(at least (\d+)MiB "
+                     r"for ([\d,]+) rows of (\d+) QIs with method (\w+)(: [^)]*)?\); raise it")
+
+
+@pytest.fixture(scope="module")
+def tables():
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        frame = census_like(300_000, seed=4)
+        frame.write_parquet(d / "t.parquet", row_group_size=50_000)
+        frame.write_csv(d / "t.csv")
+        census_like(60_000, seed=5).write_parquet(d / "s.parquet")
+        yield d
+
+
+def _peak_rss_of(cmd):
+    """(process, peak RSS in bytes of ``cmd`` alone): ``/usr/bin/time`` is its parent,
+    so the count is not this big test process's inherited high-water mark."""
+    if not os.path.exists("/usr/bin/time"):
+        pytest.skip("/usr/bin/time is needed to measure a child's peak RSS")
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as fh:
+        proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", fh.name, *cmd], capture_output=True, text=True,
+                              cwd=ROOT)
+        return proc, int(fh.read().split()[-1]) * 1024
+
+
+def _anonymize(src, out, limit, *args):
+    return _peak_rss_of([sys.executable, "-m", "engine", "anonymize", str(src), str(out), *args,
+                         "--memory-limit", limit, "--threads", "2", "--quiet"])
+
+
+def _least(src, out, *args) -> int:
+    """The least limit the engine states for this run (MiB), from its refusal of 100MiB."""
+    proc, _ = _anonymize(src, out, "100MiB", *args)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    m = REFUSED.fullmatch(lines[0])
+    assert m, lines[0]
+    assert not out.exists() and not list(out.parent.glob(f".{out.name}*"))
+    return int(m.group(2))
+
+
+@pytest.mark.parametrize("name, args, method", [("t.parquet", ["--qi", QI, "--k", "5"], "mdav"),
+                                                ("t.csv", ["--qi", QI, "--k", "5"], "mdav"),
+                                                ("s.parquet", MAXENT, "maxent")])
+def test_a_limit_below_the_minimum_is_refused_with_one_line(tables, tmp_path, name, args, method):
+    proc, _ = _anonymize(tables / name, tmp_path / "o.parquet", "100MiB", *args)
+    assert proc.returncode == 2
+    line, = proc.stderr.strip().splitlines()
+    m = REFUSED.fullmatch(line)
+    assert m, line
+    rows = 60_000 if name.startswith("s") else 300_000
+    assert m.group(1) == "100" and int(m.group(2)) > 200 and m.group(3) == f"{rows:,}" and m.group(5) == method
+    assert int(m.group(4)) == (6 if method == "maxent" else 8)
+    assert list(tmp_path.iterdir()) == []  # nothing written, no spill left
+
+
+@pytest.mark.parametrize("name", ["t.parquet", "t.csv"])
+def test_peak_rss_stays_under_the_least_limit_accepted(tables, tmp_path, name):
+    """At the minimum the engine states, the run is accepted and its peak RSS (the
+    kernel's count for the child) stays at or under it."""
+    out = tmp_path / "o.parquet"
+    least = _least(tables / name, out, "--qi", QI, "--k", "5", "--block-size", "20000")
+    proc, peak = _anonymize(tables / name, out, f"{least}MiB", "--qi", QI, "--k", "5", "--block-size", "20000")
+    assert proc.returncode == 0, proc.stderr
+    assert peak <= least << 20, f"peak RSS {peak / 2**20:.0f} MiB above the accepted limit {least} MiB"
+    assert pl.scan_parquet(out).select(pl.len()).collect().item() == 300_000
+    # the limit changes the chunks and pieces, never the output for a given block size
+    ref = tmp_path / "ref.parquet"
+    proc, _ = _anonymize(tables / name, ref, "4GiB", "--qi", QI, "--k", "5", "--block-size", "20000")
+    assert proc.returncode == 0, proc.stderr
+    assert pl.read_parquet(out).equals(pl.read_parquet(ref))
+
+
+def test_maxent_peak_rss_stays_under_the_least_limit_accepted(tables, tmp_path):
+    out = tmp_path / "o.parquet"
+    least = _least(tables / "s.parquet", out, *MAXENT)
+    proc, peak = _anonymize(tables / "s.parquet", out, f"{least}MiB", *MAXENT)
+    if proc.returncode == 2:  # a fused unit above the plan's room: refused with a larger minimum
+        m = REFUSED.fullmatch(proc.stderr.strip())
+        assert m and m.group(6) and not out.exists(), proc.stderr
+        least = int(m.group(2))
+        proc, peak = _anonymize(tables / "s.parquet", out, f"{least}MiB", *MAXENT)
+    assert proc.returncode == 0, proc.stderr
+    assert peak <= least << 20, f"peak RSS {peak / 2**20:.0f} MiB above the accepted limit {least} MiB"
+    assert pl.scan_parquet(out).select(pl.len()).collect().item() == 60_000
