@@ -261,7 +261,11 @@ def run_ranges(data, cfg, dest, *, names=None, tmp_dir=None, group=None, _force_
         if sizes.min() < (k or 1):
             raise EngineError(f"internal check failed: a class has {int(sizes.min())} rows, fewer than k={k}")
         rss.sample()
-    sse_total, sst_total = sse
+    sse_total = sst_total = by_qi = None
+    if sse is not None:  # (numeric QIs, SSE per QI, SST per QI) on z-scores
+        names, col_sse, col_sst = sse
+        sse_total, sst_total = float(col_sse.sum()), float(col_sst.sum())
+        by_qi = {c: float(100.0 * e / t) if t > 0 else 0.0 for c, e, t in zip(names, col_sse, col_sst)}
     counts = np.unique(sizes, return_counts=True)
     rep = Report(rows=int(rows), groups=int(sizes.shape[0]), min_group_size=int(sizes.min()),
                  max_group_size=int(sizes.max()), sse=sse_total, sst=sst_total,
@@ -272,7 +276,7 @@ def run_ranges(data, cfg, dest, *, names=None, tmp_dir=None, group=None, _force_
                  group_size_counts={str(int(s)): int(c) for s, c in zip(*counts)}, blocks=len(blocks),
                  block_rows_min=int(min(blocks)), block_rows_max=int(max(blocks)),
                  block_size=int(budget.block_size), memory_limit=cfg.memory_limit, verified=verified,
-                 settings=cfg.settings(), metrics=metrics)
+                 settings=cfg.settings(), metrics=metrics, information_loss_by_qi=by_qi)
     return RunResult(rep, labels, table)
 
 
@@ -297,18 +301,18 @@ def _count_published(frame, qi, schema, numeric_output, classes, k, rows) -> dic
     return counter.check(k, rows)
 
 
-def _z_sse(X: np.ndarray, labels: np.ndarray, g: int, mean: np.ndarray, sd: np.ndarray) -> float:
-    """Squared error of the rows of ``X`` around their class means, on z-scores
-    (``(x - mean) / sd``; a column with sd 0 adds nothing)."""
-    total = 0.0
+def _z_sse(X: np.ndarray, labels: np.ndarray, g: int, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """Per column, the squared error of the rows of ``X`` around their class means, on
+    z-scores (``(x - mean) / sd``; a column with sd 0 has none)."""
+    out = np.zeros(X.shape[1])
     size = np.bincount(labels, minlength=g).astype(np.float64)
     for j in range(X.shape[1]):
         if sd[j] == 0:
             continue
         z = (X[:, j] - mean[j]) / sd[j]
         cm = np.bincount(labels, weights=z, minlength=g) / np.maximum(size, 1)
-        total += float(((z - cm[labels]) ** 2).sum())
-    return total
+        out[j] = float(((z - cm[labels]) ** 2).sum())
+    return out
 
 
 def _class_state(rows, qi, schema, method, k, m=None, words=None) -> int:
@@ -367,12 +371,12 @@ def _in_memory(source, qi, method, sa, k, epsilon, seed, numeric_output):
                    "mdav_range_il_percent": il_mdav[1]}
     table = generalize(df, labels, qi, kinds=kinds, numeric_output=numeric_output)
     num = [c for c in qi if _is_numeric(df.schema[c])]
-    sse = (None, None)
+    sse = None
     if num:
         X = np.ascontiguousarray(df.select(num).cast(pl.Float64).to_numpy())
         mean, sd = X.mean(axis=0), X.std(axis=0)
         sd[X.min(axis=0) == X.max(axis=0)] = 0.0
-        sse = (_z_sse(X, labels, int(labels.max()) + 1, mean, sd), float(df.height * int((sd > 0).sum())))
+        sse = (num, _z_sse(X, labels, int(labels.max()) + 1, mean, sd), np.where(sd > 0, float(df.height), 0.0))
     return table, labels, metrics, sse
 
 
@@ -630,7 +634,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
         stats = [st]
         blocks = [rows]
         metrics.update(merges=0, unit_fusions=0)
-        st.extra = {"sse": float(rows * int((zsd > 0).sum()))}  # one class: its SSE is the SST
+        st.extra = {"sse": np.where(zsd > 0, float(rows), 0.0)}  # one class: its SSE is the SST
         G = 1
     else:
         t = time.perf_counter()
@@ -713,7 +717,7 @@ def _blocked(source, rows, qi, method, sa, k, epsilon, seed, numeric_output, bud
             metrics["merges"] = int(sum(s.extra["merges"] for s in stats))
             metrics["units_forced_single_class"] = int(sum(bool(s.extra["forced"]) for s in stats))
 
-    sse = (float(sum(s.extra["sse"] for s in stats)), float(rows * int((zsd > 0).sum()))) if dn else (None, None)
+    sse = (num, sum(s.extra["sse"] for s in stats), np.where(zsd > 0, float(rows), 0.0)) if dn else None
     size = np.concatenate([s.size for s in stats])
     mn = np.concatenate([s.mn for s in stats])
     mx = np.concatenate([s.mx for s in stats])

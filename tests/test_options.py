@@ -183,3 +183,26 @@ def test_the_documented_table_is_the_registry():
 
     text = (Path(__file__).parent.parent / "docs" / "usage.md").read_text()
     assert options_table() in text
+
+
+@pytest.mark.parametrize("method, kw", [("maxent", dict(k=None, sa="occupation", epsilon=2.0)),
+                                        ("mnqia", dict(k=3))])
+@pytest.mark.parametrize("block_size", [None, 1_000])
+def test_range_release_information_loss_is_the_classes_spread(method, kw, block_size):
+    """A range release's SSE / SST: the numeric QIs around their class means on
+    z-scores (population sd), as the MDAV family's, recomputed here from the labels."""
+    import numpy as np
+
+    df = census_like(3_000, seed=1)
+    qi = ["age", "wage_income"] + (["sex"] if method == "maxent" else [])
+    res = engine.microaggregate(df, qi=qi, method=method, block_size=block_size, **kw)
+    rep, lab = res.report, res.labels
+    by_qi = {}
+    for c in ("age", "wage_income"):
+        x = df[c].cast(pl.Float64).to_numpy()
+        z = (x - x.mean()) / x.std()
+        means = np.bincount(lab, weights=z) / np.bincount(lab)
+        by_qi[c] = 100.0 * ((z - means[lab]) ** 2).sum() / len(z)
+    assert rep.information_loss_by_qi == pytest.approx(by_qi, rel=1e-9)
+    assert rep.information_loss_percent == pytest.approx(np.mean(list(by_qi.values())), rel=1e-9)
+    assert rep.sst == 2 * 3_000
