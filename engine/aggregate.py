@@ -28,7 +28,7 @@ def aggregate_block(Z: np.ndarray, method_code: int, k: int, gamma: float,
 
     When the block has fewer than 2k rows every method returns one group.
     """
-    Z = np.ascontiguousarray(Z, dtype=np.float64)
+    Z = _mdav.as_block(Z)  # the one array type the kernels are compiled for
     n = Z.shape[0]
     T, A, total, state, labels = _mdav.start(Z, _mdav.LEAF_SIZE)
     # a few hundred groups per call: negligible overhead, frequent progress

@@ -219,8 +219,10 @@ def _aggregate_leaves_old(X, method, k, gamma, leaf):
             sub[a] = X[idx[a]]
         if method == mdav.MDAV or method == mdav.MDAV_SINGLE:
             local = _mdav_brute_old(sub, method, k)
+        elif method == mdav.VMDAV:  # (``mdav.microaggregate`` now picks these in Python)
+            local = mdav.microaggregate_vmdav(sub, k, gamma)
         else:
-            local = mdav.microaggregate(sub, method, k, gamma)
+            local = mdav.microaggregate_ivmdav(sub, k, gamma)
         g = 0
         for a in range(idx.shape[0]):
             labels[idx[a]] = local[a] + next_id

@@ -245,7 +245,7 @@ def farthest(T, q):
         qn += t * t
     qn = math.sqrt(qn)
     stack[0] = 0
-    bound[0] = _far_bound(lo, hi, rmax, 0, q, qn)
+    bound[0] = _far_bound(lo, hi, rmax, stack[0], q, qn)  # the root (an int64, not a literal 0)
     sp = 1
     while sp > 0:
         sp -= 1
@@ -301,7 +301,7 @@ def knn(T, q, m, exclude, out_pos, out_d):
     stack = np.empty(128, np.int64)
     bound = np.empty(128)
     stack[0] = 0
-    bound[0] = _box_min_dist(lo, hi, 0, q)
+    bound[0] = _box_min_dist(lo, hi, stack[0], q)  # the root (an int64, not a literal 0)
     sp = 1
     while sp > 0:
         sp -= 1
