@@ -290,10 +290,23 @@ def run(T, A, total, state, labels, method, k, gamma, budget):
 
 
 @njit(cache=True, nogil=True)
-def start(X, leaf_size):
-    """Prepare a run over ``X``: returns ``(T, A, total, state, labels)``."""
+def _start(X, leaf_size):
     n = X.shape[0]
     T = build_kdtree(X, leaf_size)
+    total = _column_sums(X)
+    state = np.zeros(3, np.int64)
+    state[0] = n
+    labels = np.full(n, -1, np.int64)
+    A = anchor_init(T, _centroid(total, max(n, 1)))
+    return T, A, total, state, labels
+
+
+def start(X, leaf_size):
+    """Prepare a run over ``X`` (C-contiguous, writable float64: ``as_block``):
+    returns ``(T, A, total, state, labels)``. (Python: ``_start`` for the kernels,
+    its steps one by one here, so no kernel compiles them all once more.)"""
+    n = X.shape[0]
+    T = build_kdtree(X, int(leaf_size))
     total = _column_sums(X)
     state = np.zeros(3, np.int64)
     state[0] = n
@@ -322,7 +335,7 @@ def microaggregate(X, method, k, gamma):
 
 @njit(cache=True, nogil=True)
 def microaggregate_vmdav(X, k, gamma):
-    T, A, total, state, labels = start(X, np.int64(LEAF_SIZE))
+    T, A, total, state, labels = _start(X, np.int64(LEAF_SIZE))
     while state[2] == 0:
         A = _run_vmdav(T, A, total, state, labels, k, gamma, np.int64(1 << 40))
     return labels
@@ -330,7 +343,7 @@ def microaggregate_vmdav(X, k, gamma):
 
 @njit(cache=True, nogil=True)
 def microaggregate_ivmdav(X, k, gamma):
-    T, A, total, state, labels = start(X, np.int64(LEAF_SIZE))
+    T, A, total, state, labels = _start(X, np.int64(LEAF_SIZE))
     while state[2] == 0:
         A = _run_ivmdav(T, A, total, state, labels, k, gamma, np.int64(1 << 40))
     return labels
