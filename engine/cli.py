@@ -22,6 +22,7 @@ import time
 
 from .config import METHODS, REFINE_MODES, RunConfig
 from .errors import EngineError, Terminated, VerificationError, check_signals, received_signals
+from .progress import CompileNotice
 
 DEMO_QI = ("age", "education_years", "hours_per_week", "wage_income", "other_income",
            "property_tax", "household_size", "commute_minutes")
@@ -500,7 +501,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="microagg: %(message)s")
     try:
-        with _signals_as_interrupts():
+        # a first run compiles the kernels (seconds, then cached): say so, once
+        with _signals_as_interrupts(), CompileNotice(enabled=not getattr(args, "quiet", False)):
             code = COMMANDS[args.command](args)
             check_signals()  # a signal whose exception was swallowed: not a success
             return code
