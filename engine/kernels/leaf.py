@@ -145,7 +145,7 @@ def _mdav_brute_rows(X, method, k):
     nd = np.empty(max(k, 1))
     c = np.empty(d)
     m = n
-    group = 0
+    group = np.int64(0)  # not a literal 0: it is passed to _take_group_rows
     while m >= 3 * k:
         for j in range(d):
             c[j] = total[j] / m
@@ -404,6 +404,13 @@ def mdav_brute(X, method, k):
     n, d = X.shape
     if k < 1 or d == 0 or not _fits(X):
         return _mdav_brute_rows(X, method, k)
+    return mdav_brute_slots(X, method, k)
+
+
+@njit(cache=True, nogil=True)
+def mdav_brute_slots(X, method, k):
+    """``mdav_brute`` when k >= 1, d >= 1 and ``_fits(X)``: the column-major kernel."""
+    n, d = X.shape
     C = np.empty((d, n))
     total = np.zeros(d)
     for i in range(n):
