@@ -148,9 +148,9 @@ def _add(Z, labels, sums, counts, members, slot, g, x):
 
 
 @njit(cache=True, nogil=True)
-def nearest_groups(sums, counts, out_near, mask):
-    """``out_near[g]``: the L live slots with the nearest centroids to g's (-1 pads),
-    recomputed for the slots with ``mask[g] != 0`` (the others keep their list)."""
+def _live_centroids(sums, counts, out_near, mask):
+    """Clear the lists of ``nearest_groups`` to recompute; returns the live slots'
+    centroids ``C`` and slot ids ``gid``."""
     S, L = out_near.shape
     d = sums.shape[1]
     for g in range(S):
@@ -161,8 +161,6 @@ def nearest_groups(sums, counts, out_near, mask):
     for g in range(S):
         if counts[g] > 0:
             live += 1
-    if live < 2:
-        return
     C = np.empty((live, d))
     gid = np.empty(live, np.int64)
     i = 0
@@ -172,6 +170,16 @@ def nearest_groups(sums, counts, out_near, mask):
                 C[i, j] = sums[g, j] / counts[g]
             gid[i] = g
             i += 1
+    return C, gid
+
+
+@njit(cache=True, nogil=True)
+def _nearest_groups_kd(sums, counts, out_near, mask):
+    C, gid = _live_centroids(sums, counts, out_near, mask)
+    L = out_near.shape[1]
+    live = C.shape[0]
+    if live < 2:
+        return
     T = build_kdtree(C, np.int64(16))  # int64 values, not literals (see the module docstring)
     none = np.int64(-1)
     ids = T[1]
@@ -188,6 +196,64 @@ def nearest_groups(sums, counts, out_near, mask):
             if h != gid[i] and c < L:
                 out_near[gid[i], c] = h
                 c += 1
+
+
+@njit(cache=True, nogil=True)
+def _nearest_groups_brute(sums, counts, out_near, mask):
+    # the kd-tree's answer by brute force: the m nearest centroids by (distance,
+    # centroid index), distances summed in column order as ``kdtree.sq_dist``
+    C, gid = _live_centroids(sums, counts, out_near, mask)
+    L = out_near.shape[1]
+    live, d = C.shape
+    if live < 2:
+        return
+    m = min(L + 1, live)
+    pos = np.empty(m, np.int64)
+    dd = np.empty(m)
+    for i in range(live):
+        if mask[gid[i]] == 0:
+            continue
+        found = 0
+        for p in range(live):
+            s = 0.0
+            for j in range(d):
+                t = C[p, j] - C[i, j]
+                s += t * t
+            if found == m:
+                if s > dd[m - 1] or (s == dd[m - 1] and p > pos[m - 1]):
+                    continue
+                a = m - 1
+            else:
+                a = found
+                found += 1
+            while a > 0 and (dd[a - 1] > s or (dd[a - 1] == s and pos[a - 1] > p)):
+                dd[a] = dd[a - 1]
+                pos[a] = pos[a - 1]
+                a -= 1
+            dd[a] = s
+            pos[a] = p
+        c = 0
+        for t in range(found):
+            h = gid[pos[t]]
+            if h != gid[i] and c < L:
+                out_near[gid[i], c] = h
+                c += 1
+
+
+# up to this many live groups ``nearest_groups`` compares all pairs (a few ms), and
+# the kd-tree kernels need not compile for a small table's first refinement
+NEAR_BRUTE_MAX = 1024
+
+
+def nearest_groups(sums, counts, out_near, mask):
+    """``out_near[g]``: the L live slots with the nearest centroids to g's (-1 pads),
+    recomputed for the slots with ``mask[g] != 0`` (the others keep their list).
+    Ties by slot order. (Python: a kd-tree, or all pairs for few groups: the same
+    lists.)"""
+    if np.count_nonzero(counts > 0) <= NEAR_BRUTE_MAX:
+        _nearest_groups_brute(sums, counts, out_near, mask)
+    else:
+        _nearest_groups_kd(sums, counts, out_near, mask)
 
 
 @njit(cache=True, nogil=True)
