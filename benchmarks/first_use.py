@@ -56,8 +56,10 @@ def timed(argv, cache):
     env = dict(os.environ, NUMBA_CACHE_DIR=cache)
     u = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
     t = time.perf_counter()
+    # (cwd: not this checkout, whose engine/ would shadow the one installed or on PYTHONPATH)
     p = subprocess.run([sys.executable, "-m", "engine", *argv, "--quiet"] if argv[0] != "verify"
-                       else [sys.executable, "-m", "engine", *argv], env=env, capture_output=True, text=True)
+                       else [sys.executable, "-m", "engine", *argv], env=env, capture_output=True, text=True,
+                       cwd=os.path.dirname(cache))
     wall = time.perf_counter() - t
     if p.returncode != 0:
         print(f"  failed ({p.returncode}): {' '.join(argv)}\n{p.stderr}", file=sys.stderr)
