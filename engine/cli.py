@@ -23,6 +23,7 @@ import time
 from .config import REFINE_MODES, RunConfig
 from .methods import METHODS
 from .errors import EngineError, Terminated, VerificationError, check_signals, received_signals
+from .progress import CompileNotice
 
 DEMO_EPSILON = 2.5  # demo --method maxent: bits of occupation entropy per class (the table has 3.27)
 DEMO_QI = ("age", "education_years", "hours_per_week", "wage_income", "other_income",
@@ -535,7 +536,8 @@ def main(argv=None) -> int:
         # a signal that came before the command (``entry``'s handler, while NumPy was
         # imported: an extension module can turn the interrupt into a swallowed ImportError)
         check_signals()
-        with _signals_as_interrupts():
+        # a first run compiles the kernels (seconds, then cached): say so, once
+        with _signals_as_interrupts(), CompileNotice(enabled=not getattr(args, "quiet", False)):
             code = COMMANDS[args.command](args)
             check_signals()  # a signal whose exception was swallowed: not a success
             return code

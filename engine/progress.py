@@ -47,3 +47,75 @@ class Progress:
             self.stream.write("\n")
             self.stream.flush()
         return False
+
+
+# seconds of compilation (summed over the run) before the notice shows
+COMPILE_NOTICE_AFTER = 1.0
+COMPILE_NOTICE = "microagg: compiling kernels on first use (cached for later runs)..."
+
+
+class CompileNotice:
+    """``with CompileNotice(enabled=True): ...``: prints ``COMPILE_NOTICE`` once, on
+    stderr, as soon as Numba has spent ``COMPILE_NOTICE_AFTER`` seconds compiling
+    kernels within the block (a first run, or a cache a new version invalidated),
+    so that a long silent first run is explained. With a warm cache nothing
+    compiles and nothing prints. The command line uses it (not with --quiet);
+    the Python API does not print."""
+
+    def __init__(self, enabled: bool, stream=None, after: float | None = None):
+        self.enabled = enabled
+        self.stream = stream
+        self.after = COMPILE_NOTICE_AFTER if after is None else after
+        self.shown = False
+        self._spent = 0.0  # seconds of finished top-level compilations
+        self._depth = 0
+        self._since = 0.0
+        self._timer = None
+        self._listener = None
+
+    def __enter__(self):
+        if not self.enabled:
+            return self
+        import threading
+
+        from numba.core import event
+
+        notice = self
+
+        class _Listener(event.Listener):  # compilations run one at a time (Numba's compiler lock)
+            def on_start(self, ev):
+                if notice._depth == 0 and not notice.shown:
+                    notice._since = time.perf_counter()
+                    notice._timer = threading.Timer(max(notice.after - notice._spent, 0.0), notice._show)
+                    notice._timer.daemon = True
+                    notice._timer.start()
+                notice._depth += 1
+
+            def on_end(self, ev):
+                notice._depth -= 1
+                if notice._depth == 0 and notice._timer is not None:
+                    notice._timer.cancel()
+                    notice._timer = None
+                    notice._spent += time.perf_counter() - notice._since
+
+        self._listener = _Listener()
+        event.register("numba:compile", self._listener)
+        return self
+
+    def _show(self) -> None:
+        if not self.shown:
+            self.shown = True
+            stream = self.stream or sys.stderr
+            stream.write(COMPILE_NOTICE + "\n")
+            stream.flush()
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._listener is not None:
+            from numba.core import event
+
+            event.unregister("numba:compile", self._listener)
+            self._listener = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        return False

@@ -1,4 +1,4 @@
-"""Slow, plainly written references for the dependency profile (engine/dependency.py).
+"""Slow, plainly written references for the dependency profile (engine/select/).
 
 Nothing here is clever: Python loops, ``collections.Counter``, ``bisect``,
 ``numpy.histogram2d`` and brute-force enumeration of spanning trees. The fast code

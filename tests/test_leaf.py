@@ -219,8 +219,10 @@ def _aggregate_leaves_old(X, method, k, gamma, leaf):
             sub[a] = X[idx[a]]
         if method == mdav.MDAV or method == mdav.MDAV_SINGLE:
             local = _mdav_brute_old(sub, method, k)
+        elif method == mdav.VMDAV:  # (``mdav.microaggregate`` now picks these in Python)
+            local = mdav.microaggregate_vmdav(sub, k, gamma)
         else:
-            local = mdav.microaggregate(sub, method, k, gamma)
+            local = mdav.microaggregate_ivmdav(sub, k, gamma)
         g = 0
         for a in range(idx.shape[0]):
             labels[idx[a]] = local[a] + next_id
@@ -365,3 +367,23 @@ def test_split_and_aggregate_equal_old_implementation():
     for method, gamma in ((mdav.VMDAV, 0.2), (mdav.IVMDAV, 1.16)):
         assert np.array_equal(leaf.aggregate_leaves(X, method, 3, gamma, 50),
                               _aggregate_leaves_old(X, method, 3, gamma, 50))
+
+
+def test_aggregate_block_small_blocks_by_brute_force_as_by_kdtree():
+    """``aggregate_block`` runs MDAV / MDAV-single-group on blocks of at most
+    ``BRUTE_MAX_ROWS`` rows by ``leaf.mdav_brute_slots`` (compiled already by a
+    streamed run): the same labels as the kd-tree kernels, which it skips."""
+    from engine.passes.aggregate import BRUTE_MAX_ROWS, aggregate_block
+
+    rng = np.random.default_rng(5)
+    sizes = [0, 1, 2, 5, 9, 40, 333, BRUTE_MAX_ROWS]
+    for t, n in enumerate(sizes):
+        d = [1, 3, 8, 13][t % 4]
+        X = _data(rng, n, d, ties=t % 2 == 1)
+        for method in (mdav.MDAV, mdav.MDAV_SINGLE):
+            for k in (1, 2, 3, 7):
+                assert np.array_equal(aggregate_block(X, method, k, 0.0), mdav.microaggregate(X, method, k, 0.0)), \
+                    (n, d, method, k)
+    X = rng.standard_normal((50, 3))
+    X[7, 1] = np.nan  # not finite: the kd-tree, as before
+    assert np.array_equal(aggregate_block(X, mdav.MDAV, 3, 0.0), mdav.microaggregate(X, mdav.MDAV, 3, 0.0))

@@ -375,3 +375,21 @@ def test_border_refinement_may_create_groups(monkeypatch):
     assert sizes.min() >= 5 and sizes.max() <= 9 and sizes.sum() == 12_000
     counts = res.table.group_by(list(DEMO_QI)).len()["len"]
     assert counts.min() >= 5
+
+
+def test_nearest_groups_brute_force_as_kdtree():
+    """Few groups: ``nearest_groups`` compares all pairs; the same lists as the kd-tree."""
+    rng = np.random.default_rng(3)
+    for t in range(40):
+        S = int(rng.integers(1, 300))
+        d = int(rng.integers(1, 6))
+        counts = rng.integers(0, 4, S).astype(np.int64)
+        sums = (rng.integers(0, 3, (S, d)) if t % 2 else rng.standard_normal((S, d))) * np.maximum(counts, 1)[:, None]
+        sums = np.ascontiguousarray(sums, dtype=np.float64)
+        mask = (rng.random(S) < 0.7).astype(np.int64)
+        L = int(rng.integers(1, 9))
+        start = rng.integers(-1, S, (S, L)).astype(np.int64)
+        a, b = start.copy(), start.copy()
+        K._nearest_groups_brute(sums, counts, a, mask)
+        K._nearest_groups_kd(sums, counts, b, mask)
+        assert np.array_equal(a, b), t

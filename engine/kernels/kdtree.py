@@ -232,7 +232,7 @@ def farthest(T, q):
     """Alive position farthest from ``q`` (ties: lowest row id); -1 when none is alive."""
     Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf, center, rnorm, rmax = T
     best_d = -1.0
-    best_pos = -1
+    best_pos = np.int64(-1)  # (not a literal: callers pass it on)
     best_id = np.iinfo(np.int64).max
     stack = np.empty(128, np.int64)
     bound = np.empty(128)
@@ -245,7 +245,7 @@ def farthest(T, q):
         qn += t * t
     qn = math.sqrt(qn)
     stack[0] = 0
-    bound[0] = _far_bound(lo, hi, rmax, 0, q, qn)
+    bound[0] = _far_bound(lo, hi, rmax, stack[0], q, qn)  # the root (an int64, not a literal 0)
     sp = 1
     while sp > 0:
         sp -= 1
@@ -301,7 +301,7 @@ def knn(T, q, m, exclude, out_pos, out_d):
     stack = np.empty(128, np.int64)
     bound = np.empty(128)
     stack[0] = 0
-    bound[0] = _box_min_dist(lo, hi, 0, q)
+    bound[0] = _box_min_dist(lo, hi, stack[0], q)  # the root (an int64, not a literal 0)
     sp = 1
     while sp > 0:
         sp -= 1
@@ -412,7 +412,7 @@ def farthest_from_moving(T, A, c):
     delta = math.sqrt(delta)
     best_d = -1.0
     best_r = -1.0
-    best_pos = -1
+    best_pos = np.int64(-1)
     best_id = np.iinfo(np.int64).max
     m = order.shape[0]
     while head[0] < m and not alive[order[head[0]]]:

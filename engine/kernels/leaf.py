@@ -55,7 +55,7 @@ everywhere in the engine.
 import numpy as np
 from numba import njit
 
-from .mdav import MDAV, MDAV_SINGLE, microaggregate
+from .mdav import IVMDAV, MDAV, MDAV_SINGLE, VMDAV, as_block, microaggregate_ivmdav, microaggregate_vmdav
 
 # |x| below this everywhere: squared distances to rows and centroids stay finite
 # (d * (3 n 1e100)**2 is far below the float64 range), so no NaN and no inf
@@ -145,7 +145,7 @@ def _mdav_brute_rows(X, method, k):
     nd = np.empty(max(k, 1))
     c = np.empty(d)
     m = n
-    group = 0
+    group = np.int64(0)  # not a literal 0: it is passed to _take_group_rows
     while m >= 3 * k:
         for j in range(d):
             c[j] = total[j] / m
@@ -404,6 +404,13 @@ def mdav_brute(X, method, k):
     n, d = X.shape
     if k < 1 or d == 0 or not _fits(X):
         return _mdav_brute_rows(X, method, k)
+    return mdav_brute_slots(X, method, k)
+
+
+@njit(cache=True, nogil=True)
+def mdav_brute_slots(X, method, k):
+    """``mdav_brute`` when k >= 1, d >= 1 and ``_fits(X)``: the column-major kernel."""
+    n, d = X.shape
     C = np.empty((d, n))
     total = np.zeros(d)
     for i in range(n):
@@ -412,7 +419,8 @@ def mdav_brute(X, method, k):
             C[j, i] = v
             total[j] += v
     labels = np.full(n, -1, np.int64)
-    _mdav_slots(C, np.arange(n), n, total, method, k, labels, 0, np.empty(n), np.empty(d),
+    group = np.int64(0)  # not a literal 0: that would compile _mdav_slots once more
+    _mdav_slots(C, np.arange(n), n, total, method, k, labels, group, np.empty(n), np.empty(d),
                 np.empty(n, np.int64), np.empty(k + 1, np.int64), np.empty(k + 1, np.int64),
                 np.empty(k + 1, np.int64))
     return labels
@@ -568,12 +576,11 @@ def split_leaves(X, leaf):
 
 
 @njit(cache=True, nogil=True)
-def aggregate_leaves(X, method, k, gamma, leaf):
-    """Labels for ``X``: split into leaves of at most ``leaf`` rows (``leaf`` is
-    raised to 4k so that both halves of a cut keep at least 2k rows), then run
-    ``method`` on every leaf, its rows in increasing row order. Groups are numbered
-    leaf by leaf."""
-    n, d = X.shape
+def _leaf_rows(X, k, leaf):
+    """The split of ``aggregate_leaves``: returns ``(order, bounds, cap)``, leaf ``b``
+    being the rows ``order[bounds[b]:bounds[b + 1]]`` in increasing row order, ``cap``
+    the largest leaf."""
+    n = X.shape[0]
     leaf = max(leaf, 4 * k)
     order, bounds = split_leaves(X, leaf)
     n_leaves = bounds.shape[0] - 1
@@ -590,46 +597,119 @@ def aggregate_leaves(X, method, k, gamma, leaf):
         b = leaf_of[i]
         order[pos[b]] = i
         pos[b] += 1
+    return order, bounds, cap
+
+
+@njit(cache=True, nogil=True)
+def _leaf_block(X, idx):
+    """The rows ``idx`` of ``X``, as a new block (element by element: a row
+    assignment ``sub[a] = X[i]`` compiles a shape check and its error message)."""
+    m = idx.shape[0]
+    d = X.shape[1]
+    sub = np.empty((m, d))
+    for a in range(m):
+        i = idx[a]
+        for j in range(d):
+            sub[a, j] = X[i, j]
+    return sub
+
+
+@njit(cache=True, nogil=True)
+def _add_leaf(labels, idx, local, next_id):
+    """Global labels of one leaf's rows; returns the next group id."""
+    g = 0
+    for a in range(idx.shape[0]):
+        labels[idx[a]] = local[a] + next_id
+        if local[a] + 1 > g:
+            g = local[a] + 1
+    return next_id + g
+
+
+@njit(cache=True, nogil=True)
+def _leaves_slots(X, method, k, leaf):
+    # MDAV / MDAV-single-group, every |x| < _FINITE_LIMIT, k >= 1, d >= 1: each
+    # leaf by the column-major kernel, in one scratch buffer
+    n, d = X.shape
+    order, bounds, cap = _leaf_rows(X, k, leaf)
     labels = np.empty(n, np.int64)
-    brute = method == MDAV or method == MDAV_SINGLE
-    fast = brute and k >= 1 and d > 0 and _fits(X)
-    # scratch of the column-major kernel, shared by all leaves
-    C = np.empty((d, cap if fast else 0))
+    C = np.empty((d, cap))
     orig = np.empty(cap, np.int64)
     total = np.empty(d)
     dist = np.empty(cap)
     q = np.empty(d)
     cand = np.empty(cap, np.int64)
-    nd = np.empty(max(k, 0) + 1, np.int64)
-    no = np.empty(max(k, 0) + 1, np.int64)
-    ns = np.empty(max(k, 0) + 1, np.int64)
-    next_id = 0
-    for b in range(n_leaves):
+    nd = np.empty(k + 1, np.int64)
+    no = np.empty(k + 1, np.int64)
+    ns = np.empty(k + 1, np.int64)
+    next_id = np.int64(0)  # not a literal 0: see ``mdav_brute``
+    for b in range(bounds.shape[0] - 1):
         idx = order[bounds[b]: bounds[b + 1]]
         m = idx.shape[0]
-        if fast:
+        for j in range(d):
+            total[j] = 0.0
+        for a in range(m):
+            i = idx[a]
+            orig[a] = i
             for j in range(d):
-                total[j] = 0.0
-            for a in range(m):
-                i = idx[a]
-                orig[a] = i
-                for j in range(d):
-                    v = X[i, j]
-                    C[j, a] = v
-                    total[j] += v
-            next_id = _mdav_slots(C, orig, m, total, method, k, labels, next_id, dist, q, cand, nd, no, ns)
-            continue
-        sub = np.empty((m, d))
-        for a in range(m):
-            sub[a] = X[idx[a]]
-        if brute:
-            local = mdav_brute(sub, method, k)
-        else:
-            local = microaggregate(sub, method, k, gamma)
-        g = 0
-        for a in range(m):
-            labels[idx[a]] = local[a] + next_id
-            if local[a] + 1 > g:
-                g = local[a] + 1
-        next_id += g
+                v = X[i, j]
+                C[j, a] = v
+                total[j] += v
+        next_id = _mdav_slots(C, orig, m, total, method, k, labels, next_id, dist, q, cand, nd, no, ns)
     return labels
+
+
+@njit(cache=True, nogil=True)
+def _leaves_brute(X, method, k, leaf):
+    # MDAV / MDAV-single-group otherwise (large or non-finite values somewhere, no
+    # columns, k < 1): ``mdav_brute`` on each leaf
+    order, bounds, _ = _leaf_rows(X, k, leaf)
+    labels = np.empty(X.shape[0], np.int64)
+    next_id = np.int64(0)  # not a literal 0: see ``mdav_brute``
+    for b in range(bounds.shape[0] - 1):
+        idx = order[bounds[b]: bounds[b + 1]]
+        next_id = _add_leaf(labels, idx, mdav_brute(_leaf_block(X, idx), method, k), next_id)
+    return labels
+
+
+@njit(cache=True, nogil=True)
+def _leaves_vmdav(X, k, gamma, leaf):
+    order, bounds, _ = _leaf_rows(X, k, leaf)
+    labels = np.empty(X.shape[0], np.int64)
+    next_id = np.int64(0)  # not a literal 0: see ``mdav_brute``
+    for b in range(bounds.shape[0] - 1):
+        idx = order[bounds[b]: bounds[b + 1]]
+        next_id = _add_leaf(labels, idx, microaggregate_vmdav(_leaf_block(X, idx), k, gamma), next_id)
+    return labels
+
+
+@njit(cache=True, nogil=True)
+def _leaves_ivmdav(X, k, gamma, leaf):
+    order, bounds, _ = _leaf_rows(X, k, leaf)
+    labels = np.empty(X.shape[0], np.int64)
+    next_id = np.int64(0)  # not a literal 0: see ``mdav_brute``
+    for b in range(bounds.shape[0] - 1):
+        idx = order[bounds[b]: bounds[b + 1]]
+        next_id = _add_leaf(labels, idx, microaggregate_ivmdav(_leaf_block(X, idx), k, gamma), next_id)
+    return labels
+
+
+def aggregate_leaves(X, method, k, gamma, leaf):
+    """Labels for ``X``: split into leaves of at most ``leaf`` rows (``leaf`` is
+    raised to 4k so that both halves of a cut keep at least 2k rows), then run
+    ``method`` on every leaf, its rows in increasing row order. Groups are numbered
+    leaf by leaf.
+
+    Python: it picks the kernel of the method (and, for MDAV, of the data), each
+    compiled only when first used, and passes it the one array and scalar types
+    they are compiled for."""
+    X = as_block(X)
+    method, k, leaf = int(method), int(k), int(leaf)
+    if method == MDAV or method == MDAV_SINGLE:
+        if k >= 1 and X.shape[1] > 0 and _fits(X):
+            return _leaves_slots(X, method, k, leaf)
+        return _leaves_brute(X, method, k, leaf)
+    if method == VMDAV:
+        return _leaves_vmdav(X, k, float(gamma), leaf)
+    if method == IVMDAV:
+        return _leaves_ivmdav(X, k, float(gamma), leaf)
+    raise ValueError(f"unknown method code {method}")

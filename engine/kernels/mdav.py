@@ -19,6 +19,14 @@ The run is resumable: ``run`` forms at most ``budget`` iterations and returns, s
 a driver can show progress; ``state = [remaining, next_group, done]``.
 
 Method codes: 0 MDAV, 1 MDAV-single-group, 2 V-MDAV, 3 IV-MDAV.
+
+Compilation (the first run of a fresh install compiles every kernel it calls; the
+results are cached): each method has its own kernel (``_run_mdav``, ``_run_vmdav``,
+``_run_ivmdav``; ``run`` and ``microaggregate`` pick one in Python), since Numba
+compiles every branch of a function and one kernel for all methods made the first
+run of any method compile all four. Integer constants passed to another kernel are
+passed as int64 values (``np.int64(1)``, not ``1``): a literal argument compiles a
+specialization of the callee for that literal, next to its int64 one.
 """
 
 import math
@@ -96,6 +104,7 @@ def _extend_ivmdav(T, total, state, labels, xr, k, gamma, nb_pos, nb_d, z_pos, z
     # figures for Census and Tarragona to 4 decimals; Census k=4 gives 7.4055
     # against the printed 7.4034).
     Xp = T[0]
+    none = np.int64(-1)  # no row to exclude (not a literal: see the module docstring)
     found = knn(T, Xp[xr].copy(), 2 * k - 1, xr, nb_pos, nb_d)
     _take(T, total, state, labels, xr)
     size = 1
@@ -106,7 +115,7 @@ def _extend_ivmdav(T, total, state, labels, xr, k, gamma, nb_pos, nb_d, z_pos, z
         if size >= 2 * k - 1:
             break
         y = nb_pos[j]
-        nz = knn(T, Xp[y].copy(), k, -1, z_pos, z_d)
+        nz = knn(T, Xp[y].copy(), k, none, z_pos, z_d)
         if nz < k:
             break
         d1 = math.sqrt(nb_d[j])
@@ -123,6 +132,8 @@ def _extend_vmdav(T, total, state, labels, e, k, gamma, members, near_pos, near_
     # then the remaining record u nearest to the group joins while
     # d_in(u) < gamma * d_out(u), up to 2k-1 records.
     Xp, ids, alive = T[0], T[1], T[2]
+    one = np.int64(1)  # (not literals: see the module docstring)
+    none = np.int64(-1)
     found = knn(T, Xp[e].copy(), k - 1, e, tmp_pos, tmp_d)
     members[0] = e
     size = 1
@@ -136,18 +147,18 @@ def _extend_vmdav(T, total, state, labels, e, k, gamma, members, near_pos, near_
     while size < 2 * k - 1 and state[0] > 0:
         # nearest remaining record to each member; a cached answer stays right
         # until that record is taken, because records are only ever removed
-        best_u = -1
+        best_u = np.int64(-1)  # (not a literal: see the module docstring)
         best_d = np.inf
         for i in range(size):
             if near_pos[i] < 0 or not alive[near_pos[i]]:
-                knn(T, Xp[members[i]].copy(), 1, -1, tmp_pos, tmp_d)
+                knn(T, Xp[members[i]].copy(), one, none, tmp_pos, tmp_d)
                 near_pos[i] = tmp_pos[0]
                 near_d[i] = tmp_d[0]
             u = near_pos[i]
             if near_d[i] < best_d or (near_d[i] == best_d and ids[u] < ids[best_u]):
                 best_d = near_d[i]
                 best_u = u
-        nf = knn(T, Xp[best_u].copy(), 1, best_u, tmp_pos, tmp_d)
+        nf = knn(T, Xp[best_u].copy(), one, best_u, tmp_pos, tmp_d)
         d_out = math.sqrt(tmp_d[0]) if nf > 0 else np.inf
         if math.sqrt(best_d) < gamma * d_out:
             _take(T, total, state, labels, best_u)
@@ -169,7 +180,7 @@ def _vmdav_leftovers(T, state, labels):
         if not alive[p]:
             continue
         best = np.inf
-        best_q = -1
+        best_q = np.int64(-1)
         for q in range(n):
             if alive[q]:
                 continue
@@ -181,11 +192,81 @@ def _vmdav_leftovers(T, state, labels):
     state[0] = 0
 
 
+# one kernel per method, ``run`` picks it (see the module docstring)
+
+
 @njit(cache=True, nogil=True)
+def _last_groups(T, total, state, labels, k, nb_pos, nb_d):
+    # MDAV and IV-MDAV, fewer than 3k left: 2k..3k-1 left -> one more group of k,
+    # the rest is the last group. Seed 003's step 3 prints "n > 2k"; "n >= 2k"
+    # reproduces its Table 1 exactly (all 8 MDAV-single-group figures), so that is
+    # how we read it.
+    if state[0] >= 2 * k:
+        r = farthest(T, _centroid(total, state[0]))
+        _group_around(T, total, state, labels, r, k, nb_pos, nb_d)
+    _rest_as_group(T, state, labels)
+    state[2] = 1
+
+
+@njit(cache=True, nogil=True)
+def _run_mdav(T, A, total, state, labels, method, k, budget):
+    # MDAV (method 0) or MDAV-single-group (1)
+    Xp = T[0]
+    nb_pos = np.empty(2 * k, np.int64)
+    nb_d = np.empty(2 * k)
+    it = 0
+    while state[0] >= 3 * k and it < budget:
+        r, A = farthest_from_moving(T, A, _centroid(total, state[0]))
+        _group_around(T, total, state, labels, r, k, nb_pos, nb_d)
+        if method == MDAV:
+            # x_s: farthest from x_r among the records still remaining
+            s = farthest(T, Xp[r].copy())
+            _group_around(T, total, state, labels, s, k, nb_pos, nb_d)
+        it += 1
+    if state[0] < 3 * k:
+        _last_groups(T, total, state, labels, k, nb_pos, nb_d)
+    return A
+
+
+@njit(cache=True, nogil=True)
+def _run_ivmdav(T, A, total, state, labels, k, gamma, budget):
+    nb_pos = np.empty(2 * k, np.int64)
+    nb_d = np.empty(2 * k)
+    z_pos = np.empty(2 * k, np.int64)
+    z_d = np.empty(2 * k)
+    it = 0
+    while state[0] >= 3 * k and it < budget:
+        r, A = farthest_from_moving(T, A, _centroid(total, state[0]))
+        _extend_ivmdav(T, total, state, labels, r, k, gamma, nb_pos, nb_d, z_pos, z_d)
+        it += 1
+    if state[0] < 3 * k:
+        _last_groups(T, total, state, labels, k, nb_pos, nb_d)
+    return A
+
+
+@njit(cache=True, nogil=True)
+def _run_vmdav(T, A, total, state, labels, k, gamma, budget):
+    members = np.empty(2 * k, np.int64)
+    near_pos = np.empty(2 * k, np.int64)
+    near_d = np.empty(2 * k)
+    z_pos = np.empty(2 * k, np.int64)
+    z_d = np.empty(2 * k)
+    it = 0
+    while state[0] >= k and it < budget:
+        e, A = farthest_from_moving(T, A, _centroid(total, state[0]))
+        _extend_vmdav(T, total, state, labels, e, k, gamma, members, near_pos, near_d, z_pos, z_d)
+        it += 1
+    if state[0] < k:
+        _vmdav_leftovers(T, state, labels)
+        state[2] = 1
+    return A
+
+
 def run(T, A, total, state, labels, method, k, gamma, budget):
     """Form up to ``budget`` iterations of ``method``; set ``state[2] = 1`` when done.
 
-    Returns the anchor structure ``A`` to pass to the next call.
+    Returns the anchor structure ``A`` to pass to the next call. (Python: it calls
+    the kernel of ``method``, with Python scalars, so each compiles once.)
 
     Parameters
     ----------
@@ -200,50 +281,16 @@ def run(T, A, total, state, labels, method, k, gamma, budget):
     labels : (n,) int64
         output, by original row index.
     """
-    Xp = T[0]
-    nb_pos = np.empty(2 * k, np.int64)
-    nb_d = np.empty(2 * k)
-    z_pos = np.empty(2 * k, np.int64)
-    z_d = np.empty(2 * k)
-    members = np.empty(2 * k, np.int64)
-    near_pos = np.empty(2 * k, np.int64)
-    near_d = np.empty(2 * k)
-    it = 0
+    method, k, budget = int(method), int(k), int(budget)
     if method == VMDAV:
-        while state[0] >= k and it < budget:
-            e, A = farthest_from_moving(T, A, _centroid(total, state[0]))
-            _extend_vmdav(T, total, state, labels, e, k, gamma, members, near_pos, near_d, z_pos, z_d)
-            it += 1
-        if state[0] < k:
-            _vmdav_leftovers(T, state, labels)
-            state[2] = 1
-        return A
-    while state[0] >= 3 * k and it < budget:
-        r, A = farthest_from_moving(T, A, _centroid(total, state[0]))
-        if method == IVMDAV:
-            _extend_ivmdav(T, total, state, labels, r, k, gamma, nb_pos, nb_d, z_pos, z_d)
-        else:
-            _group_around(T, total, state, labels, r, k, nb_pos, nb_d)
-            if method == MDAV:
-                # x_s: farthest from x_r among the records still remaining
-                s = farthest(T, Xp[r].copy())
-                _group_around(T, total, state, labels, s, k, nb_pos, nb_d)
-        it += 1
-    if state[0] < 3 * k:
-        # 2k..3k-1 left -> one more group of k, the rest is the last group. Seed
-        # 003's step 3 prints "n > 2k"; "n >= 2k" reproduces its Table 1 exactly
-        # (all 8 MDAV-single-group figures), so that is how we read it.
-        if state[0] >= 2 * k:
-            r = farthest(T, _centroid(total, state[0]))
-            _group_around(T, total, state, labels, r, k, nb_pos, nb_d)
-        _rest_as_group(T, state, labels)
-        state[2] = 1
-    return A
+        return _run_vmdav(T, A, total, state, labels, k, float(gamma), budget)
+    if method == IVMDAV:
+        return _run_ivmdav(T, A, total, state, labels, k, float(gamma), budget)
+    return _run_mdav(T, A, total, state, labels, method, k, budget)
 
 
 @njit(cache=True, nogil=True)
-def start(X, leaf_size):
-    """Prepare a run over ``X``: returns ``(T, A, total, state, labels)``."""
+def _start(X, leaf_size):
     n = X.shape[0]
     T = build_kdtree(X, leaf_size)
     total = _column_sums(X)
@@ -254,10 +301,49 @@ def start(X, leaf_size):
     return T, A, total, state, labels
 
 
-@njit(cache=True, nogil=True)
+def start(X, leaf_size):
+    """Prepare a run over ``X`` (C-contiguous, writable float64: ``as_block``):
+    returns ``(T, A, total, state, labels)``. (Python: ``_start`` for the kernels,
+    its steps one by one here, so no kernel compiles them all once more.)"""
+    n = X.shape[0]
+    T = build_kdtree(X, int(leaf_size))
+    total = _column_sums(X)
+    state = np.zeros(3, np.int64)
+    state[0] = n
+    labels = np.full(n, -1, np.int64)
+    A = anchor_init(T, _centroid(total, max(n, 1)))
+    return T, A, total, state, labels
+
+
+def as_block(X):
+    """``X`` as the one array type the kernels are compiled for: C-contiguous,
+    writable float64 (a copy only when it is not one already)."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    return X if X.flags.writeable else X.copy()
+
+
 def microaggregate(X, method, k, gamma):
     """Run ``method`` to completion on ``X`` and return the labels (no progress)."""
-    T, A, total, state, labels = start(X, LEAF_SIZE)
+    T, A, total, state, labels = start(as_block(X), LEAF_SIZE)
     while state[2] == 0:
         A = run(T, A, total, state, labels, method, k, gamma, 1 << 40)
+    return labels
+
+
+# the same, for kernels that run a method on many small blocks (``leaf.aggregate_leaves``)
+
+
+@njit(cache=True, nogil=True)
+def microaggregate_vmdav(X, k, gamma):
+    T, A, total, state, labels = _start(X, np.int64(LEAF_SIZE))
+    while state[2] == 0:
+        A = _run_vmdav(T, A, total, state, labels, k, gamma, np.int64(1 << 40))
+    return labels
+
+
+@njit(cache=True, nogil=True)
+def microaggregate_ivmdav(X, k, gamma):
+    T, A, total, state, labels = _start(X, np.int64(LEAF_SIZE))
+    while state[2] == 0:
+        A = _run_ivmdav(T, A, total, state, labels, k, gamma, np.int64(1 << 40))
     return labels

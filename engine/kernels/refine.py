@@ -36,6 +36,12 @@ drops. Two optimizers run on a window:
 
 Everything here is serial and visits groups and rows in a fixed order, so the
 result does not depend on the Numba thread count.
+
+Compilation: ``window_round`` picks a kernel per optimizer in Python (Numba
+compiles every branch of a kernel, so one kernel for both compiled the GA for
+``local`` too), and integer constants passed to another kernel are int64 values
+(``np.int64(0)``, not ``0``; also as the first value of a variable a loop updates):
+a literal argument compiles a specialization of the callee for that literal.
 """
 
 import numpy as np
@@ -142,9 +148,9 @@ def _add(Z, labels, sums, counts, members, slot, g, x):
 
 
 @njit(cache=True, nogil=True)
-def nearest_groups(sums, counts, out_near, mask):
-    """``out_near[g]``: the L live slots with the nearest centroids to g's (-1 pads),
-    recomputed for the slots with ``mask[g] != 0`` (the others keep their list)."""
+def _live_centroids(sums, counts, out_near, mask):
+    """Clear the lists of ``nearest_groups`` to recompute; returns the live slots'
+    centroids ``C`` and slot ids ``gid``."""
     S, L = out_near.shape
     d = sums.shape[1]
     for g in range(S):
@@ -155,8 +161,6 @@ def nearest_groups(sums, counts, out_near, mask):
     for g in range(S):
         if counts[g] > 0:
             live += 1
-    if live < 2:
-        return
     C = np.empty((live, d))
     gid = np.empty(live, np.int64)
     i = 0
@@ -166,7 +170,18 @@ def nearest_groups(sums, counts, out_near, mask):
                 C[i, j] = sums[g, j] / counts[g]
             gid[i] = g
             i += 1
-    T = build_kdtree(C, 16)
+    return C, gid
+
+
+@njit(cache=True, nogil=True)
+def _nearest_groups_kd(sums, counts, out_near, mask):
+    C, gid = _live_centroids(sums, counts, out_near, mask)
+    L = out_near.shape[1]
+    live = C.shape[0]
+    if live < 2:
+        return
+    T = build_kdtree(C, np.int64(16))  # int64 values, not literals (see the module docstring)
+    none = np.int64(-1)
     ids = T[1]
     m = min(L + 1, live)
     pos = np.empty(m, np.int64)
@@ -174,13 +189,71 @@ def nearest_groups(sums, counts, out_near, mask):
     for i in range(live):
         if mask[gid[i]] == 0:
             continue
-        f = knn(T, C[i].copy(), m, -1, pos, dd)
+        f = knn(T, C[i].copy(), m, none, pos, dd)
         c = 0
         for t in range(f):
             h = gid[ids[pos[t]]]
             if h != gid[i] and c < L:
                 out_near[gid[i], c] = h
                 c += 1
+
+
+@njit(cache=True, nogil=True)
+def _nearest_groups_brute(sums, counts, out_near, mask):
+    # the kd-tree's answer by brute force: the m nearest centroids by (distance,
+    # centroid index), distances summed in column order as ``kdtree.sq_dist``
+    C, gid = _live_centroids(sums, counts, out_near, mask)
+    L = out_near.shape[1]
+    live, d = C.shape
+    if live < 2:
+        return
+    m = min(L + 1, live)
+    pos = np.empty(m, np.int64)
+    dd = np.empty(m)
+    for i in range(live):
+        if mask[gid[i]] == 0:
+            continue
+        found = 0
+        for p in range(live):
+            s = 0.0
+            for j in range(d):
+                t = C[p, j] - C[i, j]
+                s += t * t
+            if found == m:
+                if s > dd[m - 1] or (s == dd[m - 1] and p > pos[m - 1]):
+                    continue
+                a = m - 1
+            else:
+                a = found
+                found += 1
+            while a > 0 and (dd[a - 1] > s or (dd[a - 1] == s and pos[a - 1] > p)):
+                dd[a] = dd[a - 1]
+                pos[a] = pos[a - 1]
+                a -= 1
+            dd[a] = s
+            pos[a] = p
+        c = 0
+        for t in range(found):
+            h = gid[pos[t]]
+            if h != gid[i] and c < L:
+                out_near[gid[i], c] = h
+                c += 1
+
+
+# up to this many live groups ``nearest_groups`` compares all pairs (a few ms), and
+# the kd-tree kernels need not compile for a small table's first refinement
+NEAR_BRUTE_MAX = 1024
+
+
+def nearest_groups(sums, counts, out_near, mask):
+    """``out_near[g]``: the L live slots with the nearest centroids to g's (-1 pads),
+    recomputed for the slots with ``mask[g] != 0`` (the others keep their list).
+    Ties by slot order. (Python: a kd-tree, or all pairs for few groups: the same
+    lists.)"""
+    if np.count_nonzero(counts > 0) <= NEAR_BRUTE_MAX:
+        _nearest_groups_brute(sums, counts, out_near, mask)
+    else:
+        _nearest_groups_kd(sums, counts, out_near, mask)
 
 
 @njit(cache=True, nogil=True)
@@ -594,7 +667,7 @@ def win_perturb(Zw, P, lab, g, k, hi, tol, out_lab):
     # drop one centre
     if g - 1 >= gmin and g - 1 >= 1:
         for drop in range(g):
-            nc = 0
+            nc = np.int64(0)  # not a literal 0 (see the module docstring)
             for c in range(g):
                 if c != drop:
                     for j in range(d):
@@ -681,7 +754,7 @@ def win_ga(Zw, P, lab, g, k, hi, tol, pop, gens, st, out_lab):
     fit[0] = win_sse(Zw, labs[0], g)
     # others: random centre sets of a random feasible size near g
     for p in range(1, pop):
-        nc = g + _rand_int(st, 3) - 1
+        nc = g + _rand_int(st, np.int64(3)) - 1
         nc = min(max(nc, gmin), gmax)
         # nc distinct random rows as centres
         for c in range(nc):
@@ -720,15 +793,15 @@ def win_ga(Zw, P, lab, g, k, hi, tol, pop, gens, st, out_lab):
         _centres_of(Zw, labs[p2], ng[p2], C2)
         # centre-set crossover: each centre of both parents kept with prob 1/2,
         # then trimmed/padded (from the unused ones) to a feasible count near the parents'
-        target = (ng[p1] + ng[p2] + _rand_int(st, 2)) // 2
+        target = (ng[p1] + ng[p2] + _rand_int(st, np.int64(2))) // 2
         u = _rand_unit(st)
         if u < 0.15:
             target -= 1
         elif u < 0.30:
             target += 1
         target = min(max(target, gmin), gmax)
-        nsel = 0
-        nun = 0
+        nsel = np.int64(0)
+        nun = np.int64(0)
         # selected centres go to the front of Cw, the others to the back
         tot = ng[p1] + ng[p2]
         back = tot
@@ -820,124 +893,181 @@ def _window_of(h, near, counts, hi, wgroups, W):
 
 
 @njit(cache=True, nogil=True)
+def _window_rows(Z, counts, members, idx, W, nw):
+    """The rows of the window's groups ``W[:nw]``: ``(rows, lab, Zw, Pm)``, rows in row
+    order (makes the window independent of member order), ``lab`` the position in
+    ``W`` of each row's group, ``Pm`` their pairwise squared distances."""
+    d = Z.shape[1]
+    m = 0
+    for s in range(nw):
+        m += counts[W[s]]
+    Zw = np.empty((m, d))
+    lab = np.empty(m, np.int64)
+    m = 0
+    for s in range(nw):
+        g = W[s]
+        for p in range(counts[g]):
+            i = members[g, p]
+            idx[m] = i
+            lab[m] = s
+            m += 1
+    o = np.argsort(idx[:m], kind="mergesort")
+    rows = idx[:m][o].copy()
+    lab = lab[o].copy()
+    for t in range(m):
+        for j in range(d):
+            Zw[t, j] = Z[rows[t], j]
+    Pm = np.empty((m, m))
+    for a in range(m):
+        Pm[a, a] = 0.0
+        for b in range(a + 1, m):
+            s = 0.0
+            for j in range(d):
+                t = Zw[a, j] - Zw[b, j]
+                s += t * t
+            Pm[a, b] = s
+            Pm[b, a] = s
+    return rows, lab, Zw, Pm
+
+
+@njit(cache=True, nogil=True)
+def _window_todo(h, counts, hi, near, todo):
+    """Visit slot h's window: h is live, not oversized, and h or a near group is to do."""
+    if counts[h] == 0 or counts[h] > hi:
+        return False
+    go = todo[h] != 0
+    for t in range(near.shape[1]):
+        B = near[h, t]
+        if B >= 0 and todo[B] != 0:
+            go = True
+    return go
+
+
+@njit(cache=True, nogil=True)
+def _window_write(Z, labels, sums, counts, members, slot, near, touched, stats, h, W, nw, rows, out, g2, fp,
+                  delta):
+    """Write an improved window back: its ``g2`` new groups (``out``: each row's)
+    take the window's slots, then free slots; emptied slots are freed. Returns the
+    next free-slot search start."""
+    S = counts.shape[0]
+    d = Z.shape[1]
+    cap = members.shape[1]
+    m = rows.shape[0]
+    slots = np.empty(g2, np.int64)
+    for c in range(g2):
+        if c < nw:
+            slots[c] = W[c]
+        else:
+            # a free slot (the window's own slots are all non-empty here)
+            for t in range(S):
+                s2 = (fp + t) % S
+                if counts[s2] == 0:
+                    taken = False
+                    for c2 in range(nw, c):
+                        if slots[c2] == s2:
+                            taken = True
+                    if not taken:
+                        break
+            slots[c] = s2
+            fp = (s2 + 1) % S
+    for s in range(nw):
+        g = W[s]
+        counts[g] = 0
+        for j in range(d):
+            sums[g, j] = 0.0
+        touched[g] = 1
+    for c in range(g2):
+        g = slots[c]
+        counts[g] = 0
+        for j in range(d):
+            sums[g, j] = 0.0
+        touched[g] = 1
+        for t in range(near.shape[1]):
+            if g != h and c >= nw:
+                near[g, t] = near[h, t]
+    changed = 0
+    for t in range(m):
+        i = rows[t]
+        g = slots[out[t]]
+        if labels[i] != g:
+            changed += 1
+        _add(Z, labels, sums, counts, members, slot, g, i)
+    # clear stale member entries of emptied slots
+    for s in range(nw):
+        g = W[s]
+        for p in range(counts[g], cap):
+            members[g, p] = -1
+    stats[0] += 1
+    stats[1] += changed
+    stats[2] += delta
+    return fp
+
+
+@njit(cache=True, nogil=True)
+def _window_round_local(Z, labels, sums, counts, members, slot, k, hi, near, wgroups, start, stop, todo,
+                        touched, tol, stats):
+    W = np.empty(wgroups, np.int64)
+    idx = np.empty(wgroups * hi, np.int64)
+    improved = 0
+    fp = np.int64(0)
+    for h in range(start, stop):
+        if not _window_todo(h, counts, hi, near, todo):
+            continue
+        nw = _window_of(h, near, counts, hi, wgroups, W)
+        if nw < 2:
+            continue
+        rows, lab, Zw, Pm = _window_rows(Z, counts, members, idx, W, nw)
+        before = win_sse(Zw, lab, nw)
+        out = np.empty(rows.shape[0], np.int64)
+        after, g2 = win_perturb(Zw, Pm, lab, nw, k, hi, tol, out)
+        if not (after < before - tol):
+            continue
+        fp = _window_write(Z, labels, sums, counts, members, slot, near, touched, stats, h, W, nw, rows, out,
+                           g2, fp, after - before)
+        improved += 1
+    return improved
+
+
+@njit(cache=True, nogil=True)
+def _window_round_ga(Z, labels, sums, counts, members, slot, k, hi, near, wgroups, pop, gens, seed, rnd,
+                     start, stop, todo, touched, tol, stats):
+    W = np.empty(wgroups, np.int64)
+    idx = np.empty(wgroups * hi, np.int64)
+    improved = 0
+    fp = np.int64(0)
+    for h in range(start, stop):
+        if not _window_todo(h, counts, hi, near, todo):
+            continue
+        nw = _window_of(h, near, counts, hi, wgroups, W)
+        if nw < 2:
+            continue
+        rows, lab, Zw, Pm = _window_rows(Z, counts, members, idx, W, nw)
+        before = win_sse(Zw, lab, nw)
+        out = np.empty(rows.shape[0], np.int64)
+        st = _seed_state(seed, rnd, h)
+        after, g2 = win_ga(Zw, Pm, lab, nw, k, hi, tol, pop, gens, st, out)
+        if not (after < before - tol):
+            continue
+        fp = _window_write(Z, labels, sums, counts, members, slot, near, touched, stats, h, W, nw, rows, out,
+                           g2, fp, after - before)
+        improved += 1
+    return improved
+
+
 def window_round(Z, labels, sums, counts, members, slot, k, hi, near, wgroups, use_ga, pop, gens,
                  seed, rnd, start, stop, todo, touched, tol, stats):
     """Re-optimize the window of each live slot h in [start, stop).
 
     Only windows with ``todo`` set on h or one of its near groups are visited.
-    ``use_ga``: 0 deterministic perturbation, 1 genetic algorithm. Improved
-    windows are written back (new groups take free slots, emptied slots are
-    freed) and their slots flagged in ``touched``. ``stats``: [windows improved,
-    rows relabelled, sum of SSE deltas]. Returns the number of improved windows.
+    ``use_ga``: 0 deterministic perturbation, 1 genetic algorithm (each its own
+    kernel). Improved windows are written back (new groups take free slots,
+    emptied slots are freed) and their slots flagged in ``touched``. ``stats``:
+    [windows improved, rows relabelled, sum of SSE deltas]. Returns the number of
+    improved windows.
     """
-    S = counts.shape[0]
-    n, d = Z.shape
-    W = np.empty(wgroups, np.int64)
-    cap = members.shape[1]
-    maxm = wgroups * hi
-    idx = np.empty(maxm, np.int64)
-    improved = 0
-    fp = 0
-    for h in range(start, stop):
-        if counts[h] == 0 or counts[h] > hi:
-            continue
-        go = todo[h] != 0
-        for t in range(near.shape[1]):
-            B = near[h, t]
-            if B >= 0 and todo[B] != 0:
-                go = True
-        if not go:
-            continue
-        nw = _window_of(h, near, counts, hi, wgroups, W)
-        if nw < 2:
-            continue
-        m = 0
-        for s in range(nw):
-            m += counts[W[s]]
-        Zw = np.empty((m, d))
-        lab = np.empty(m, np.int64)
-        m = 0
-        for s in range(nw):
-            g = W[s]
-            for p in range(counts[g]):
-                i = members[g, p]
-                idx[m] = i
-                lab[m] = s
-                m += 1
-        # rows in row order inside the window (makes the window independent of
-        # member order)
-        o = np.argsort(idx[:m], kind="mergesort")
-        rows = idx[:m][o].copy()
-        lab = lab[o].copy()
-        for t in range(m):
-            for j in range(d):
-                Zw[t, j] = Z[rows[t], j]
-        Pm = np.empty((m, m))
-        for a in range(m):
-            Pm[a, a] = 0.0
-            for b in range(a + 1, m):
-                s = 0.0
-                for j in range(d):
-                    t = Zw[a, j] - Zw[b, j]
-                    s += t * t
-                Pm[a, b] = s
-                Pm[b, a] = s
-        before = win_sse(Zw, lab, nw)
-        out = np.empty(m, np.int64)
-        if use_ga:
-            st = _seed_state(seed, rnd, h)
-            after, g2 = win_ga(Zw, Pm, lab, nw, k, hi, tol, pop, gens, st, out)
-        else:
-            after, g2 = win_perturb(Zw, Pm, lab, nw, k, hi, tol, out)
-        if not (after < before - tol):
-            continue
-        # slots for the new groups: the window's slots, then free slots
-        slots = np.empty(g2, np.int64)
-        for c in range(g2):
-            if c < nw:
-                slots[c] = W[c]
-            else:
-                # a free slot (the window's own slots are all non-empty here)
-                for t in range(S):
-                    s2 = (fp + t) % S
-                    if counts[s2] == 0:
-                        taken = False
-                        for c2 in range(nw, c):
-                            if slots[c2] == s2:
-                                taken = True
-                        if not taken:
-                            break
-                slots[c] = s2
-                fp = (s2 + 1) % S
-        for s in range(nw):
-            g = W[s]
-            counts[g] = 0
-            for j in range(d):
-                sums[g, j] = 0.0
-            touched[g] = 1
-        for c in range(g2):
-            g = slots[c]
-            counts[g] = 0
-            for j in range(d):
-                sums[g, j] = 0.0
-            touched[g] = 1
-            for t in range(near.shape[1]):
-                if g != h and c >= nw:
-                    near[g, t] = near[h, t]
-        changed = 0
-        for t in range(m):
-            i = rows[t]
-            g = slots[out[t]]
-            if labels[i] != g:
-                changed += 1
-            _add(Z, labels, sums, counts, members, slot, g, i)
-        # clear stale member entries of emptied slots
-        for s in range(nw):
-            g = W[s]
-            for p in range(counts[g], cap):
-                members[g, p] = -1
-        stats[0] += 1
-        stats[1] += changed
-        stats[2] += after - before
-        improved += 1
-    return improved
+    k, hi, wgroups, start, stop, tol = int(k), int(hi), int(wgroups), int(start), int(stop), float(tol)
+    if use_ga:
+        return _window_round_ga(Z, labels, sums, counts, members, slot, k, hi, near, wgroups, int(pop),
+                                int(gens), int(seed), int(rnd), start, stop, todo, touched, tol, stats)
+    return _window_round_local(Z, labels, sums, counts, members, slot, k, hi, near, wgroups, start, stop,
+                               todo, touched, tol, stats)

@@ -31,7 +31,7 @@ def nearest_with_ties(T, q):
     stack = np.empty(128, np.int64)
     bound = np.empty(128)
     stack[0] = 0
-    bound[0] = _box_min_dist(lo, hi, 0, q)
+    bound[0] = _box_min_dist(lo, hi, stack[0], q)  # the root (an int64, not a literal 0)
     sp = 1
     while sp > 0:
         sp -= 1

@@ -212,7 +212,7 @@ def init_state(Xn, C, off, sa, m, class_of, nc, eps, tol):
 def refresh_accept(size, sacnt, slog, accept, c, eps, tol):
     N1 = size[c] + 1
     for s in range(sacnt.shape[1]):
-        sl = slog[c] - xlog2x(sacnt[c, s]) + xlog2x(sacnt[c, s] + 1)
+        sl = slog[c] - xlog2x(np.int64(sacnt[c, s])) + xlog2x(sacnt[c, s] + 1)
         accept[c, s] = math.log2(N1) - sl / N1 >= eps - tol
 
 
@@ -236,7 +236,7 @@ def _add_row(Xn, C, off, sa, r, c, size, mn, mx, catcnt, setsz, sacnt, slog):
     sacnt[c, s] += 1
     acc = 0.0
     for q in range(sacnt.shape[1]):
-        acc += xlog2x(sacnt[c, q])
+        acc += xlog2x(np.int64(sacnt[c, q]))  # one specialization: int64
     slog[c] = acc
 
 
@@ -307,7 +307,9 @@ def _nearest_class(Xn, C, off, card, w, sa, r, tier, state, eps, tol, srt, pos, 
     """Live class of the given tier (0: any) whose NCP grows least when row r
     joins; ties to the lowest class id; -1 if none. Exact: the rows next to r in
     the lexicographic order ``srt`` (``pos`` = rank of each row) only supply a
-    first bound for the early exit, so they change the speed, not the answer."""
+    first bound for the early exit, so they change the speed, not the answer.
+    (Callers pass ``tier`` and ``reach`` as int64 values: a literal argument
+    would compile a specialization of this kernel per literal.)"""
     size, alive, mn, mx, catcnt, setsz, sacnt, slog, parent, accept = state
     n = srt.shape[0]
     best = -1
@@ -392,11 +394,12 @@ def incorporate(Xn, C, off, card, w, sa, class_of, state, eps, tol, max_iter, sr
                 size[c] = 0
         nleft = 0
         left = np.empty(nle, np.int64)
+        reach = np.int64(8)  # int64 values, not literals: see _nearest_class
         for t in range(nle):
             r = le[t]
-            best = _nearest_class(Xn, C, off, card, w, sa, r, 1, state, eps, tol, srt, pos, class_of, 8)
+            best = _nearest_class(Xn, C, off, card, w, sa, r, np.int64(1), state, eps, tol, srt, pos, class_of, reach)
             if best < 0:
-                best = _nearest_class(Xn, C, off, card, w, sa, r, 2, state, eps, tol, srt, pos, class_of, 8)
+                best = _nearest_class(Xn, C, off, card, w, sa, r, np.int64(2), state, eps, tol, srt, pos, class_of, reach)
             if best < 0:
                 left[nleft] = r
                 nleft += 1
@@ -431,7 +434,7 @@ def _merge_cost(card, w, a, b, size, mn, mx, catcnt, setsz, off, dn, dc, bound):
         if v > bound:
             return v
     for j in range(dc):
-        z = 0
+        z = np.int64(0)  # not a literal 0: it is passed to _cat_ncp
         for q in range(off[j], off[j + 1]):
             if catcnt[a, q] > 0 or catcnt[b, q] > 0:
                 z += 1
@@ -474,7 +477,7 @@ def _merge_into(a, b, state, off, dn, dc, eps, tol):
     acc = 0.0
     for q in range(sacnt.shape[1]):
         sacnt[a, q] += sacnt[b, q]
-        acc += xlog2x(sacnt[a, q])
+        acc += xlog2x(np.int64(sacnt[a, q]))
     slog[a] = acc
     alive[b] = False
     parent[b] = a
@@ -533,9 +536,10 @@ def settle_leftovers(Xn, C, off, card, w, sa, class_of, state, leftover, eps, to
             class_of[r] = c
             _add_row(Xn, C, off, sa, r, c, size, mn, mx, catcnt, setsz, sacnt, slog)
         return leftover.shape[0], 1
+    reach = np.int64(8)  # int64 values, not literals: see _nearest_class
     for t in range(leftover.shape[0]):
         r = leftover[t]
-        best = _nearest_class(Xn, C, off, card, w, sa, r, 0, state, eps, tol, srt, pos, class_of, 8)
+        best = _nearest_class(Xn, C, off, card, w, sa, r, np.int64(0), state, eps, tol, srt, pos, class_of, reach)
         class_of[r] = best
         _add_row(Xn, C, off, sa, r, best, size, mn, mx, catcnt, setsz, sacnt, slog)
         refresh_accept(size, sacnt, slog, accept, best, eps, tol)
@@ -745,7 +749,7 @@ def mmdcf(Xn, bseg, bstart, bmem, slice_start, slice_b, capoff, cap, k, scan_dim
     gmn = np.full((Gmax, d), np.inf)
     gmx = np.full((Gmax, d), -np.inf)
     remaining = n
-    G = 0
+    G = np.int64(0)  # int64 values, not literals: they are passed to _pick
     relaxed = 0
     nscan = slice_start.shape[0] - 1
     while remaining >= k:
@@ -754,7 +758,7 @@ def mmdcf(Xn, bseg, bstart, bmem, slice_start, slice_b, capoff, cap, k, scan_dim
         for s in range(nscan):
             if gsize == k:
                 break
-            best = -1
+            best = np.int64(-1)
             bp = -1
             for t in range(slice_start[s], slice_start[s + 1]):
                 b = slice_b[t]
@@ -769,7 +773,7 @@ def mmdcf(Xn, bseg, bstart, bmem, slice_start, slice_b, capoff, cap, k, scan_dim
                 gsize += 1
                 remaining -= 1
         while gsize < k:
-            best = -1
+            best = np.int64(-1)
             bc = d + 1
             bp = -1
             for b in range(B):

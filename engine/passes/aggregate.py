@@ -22,14 +22,30 @@ SIZE_BOUNDS = {
 }
 
 
+# MDAV and MDAV-single-group on a block of at most this many rows run by brute force
+# (``engine.kernels.leaf.mdav_brute_slots``, the kernel of the streamed pass's leaves:
+# the same labels as the kd-tree, tested in tests/test_leaf.py): as fast at this
+# size, and its compiled code is mostly there after any streamed run, where the
+# kd-tree's would take seconds to compile on a small table's first run.
+BRUTE_MAX_ROWS = 4096
+
+
 def aggregate_block(Z: np.ndarray, method_code: int, k: int, gamma: float,
                     progress: Progress | None = None, done_before: int = 0) -> np.ndarray:
     """Labels for the rows of ``Z`` (no input validation: the coordinator did it).
 
     When the block has fewer than 2k rows every method returns one group.
     """
-    Z = np.ascontiguousarray(Z, dtype=np.float64)
+    Z = _mdav.as_block(Z)  # the one array type the kernels are compiled for
     n = Z.shape[0]
+    if method_code in (_mdav.MDAV, _mdav.MDAV_SINGLE) and n <= BRUTE_MAX_ROWS and k >= 1 and Z.shape[1] > 0:
+        from ..kernels.leaf import _fits, mdav_brute_slots
+
+        if _fits(Z):
+            labels = mdav_brute_slots(Z, int(method_code), int(k))
+            if progress is not None:
+                progress.update(done_before + n)
+            return labels
     T, A, total, state, labels = _mdav.start(Z, _mdav.LEAF_SIZE)
     # a few hundred groups per call: negligible overhead, frequent progress
     budget = 256

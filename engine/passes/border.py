@@ -36,8 +36,9 @@ def refine_borders(store, units, profile, cols, labels, n_groups: int, cfg, prog
     for w in windows:
         blocks = [b for u in w for b in units[u]]
         ids, X = store.read_many(blocks)
-        lab = np.empty(ids.shape[0], np.int64)
+        lab = np.empty(ids.shape[0], labels.dtype)  # as the stitch's: one take_labels to compile
         take_labels(ids, labels, lab)
+        lab = lab.astype(np.int64)
         uniq, local, inside = np.unique(lab, return_inverse=True, return_counts=True)
         whole = inside == sizes[uniq]  # groups entirely inside this window
         keep = whole[local]
