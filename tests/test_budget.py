@@ -81,22 +81,26 @@ def test_a_limit_below_the_minimum_is_refused_with_one_line(tables, tmp_path, na
 @pytest.mark.parametrize("name", ["t.parquet", "t.csv"])
 def test_peak_rss_stays_under_the_least_limit_accepted(tables, tmp_path, name):
     """At the minimum the engine states, the run is accepted and its peak RSS (the
-    kernel's count for the child) stays at or under it."""
+    kernel's count for the child) stays at or under it. The run at 4GiB goes first:
+    it also compiles the kernels into the cache, whose memory (LLVM's, on a first
+    run only) the plan does not count (docs/usage.md)."""
     out = tmp_path / "o.parquet"
+    # the limit changes the chunks and pieces, never the output for a given block size
+    ref = tmp_path / "ref.parquet"
+    proc, _ = _anonymize(tables / name, ref, "4GiB", "--qi", QI, "--k", "5", "--block-size", "20000")
+    assert proc.returncode == 0, proc.stderr
     least = _least(tables / name, out, "--qi", QI, "--k", "5", "--block-size", "20000")
     proc, peak = _anonymize(tables / name, out, f"{least}MiB", "--qi", QI, "--k", "5", "--block-size", "20000")
     assert proc.returncode == 0, proc.stderr
     assert peak <= least << 20, f"peak RSS {peak / 2**20:.0f} MiB above the accepted limit {least} MiB"
     assert pl.scan_parquet(out).select(pl.len()).collect().item() == 300_000
-    # the limit changes the chunks and pieces, never the output for a given block size
-    ref = tmp_path / "ref.parquet"
-    proc, _ = _anonymize(tables / name, ref, "4GiB", "--qi", QI, "--k", "5", "--block-size", "20000")
-    assert proc.returncode == 0, proc.stderr
     assert pl.read_parquet(out).equals(pl.read_parquet(ref))
 
 
 def test_maxent_peak_rss_stays_under_the_least_limit_accepted(tables, tmp_path):
     out = tmp_path / "o.parquet"
+    proc, _ = _anonymize(tables / "s.parquet", tmp_path / "warm.parquet", "4GiB", *MAXENT)  # kernels compiled
+    assert proc.returncode == 0, proc.stderr
     least = _least(tables / "s.parquet", out, *MAXENT)
     proc, peak = _anonymize(tables / "s.parquet", out, f"{least}MiB", *MAXENT)
     if proc.returncode == 2:  # a fused unit above the plan's room: refused with a larger minimum
