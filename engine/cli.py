@@ -76,6 +76,9 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--leaf-size", type=int, default=None, metavar="ROWS",
                    help="with several blocks, run the method on leaves of at most ROWS rows cut from each "
                         "block by median splits (default 256; 0: on whole blocks, slower, a little less loss)")
+    p.add_argument("--polish-rounds", type=int, default=None, metavar="N",
+                   help="streamed runs: rounds of moves/swaps among nearest groups (default 32 up to 2M rows, "
+                        "with leaves of 8192; 0 above, with leaves of 256; 0: off)")
     p.add_argument("--refine", choices=REFINE_MODES, default=None,
                    help="improve the partition: local moves/swaps, or the genetic hybrid (default: none)")
     p.add_argument("--refine-rounds", type=int, default=None, metavar="N", help="cap on refinement rounds")
@@ -272,7 +275,7 @@ def _settings(args, qi) -> RunConfig:
                           group_column=getattr(args, "group_column", None), threads=args.threads,
                           chunk_rows=args.chunk_rows, progress=progress, memory_limit=args.memory_limit,
                           block_size=args.block_size, leaf_size=args.leaf_size, refine=args.refine, refine_rounds=args.refine_rounds,
-                          refine_seconds=args.refine_budget, seed=args.seed, select=args.select,
+                          refine_seconds=args.refine_budget, polish_rounds=args.polish_rounds, seed=args.seed, select=args.select,
                           select_count=args.select_count, select_measure=args.measure, width=args.width,
                           bins=args.bins, csv=_csv(args) if hasattr(args, "separator") else None)
 

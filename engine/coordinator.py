@@ -20,7 +20,7 @@ import polars as pl
 
 from .aggregate import aggregate_block, aggregate_blocks
 from .budget import plan_budget
-from .config import RunConfig
+from .config import POLISH_ROTATIONS, POLISH_UNIT_ROWS, RunConfig, polish_near
 from .errors import EngineError
 from .io.sink import CommitGroup, atomic_output, check_csv_columns, check_destination, check_tmp_dir, output_format
 from .io.schema import check_output_types
@@ -129,13 +129,14 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
             passes["select"] = time.perf_counter() - t
             log.info("key attributes: %s", ", ".join(key))
         refined: dict = {}
+        polished: dict = {}
 
         if single:
             groups = _one_block(source, cfg, profile, budget, passes, refined, cols)
             blocks = [rows]
         else:
             groups, blocks, profile = _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads,
-                                              cleanup, refined, sampled, rows)
+                                              cleanup, refined, sampled, rows, polished)
         _verify_groups(groups.labels, groups.sizes, cfg.k, rows)
         release_memory()
 
@@ -172,7 +173,8 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         block_rows_min=int(min(blocks)),
         block_rows_max=int(max(blocks)),
         block_size=budget.block_size,
-        leaf_size=None if single else cfg.effective_leaf_size,
+        leaf_size=None if single else cfg.effective_leaf_size(rows),
+        polish=polished or None,
         memory_limit=cfg.memory_limit,
         refine=refined or None,
         key_attributes=list(key) if key is not None else None,
@@ -242,7 +244,8 @@ def _one_block(source, cfg, profile, budget, passes, refined, cols) -> Groups:
     return groups
 
 
-def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, cleanup, refined, sampled, total):
+def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, cleanup, refined, sampled, total,
+            polished):
     """Partition into spilled blocks, aggregate them in parallel, stitch; returns
     ``(groups, block sizes, profile)``.
 
@@ -294,7 +297,9 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder, rows=profile.rows))
         partition_pass(source, profile, cols, plan, store, budget.chunk_rows, cfg.progress)
     rows = profile.rows
-    units = store.units(2 * cfg.k)
+    polish_rounds = cfg.effective_polish_rounds(rows)
+    # polished runs aggregate units of several blocks (fewer seams); else one block a unit
+    units = store.units(max(2 * cfg.k, POLISH_UNIT_ROWS if polish_rounds > 0 else 0))
     passes["partition"] = time.perf_counter() - t
     release_memory()
     log.info("partitioned %d rows into %d blocks", rows, len(units))
@@ -302,14 +307,37 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
     t = time.perf_counter()
     labels = np.empty(rows, np.int32) if not budget.labels_on_disk else \
         np.memmap(store.private_file("labels.i32", 4 * rows), dtype=np.int32, mode="r+", shape=(rows,))
-    # without refinement the workers also sum each group's values: no stitch pass over the blocks
-    sums = None if cfg.refine is not None else (aligned_zeros(rows // cfg.k, len(cfg.qi)),
-                                                np.zeros(rows // cfg.k, np.int64), np.zeros(len(cfg.qi)))
+    # the seams between units are polished in memory (all standardized rows at once)
+    seams = None
+    if polish_rounds > 0 and len(units) > 1:
+        need = seam_bytes(rows, cols.shape[0], cfg.k)
+        if cfg.memory_limit is not None and need > cfg.memory_limit // 2:
+            log.warning("seam polish skipped: it needs about %d MiB, more than half the memory limit", need >> 20)
+            polished.update(seams_skipped=True)
+        else:
+            seams = (np.empty((rows, cols.shape[0])), [])
+    # without refinement or seam polish the workers also sum each group's values: no stitch pass
+    sums = None if cfg.refine is not None or seams is not None else (
+        aligned_zeros(rows // cfg.k, len(cfg.qi)), np.zeros(rows // cfg.k, np.int64), np.zeros(len(cfg.qi)))
     with Progress("aggregate", rows, cfg.progress) as bar:
         n_groups = aggregate_blocks(store, units, profile, cols, cfg.method_code, cfg.k,
-                                    cfg.effective_gamma, labels, threads, bar, leaf=cfg.effective_leaf_size,
-                                    sums=sums)
+                                    cfg.effective_gamma, labels, threads, bar, leaf=cfg.effective_leaf_size(rows),
+                                    sums=sums, polish_rounds=polish_rounds, polish_near=polish_near(cfg.k),
+                                    polish_rotations=POLISH_ROTATIONS, seams=seams)
     passes["aggregate"] = time.perf_counter() - t
+    if polish_rounds > 0:
+        polished.update(rounds=polish_rounds, near=polish_near(cfg.k))
+    if seams is not None:
+        t = time.perf_counter()
+        from .kernels.polish import polish_seams, rotations
+
+        lab = np.asarray(labels).astype(np.int64)
+        r, ops = polish_seams(seams[0], lab, cfg.k, polish_rounds, polish_near(cfg.k),
+                              np.asarray(seams[1], np.int64), rotations(cols.shape[0], POLISH_ROTATIONS))
+        labels[:] = lab
+        del lab, seams
+        polished.update(seam_rounds=int(r), seam_operations=int(ops))
+        passes["polish"] = time.perf_counter() - t
     release_memory()
     if cfg.refine is not None:
         t = time.perf_counter()
@@ -333,6 +361,15 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
     if not budget.labels_on_disk:  # (else the label map is a file in the store's folder)
         store.discard()  # the write pass reads the input, not the blocks
     return groups, sizes, profile
+
+
+def seam_bytes(rows: int, d: int, k: int) -> int:
+    """Memory of the seam polish: the standardized rows, the polish kernel's slot copy
+    (2k-1 slots a group), near lists and their copy, sums / means / orders."""
+    from .config import polish_near
+
+    groups = rows // k + 1
+    return 8 * (rows * d + groups * (2 * k - 1) * d + 2 * groups * polish_near(k) + 5 * groups * d + 2 * rows)
 
 
 def _verify_groups(labels: np.ndarray, sizes: np.ndarray, k: int, rows: int) -> None:
