@@ -75,10 +75,10 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
                    help="rows per spatial block (default 20000; a table this small runs as one exact block)")
     p.add_argument("--leaf-size", type=int, default=None, metavar="ROWS",
                    help="with several blocks, run the method on leaves of at most ROWS rows cut from each "
-                        "block by median splits (default 256; 0: on whole blocks, slower, a little less loss)")
+                        "block by median splits (default 32768 when polished, else 256; 0: on whole blocks)")
     p.add_argument("--polish-rounds", type=int, default=None, metavar="N",
                    help="streamed runs: rounds of moves/swaps among nearest groups (default 32 up to 2M rows, "
-                        "with leaves of 8192; 0 above, with leaves of 256; 0: off)")
+                        "with leaves of 32768; 0 above, with leaves of 256; 0: off)")
     p.add_argument("--refine", choices=REFINE_MODES, default=None,
                    help="improve the partition: local moves/swaps, or the genetic hybrid (default: none)")
     p.add_argument("--refine-rounds", type=int, default=None, metavar="N", help="cap on refinement rounds")

@@ -357,7 +357,7 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         groups = Groups(labels, sums[1][:n_groups], sums[0][:n_groups], sse=sums[2])
         del sums
     passes["stitch"] = time.perf_counter() - t
-    sizes = [int(store.rows[u].sum()) for u in units]
+    sizes = [int(store.rows[b]) for u in units for b in u]  # spilled blocks (a unit may hold several)
     if not budget.labels_on_disk:  # (else the label map is a file in the store's folder)
         store.discard()  # the write pass reads the input, not the blocks
     return groups, sizes, profile
