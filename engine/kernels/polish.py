@@ -1,6 +1,6 @@
 """Polish: a cheap, bounded local search run on the streamed path's partitions.
 
-``polish(Z, labels, k, rounds, near_count)`` lowers the SSE of a partition of the
+``polish(Z, labels, k, rounds, near_count, R)`` lowers the SSE of a partition of the
 rows of ``Z`` (labels 0..G-1, every group of at least k rows) by moves of single
 records and swaps of two records between each group and its ``near_count``
 nearest groups (by centroid), with the exact SSE change:
@@ -17,17 +17,31 @@ A round visits the groups in id order; a group is visited when it, or one of its
 near groups, changed in the previous round (all in the first); at each visit the
 best improving operation with one of its near groups (ties: the first found, in
 near-list then row-slot order) is applied, repeatedly, until none improves by
-more than ``tol``. Between rounds the group sums are recomputed from scratch and
-the near lists refreshed (two hops, ``engine.kernels.refine.refresh_near``). It
+more than ``tol`` (swaps are screened by a bound first: see ``_best_op``). Between
+rounds the group sums are recomputed from scratch and the near lists of the
+changed groups refreshed (two hops: the nearest among their lists' lists). It
 stops after ``rounds`` rounds or at a round without change (a local optimum for
 that neighbourhood).
+
+Near lists: with rotations ``R`` (shape (r, d, d), r >= 1), the candidates of a
+group are the groups within ``NEAR_WINDOW`` positions of it in 1 + r kd orders of
+the centroids (median splits in the original axes and in each rotation), the
+nearest kept, then refined by ``NEAR_DESCENT`` two-hop passes; about 1 us a group
+where an exact kd-tree query costs about 25 us on 8 spread-out dimensions, for
+nearly the same polish (tested). With an empty ``R``: exact kd-tree queries
+(``engine.kernels.refine.nearest_groups``).
+
+``polish_seams`` polishes a partition whose parts (units of the streamed path)
+were polished on their own: its first round starts from the groups with a near
+group in another part.
 
 Layout: the rows of each group sit in ``cap`` = max(2k-1, largest group)
 consecutive slots of a private copy ``P`` (group g at ``P[g*cap: g*cap+cap]``),
 so a visit reads a few contiguous runs of memory; a move copies one row, a swap
 exchanges two. Serial, fixed visiting order: the result depends only on ``Z``,
 ``labels`` and the settings (not on threads). Checked against the slow
-``tests/reference_polish.py`` (same operations, SSE recomputed from scratch).
+``tests/reference_polish.py`` (with every group near every other, the result
+is a local optimum of all moves and swaps, SSE recomputed from scratch).
 """
 
 import numpy as np
@@ -36,22 +50,33 @@ from numba import njit
 from .leaf import split_leaves
 from .refine import nearest_groups
 
-# Near lists of a large partition: candidates from windows of kd orders (the centroids
-# sorted by median splits, in the original axes and in fixed rotations), the L
-# nearest of the candidates kept, ties by group id; then the two-hop refresh after
-# every round. An exact kd-tree query per group costs about 25 us on 8 spread-out
-# dimensions; this about 1 us. Rotations: orthonormal, from a fixed seed (numpy).
 NEAR_WINDOW = 24   # positions on each side in every kd order
 NEAR_DESCENT = 2   # two-hop refreshes of every list before the first round
 
 
-def rotations(d: int, count: int = 2) -> np.ndarray:
-    """``count`` fixed orthonormal (d, d) matrices (the same for every run)."""
+def rotations(d: int, count: int = 3) -> np.ndarray:
+    """``count`` fixed orthonormal (d, d) matrices, the same for every run and machine:
+    normal draws of a fixed seed (PCG64), orthonormalized by Gram-Schmidt in plain
+    Python floats (fixed order of operations; no LAPACK)."""
     rng = np.random.default_rng(20251124)
     out = np.empty((count, d, d))
     for r in range(count):
-        q, _ = np.linalg.qr(rng.normal(size=(d, d)))
-        out[r] = q
+        raw = rng.normal(size=(d, d)).tolist()
+        basis: list[list[float]] = []
+        for v in raw:
+            w = list(v)
+            for b in basis:
+                dot = 0.0
+                for i in range(d):
+                    dot += w[i] * b[i]
+                for i in range(d):
+                    w[i] -= dot * b[i]
+            nrm = 0.0
+            for i in range(d):
+                nrm += w[i] * w[i]
+            nrm = nrm ** 0.5
+            basis.append([x / nrm for x in w])
+        out[r] = np.array(basis).T
     return out
 
 
