@@ -83,7 +83,7 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
         Z = standardized(X, profile, cols)
         local = aggregate_leaves(Z, method_code, k, gamma, leaf) if leaf else aggregate_block(Z, method_code, k, gamma)
         if polish_rounds > 0:
-            polish(Z, local, k, polish_rounds, polish_near, polish_rot)
+            polish(Z, local, k, polish_rounds, polish_near, polish_rot, stop)
         if seams is None:
             del Z
         else:
@@ -107,6 +107,7 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
     next_id = 0
     done = 0
     done_units = 0
+    stop = np.zeros(1, np.int64)  # set on an error or a signal: running polish kernels return soon
     with ThreadPoolExecutor(max_workers=threads) as pool:
         pending = []
         b = 0
@@ -131,7 +132,8 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
                 if progress is not None:
                     progress.update(done)
         except BaseException:  # an error or Ctrl-C / SIGTERM: queued blocks never start, so the
-            for f in pending:  # pool's shutdown waits only for the blocks already running
+            stop[0] = 1  # pool's shutdown waits only for the blocks already running (polish stops early)
+            for f in pending:
                 f.cancel()
             raise
     return next_id

@@ -332,8 +332,8 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         from .kernels.polish import polish_seams, rotations
 
         lab = np.asarray(labels).astype(np.int64)
-        r, ops = polish_seams(seams[0], lab, cfg.k, polish_rounds, polish_near(cfg.k),
-                              np.asarray(seams[1], np.int64), rotations(cols.shape[0], POLISH_ROTATIONS))
+        r, ops = _interruptible(polish_seams, seams[0], lab, cfg.k, polish_rounds, polish_near(cfg.k),
+                                np.asarray(seams[1], np.int64), rotations(cols.shape[0], POLISH_ROTATIONS))
         labels[:] = lab
         del lab, seams
         polished.update(seam_rounds=int(r), seam_operations=int(ops))
@@ -361,6 +361,22 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
     if not budget.labels_on_disk:  # (else the label map is a file in the store's folder)
         store.discard()  # the write pass reads the input, not the blocks
     return groups, sizes, profile
+
+
+def _interruptible(kernel, *args):
+    """``kernel(*args, stop)`` on a helper thread, waited for from this one, so that a
+    signal is handled while it runs: the handler's exception sets ``stop`` (the
+    kernel returns within one group visit) and is raised again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    stop = np.zeros(1, np.int64)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        fut = pool.submit(kernel, *args, stop)
+        try:
+            return fut.result()
+        except BaseException:
+            stop[0] = 1
+            raise
 
 
 def seam_bytes(rows: int, d: int, k: int) -> int:

@@ -40,7 +40,7 @@ def test_polish_is_a_local_optimum_with_sizes_kept(part, windows):
     before = sse(Z, lab)
     R = rotations(Z.shape[1], 2) if windows else np.empty((0, 0, 0))
     out = lab.copy()
-    rounds, _ = polish(Z, out, k, 1000, max(G - 1, 1), R)
+    rounds, _ = polish(Z, out, k, 1000, max(G - 1, 1), R, np.zeros(1, np.int64))
     assert rounds < 1000
     sizes = np.bincount(out, minlength=G)
     assert sizes.shape[0] == G and sizes.min() >= k and sizes.max() <= 2 * k - 1
@@ -55,10 +55,19 @@ def test_polish_lowers_loss_and_is_deterministic():
     lab = _start(Z, 4, 256)
     a, b = lab.copy(), lab.copy()
     R = rotations(5, 3)
-    ra = polish(Z, a, 4, 32, 16, R)
-    rb = polish(Z, b, 4, 32, 16, R)
+    ra = polish(Z, a, 4, 32, 16, R, np.zeros(1, np.int64))
+    rb = polish(Z, b, 4, 32, 16, R, np.zeros(1, np.int64))
     assert ra == rb and np.array_equal(a, b)
     assert sse(Z, a) < 0.9 * sse(Z, lab)
+
+
+def test_polish_stops_when_asked():
+    rng = np.random.default_rng(5)
+    Z = rng.normal(size=(3000, 4))
+    lab = _start(Z, 3, 256)
+    out = lab.copy()
+    rounds, ops = polish(Z, out, 3, 32, 12, rotations(4, 3), np.ones(1, np.int64))
+    assert rounds == 1 and ops == 0 and np.array_equal(out, lab)
 
 
 def test_polish_seams_visits_only_groups_across_parts():
@@ -68,13 +77,13 @@ def test_polish_seams_visits_only_groups_across_parts():
     G = int(lab.max()) + 1
     R = rotations(3, 3)
     one = lab.copy()
-    polish(Z, one, 3, 64, 12, R)  # a local optimum for its lists
+    polish(Z, one, 3, 64, 12, R, np.zeros(1, np.int64))  # a local optimum for its lists
     same = one.copy()
-    polish_seams(Z, same, 3, 64, 12, np.zeros(G, np.int64), R)  # one part: no seam, nothing to do
+    polish_seams(Z, same, 3, 64, 12, np.zeros(G, np.int64), R, np.zeros(1, np.int64))  # one part: no seam, nothing to do
     assert np.array_equal(same, one)
     halves = one.copy()
     part = (np.arange(G) >= G // 2).astype(np.int64)
-    polish_seams(Z, halves, 3, 64, 12, part, R)
+    polish_seams(Z, halves, 3, 64, 12, part, R, np.zeros(1, np.int64))
     assert sse(Z, halves) <= sse(Z, one) + 1e-9
 
 

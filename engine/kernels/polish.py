@@ -31,6 +31,10 @@ where an exact kd-tree query costs about 25 us on 8 spread-out dimensions, for
 nearly the same polish (tested). With an empty ``R``: exact kd-tree queries
 (``engine.kernels.refine.nearest_groups``).
 
+``stop`` (int64, one element) is read between group visits: a caller that sets
+it (on an error or a signal) gets the kernel back within one visit, the labels
+still a valid partition (every operation keeps sizes).
+
 ``polish_seams`` polishes a partition whose parts (units of the streamed path)
 were polished on their own: its first round starts from the groups with a near
 group in another part.
@@ -323,22 +327,22 @@ def _swap(P, rid, sums, counts, mu, cap, A, p, B, q):
 
 
 @njit(cache=True, nogil=True)
-def polish(Z, labels, k, rounds, near_count, R):
+def polish(Z, labels, k, rounds, near_count, R, stop):
     """Relabel ``labels`` (int64, in place) with lower SSE; returns
     ``(rounds run, operations applied)``."""
-    return _polish(Z, labels, k, rounds, near_count, np.empty(0, np.int64), R)
+    return _polish(Z, labels, k, rounds, near_count, np.empty(0, np.int64), R, stop)
 
 
 @njit(cache=True, nogil=True)
-def polish_seams(Z, labels, k, rounds, near_count, part, R):
+def polish_seams(Z, labels, k, rounds, near_count, part, R, stop):
     """``polish`` of a partition made of parts already polished on their own
     (``part[g]``: the part of group g): the first round visits only the groups
     with a near group in another part (and, as always, the groups near them)."""
-    return _polish(Z, labels, k, rounds, near_count, part, R)
+    return _polish(Z, labels, k, rounds, near_count, part, R, stop)
 
 
 @njit(cache=True, nogil=True)
-def _polish(Z, labels, k, rounds, near_count, part, R):
+def _polish(Z, labels, k, rounds, near_count, part, R, stop):
     n, d = Z.shape
     if n == 0 or d == 0 or rounds <= 0 or near_count <= 0:
         return 0, 0
@@ -402,6 +406,8 @@ def _polish(Z, labels, k, rounds, near_count, part, R):
         for g in range(G):
             nxt[g] = 0
         for A in range(G):
+            if stop[0] != 0:  # the caller gave up (an error, a signal): return soon
+                break
             act = active[A] != 0
             if not act:
                 for t in range(L):
@@ -426,6 +432,8 @@ def _polish(Z, labels, k, rounds, near_count, part, R):
                 applied += 1
         r += 1
         ops += applied
+        if stop[0] != 0:
+            break
         for g in range(G):
             active[g] = nxt[g]
         if applied == 0:
