@@ -43,7 +43,8 @@ def aggregate_block(Z: np.ndarray, method_code: int, k: int, gamma: float,
 def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, k: int, gamma: float,
                      labels: np.ndarray, threads: int, progress: Progress | None = None, leaf: int = 0,
                      sums: tuple[np.ndarray, np.ndarray] | None = None, polish_rounds: int = 0,
-                     polish_near: int = 12, polish_rotations: int = 0, seams: tuple[np.ndarray, list] | None = None) -> int:
+                     polish_near: int = 12, polish_rotations: int = 0,
+                     seams: tuple[np.ndarray, list] | None = None) -> int:
     """Run the method on every unit of spilled blocks (``store.units``), ``threads`` at a time; write global
     group ids into ``labels`` (by row id) and return the number of groups.
 
@@ -78,6 +79,7 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
         from .kernels.polish import polish, rotations  # imported when used: start-up time
 
         polish_rot = rotations(cols.shape[0], polish_rotations)
+
     def work(unit):
         ids, X = store.read_many(unit, contiguous=False)  # views into the records read
         Z = standardized(X, profile, cols)
