@@ -29,6 +29,7 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
                    memory_limit: int | str | None = None, block_size: int | None = None,
                    leaf_size: int | None = None, refine: str | None = None,
                    refine_rounds: int | None = None, refine_seconds: float | None = None,
+                   polish_rounds: int | None = None,
                    seed: int | None = None, tmp_dir: PathLike | None = None, select: str | None = None,
                    select_count: int | None = None,
                    select_measure: str | None = None, width: float | None = None,
@@ -64,13 +65,19 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
         Rows per block (default 20,000; tables up to this size run as one exact block).
     leaf_size : int, optional
         With several blocks, each block is cut by median splits into leaves of at
-        most this many rows (default 256), and the method runs on each leaf: much
-        faster, a little more loss (see the README). 0: the method on whole blocks.
+        most this many rows (default 32,768 when polished, else 256), and the method
+        runs on each leaf: much faster, a little more loss (see the README). 0: the
+        method on whole blocks.
     refine : {"local", "ga"}, optional
         Improve the partition after the method (issue 7); with several blocks,
         border refinement between neighbouring blocks.
     refine_rounds, refine_seconds : optional
         Caps on refinement work (rounds are deterministic; seconds are not).
+    polish_rounds : int, optional
+        Streamed runs (several blocks) of at most 2M rows polish the partition by
+        default (moves and swaps among nearest groups, at most 32 rounds, leaves of
+        32,768 rows): IL at or below exact MDAV's. 0: no polish (leaves of 256 rows,
+        the fast path used above 2M rows); N: at most N rounds at any size.
     seed : int, optional
         Seed of the randomized steps (``refine="ga"``, maxent's SOM); default 0.
     select, select_count, select_measure, width, bins : optional
@@ -109,7 +116,8 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
     cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
                          threads=threads, chunk_rows=chunk_rows, progress=progress, memory_limit=memory_limit,
                          block_size=block_size, leaf_size=leaf_size, refine=refine, refine_rounds=refine_rounds,
-                         refine_seconds=refine_seconds, seed=seed, select=select, select_count=select_count,
+                         refine_seconds=refine_seconds, polish_rounds=polish_rounds,
+                         seed=seed, select=select, select_count=select_count,
                          select_measure=select_measure, width=width, bins=bins, sa=sa, epsilon=epsilon,
                          numeric_output=numeric_output, csv=csv_options(separator, null_values, encoding))
     result = run(data, cfg, None, names=names, tmp_dir=tmp_dir)
@@ -150,7 +158,8 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
               progress: bool = False, tmp_dir: PathLike | None = None, memory_limit: int | str | None = None,
               block_size: int | None = None,
               leaf_size: int | None = None, refine: str | None = None, refine_rounds: int | None = None,
-              refine_seconds: float | None = None, seed: int | None = None, select: str | None = None,
+              refine_seconds: float | None = None, polish_rounds: int | None = None, seed: int | None = None,
+              select: str | None = None,
               select_count: int | None = None, select_measure: str | None = None, width: float | None = None,
               bins: int | None = None, risk: bool = False, sa: str | None = None, epsilon: float | None = None,
               numeric_output: str | None = None, report: PathLike | None = None, html: PathLike | None = None,
@@ -220,6 +229,7 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
                              threads=threads, chunk_rows=chunk_rows, progress=progress,
                              memory_limit=memory_limit, block_size=block_size, leaf_size=leaf_size,
                              refine=refine, refine_rounds=refine_rounds, refine_seconds=refine_seconds,
+                             polish_rounds=polish_rounds,
                              seed=seed, select=select, select_count=select_count,
                              select_measure=select_measure, width=width, bins=bins, sa=sa, epsilon=epsilon,
                              numeric_output=numeric_output, csv=csv_opts)

@@ -79,7 +79,10 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
                    help="rows per spatial block (default 20000; a table this small runs as one exact block)")
     p.add_argument("--leaf-size", type=int, default=None, metavar="ROWS",
                    help="with several blocks, run the method on leaves of at most ROWS rows cut from each "
-                        "block by median splits (default 256; 0: on whole blocks, slower, a little less loss)")
+                        "block by median splits (default 32768 when polished, else 256; 0: on whole blocks)")
+    p.add_argument("--polish-rounds", type=int, default=None, metavar="N",
+                   help="streamed runs: rounds of moves/swaps among nearest groups (default 32 up to 2M rows, "
+                        "with leaves of 32768; 0 above, with leaves of 256; 0: off)")
     p.add_argument("--refine", choices=REFINE_MODES, default=None,
                    help="improve the partition: local moves/swaps, or the genetic hybrid (default: none)")
     p.add_argument("--refine-rounds", type=int, default=None, metavar="N", help="cap on refinement rounds")
@@ -286,7 +289,7 @@ def _settings(args, qi, seed=None) -> RunConfig:
                           group_column=getattr(args, "group_column", None), threads=args.threads,
                           chunk_rows=args.chunk_rows, progress=progress, memory_limit=args.memory_limit,
                           block_size=args.block_size, leaf_size=args.leaf_size, refine=args.refine,
-                          refine_rounds=args.refine_rounds, refine_seconds=args.refine_budget,
+                          refine_rounds=args.refine_rounds, refine_seconds=args.refine_budget, polish_rounds=args.polish_rounds,
                           seed=args.seed if seed is None else seed, select=args.select,
                           select_count=args.select_count, select_measure=args.measure, width=args.width,
                           bins=args.bins, sa=args.sa, epsilon=args.epsilon,

@@ -20,6 +20,21 @@ REFINE_MODES = ("local", "ga")
 NUMERIC_OUTPUTS = ("range", "mean")
 DEFAULT_BLOCK_SIZE = 20_000
 DEFAULT_LEAF_SIZE = 256  # rows per leaf of the streamed aggregate pass (engine/kernels/leaf.py)
+# Polish (engine/kernels/polish.py): moves and swaps among each group's nearest groups, by
+# default on streamed runs of at most POLISH_MAX_ROWS rows (above, the fast path of 256-row
+# leaves alone keeps 10M rows near the I/O floor). Polished runs cut leaves of POLISH_LEAF_SIZE
+# rows (a better start) in units of POLISH_UNIT_ROWS rows, polish each unit in the workers,
+# then the seams between units in memory (engine/coordinator.py).
+DEFAULT_POLISH_ROUNDS = 32
+POLISH_MAX_ROWS = 2_000_000
+POLISH_LEAF_SIZE = 32_768
+POLISH_UNIT_ROWS = 100_000  # rows aggregated and polished together in a worker (consecutive blocks)
+POLISH_ROTATIONS = 3  # near lists from windows of 1 + 3 kd orders (0: exact kd-tree queries, slower)
+
+
+def polish_near(k: int) -> int:
+    """Near groups searched per group: about 96 rows' worth, 12..24 groups."""
+    return int(min(24, max(12, 96 // k)))
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2, "mb": 1000**2, "mib": 1 << 20,
           "g": 1000**3, "gb": 1000**3, "gib": 1 << 30, "t": 1000**4, "tb": 1000**4, "tib": 1 << 40}
 
@@ -57,6 +72,7 @@ class RunConfig:
     refine: str | None = None
     refine_rounds: int | None = None
     refine_seconds: float | None = None
+    polish_rounds: int | None = None
     seed: int | None = None  # None: not given (randomized steps then use 0)
     select: str | None = None
     select_count: int | None = None
@@ -110,14 +126,27 @@ class RunConfig:
             return float(self.gamma)
         return DEFAULT_GAMMA.get(self.method, 0.0)
 
-    @property
-    def effective_leaf_size(self) -> int:
-        return DEFAULT_LEAF_SIZE if self.leaf_size is None else self.leaf_size
+    def effective_polish_rounds(self, rows: int) -> int:
+        """Polish rounds of a streamed run of ``rows`` rows (0: none). V-MDAV (whose
+        tail groups may exceed 2k-1 rows) is not polished by default, nor a run under
+        a memory limit: the budget (``engine.budget``) does not plan the polish's
+        units yet, so the limit keeps the fast path unless ``polish_rounds`` asks."""
+        if self.polish_rounds is not None:
+            return self.polish_rounds
+        if self.method == "vmdav" or rows > POLISH_MAX_ROWS or self.memory_limit is not None:
+            return 0
+        return DEFAULT_POLISH_ROUNDS
+
+    def effective_leaf_size(self, rows: int = 0) -> int:
+        if self.leaf_size is not None:
+            return self.leaf_size
+        return POLISH_LEAF_SIZE if self.effective_polish_rounds(rows) > 0 else DEFAULT_LEAF_SIZE
 
     @classmethod
     def make(cls, *, qi, k, method="mdav", gamma=None, group_column=None, chunk_rows=100_000,
              threads=None, progress=False, memory_limit=None, block_size=None, leaf_size=None, refine=None,
-             refine_rounds=None, refine_seconds=None, seed=0, select=None, select_count=None,
+             refine_rounds=None, refine_seconds=None, polish_rounds=None, seed=None,
+             select=None, select_count=None,
              select_measure=None, width=None, bins=None, csv=None, sa=None, epsilon=None,
              numeric_output=None) -> "RunConfig":
         if isinstance(qi, str):
@@ -131,7 +160,8 @@ class RunConfig:
         cfg = cls(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
                   chunk_rows=chunk_rows, threads=threads, progress=progress, memory_limit=memory_limit,
                   block_size=block_size, leaf_size=leaf_size, refine=refine, refine_rounds=refine_rounds,
-                  refine_seconds=refine_seconds, seed=seed, select=select, select_count=select_count,
+                  refine_seconds=refine_seconds, polish_rounds=polish_rounds, seed=seed,
+                  select=select, select_count=select_count,
                   select_measure=select_measure, width=width, bins=bins, csv=csv, sa=sa, epsilon=epsilon,
                   numeric_output=numeric_output)
         cfg._check()
@@ -187,6 +217,8 @@ class RunConfig:
                                                 or not isinstance(self.refine_seconds, numbers.Real)
                                                 or not self.refine_seconds > 0):
             raise EngineError(f"refine budget must be a positive number of seconds, got {self.refine_seconds!r}")
+        if self.polish_rounds is not None and (not is_int(self.polish_rounds) or self.polish_rounds < 0):
+            raise EngineError(f"polish rounds must be a whole number >= 0 (0: no polish), got {self.polish_rounds!r}")
         if self.select is not None and self.select not in SELECT:
             raise EngineError(f"unknown attribute selection {self.select!r} (choose from {', '.join(SELECT)})")
         if self.select is not None and (not is_int(self.select_count) or not 1 <= self.select_count <= len(self.qi)):

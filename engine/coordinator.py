@@ -21,7 +21,7 @@ import polars as pl
 from .passes.aggregate import aggregate_block, aggregate_blocks
 from .passes.distributions import Distributions
 from .budget import early_piece, plan_budget, rss as current_rss
-from .config import RunConfig
+from .config import POLISH_ROTATIONS, POLISH_UNIT_ROWS, RunConfig, polish_near
 from .errors import EngineError
 from .io.sink import CommitGroup, atomic_output, check_csv_columns, check_destination, check_tmp_dir, output_format
 from .io.schema import check_output_types
@@ -133,13 +133,14 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
             log.info("key attributes: %s", ", ".join(key))
         refined: dict = {}
         dist = Distributions(cfg.qi) if distributions else None
+        polished: dict = {}
 
         if single:
             groups = _one_block(source, cfg, profile, budget, passes, refined, cols, dist)
             blocks = [rows]
         else:
             groups, blocks, profile = _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads,
-                                              cleanup, refined, sampled, rows, dist)
+                                              cleanup, refined, sampled, rows, polished, dist)
         _verify_groups(groups.labels, groups.sizes, cfg.k, rows)
         release_memory()
         dist = dist.finish(groups.centroid, groups.sizes) if dist is not None else None
@@ -179,7 +180,8 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         block_rows_min=int(min(blocks)),
         block_rows_max=int(max(blocks)),
         block_size=budget.block_size,
-        leaf_size=None if single else cfg.effective_leaf_size,
+        leaf_size=None if single else cfg.effective_leaf_size(rows),
+        polish=polished or None,
         memory_limit=cfg.memory_limit,
         refine=refined or None,
         key_attributes=list(key) if key is not None else None,
@@ -258,7 +260,7 @@ def _one_block(source, cfg, profile, budget, passes, refined, cols, dist=None) -
 
 
 def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, cleanup, refined, sampled, total,
-            dist=None):
+            polished, dist=None):
     """Partition into spilled blocks, aggregate them in parallel, stitch; returns
     ``(groups, block sizes, profile)``.
 
@@ -316,7 +318,9 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
             dist.start(profile.min, profile.max)
         partition_pass(source, profile, cols, plan, store, budget.chunk_rows, cfg.progress, dist=dist)
     rows = profile.rows
-    units = store.units(2 * cfg.k)
+    polish_rounds = cfg.effective_polish_rounds(rows)
+    # polished runs aggregate units of several blocks (fewer seams); else one block a unit
+    units = store.units(max(2 * cfg.k, POLISH_UNIT_ROWS if polish_rounds > 0 else 0))
     passes["partition"] = time.perf_counter() - t
     release_memory()
     log.info("partitioned %d rows into %d blocks", rows, len(units))
@@ -324,14 +328,37 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
     t = time.perf_counter()
     labels = np.empty(rows, np.int32) if not budget.labels_on_disk else \
         np.memmap(store.private_file("labels.i32", 4 * rows), dtype=np.int32, mode="r+", shape=(rows,))
-    # without refinement the workers also sum each group's values: no stitch pass over the blocks
-    sums = None if cfg.refine is not None else (aligned_zeros(rows // cfg.k, len(cfg.qi)),
-                                                np.zeros(rows // cfg.k, np.int64), np.zeros(len(cfg.qi)))
+    # the seams between units are polished in memory (all standardized rows at once)
+    seams = None
+    if polish_rounds > 0 and len(units) > 1:
+        need = seam_bytes(rows, cols.shape[0], cfg.k)
+        if cfg.memory_limit is not None and need > cfg.memory_limit // 2:
+            log.warning("seam polish skipped: it needs about %d MiB, more than half the memory limit", need >> 20)
+            polished.update(seams_skipped=True)
+        else:
+            seams = (np.empty((rows, cols.shape[0])), [])
+    # without refinement or seam polish the workers also sum each group's values: no stitch pass
+    sums = None if cfg.refine is not None or seams is not None else (
+        aligned_zeros(rows // cfg.k, len(cfg.qi)), np.zeros(rows // cfg.k, np.int64), np.zeros(len(cfg.qi)))
     with Progress("aggregate", rows, cfg.progress) as bar:
         n_groups = aggregate_blocks(store, units, profile, cols, cfg.method_code, cfg.k,
-                                    cfg.effective_gamma, labels, threads, bar, leaf=cfg.effective_leaf_size,
-                                    sums=sums)
+                                    cfg.effective_gamma, labels, threads, bar, leaf=cfg.effective_leaf_size(rows),
+                                    sums=sums, polish_rounds=polish_rounds, polish_near=polish_near(cfg.k),
+                                    polish_rotations=POLISH_ROTATIONS, seams=seams)
     passes["aggregate"] = time.perf_counter() - t
+    if polish_rounds > 0:
+        polished.update(rounds=polish_rounds, near=polish_near(cfg.k))
+    if seams is not None:
+        t = time.perf_counter()
+        from .kernels.polish import polish_seams, rotations
+
+        lab = np.asarray(labels).astype(np.int64)
+        r, ops = _interruptible(polish_seams, seams[0], lab, cfg.k, polish_rounds, polish_near(cfg.k),
+                                np.asarray(seams[1], np.int64), rotations(cols.shape[0], POLISH_ROTATIONS))
+        labels[:] = lab
+        del lab, seams
+        polished.update(seam_rounds=int(r), seam_operations=int(ops))
+        passes["polish"] = time.perf_counter() - t
     release_memory()
     if cfg.refine is not None:
         t = time.perf_counter()
@@ -351,10 +378,35 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         groups = Groups(labels, sums[1][:n_groups], sums[0][:n_groups], sse=sums[2])
         del sums
     passes["stitch"] = time.perf_counter() - t
-    sizes = [int(store.rows[u].sum()) for u in units]
+    sizes = [int(store.rows[b]) for u in units for b in u]  # spilled blocks (a unit may hold several)
     if not budget.labels_on_disk:  # (else the label map is a file in the store's folder)
         store.discard()  # the write pass reads the input, not the blocks
     return groups, sizes, profile
+
+
+def _interruptible(kernel, *args):
+    """``kernel(*args, stop)`` on a helper thread, waited for from this one, so that a
+    signal is handled while it runs: the handler's exception sets ``stop`` (the
+    kernel returns within one group visit) and is raised again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    stop = np.zeros(1, np.int64)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        fut = pool.submit(kernel, *args, stop)
+        try:
+            return fut.result()
+        except BaseException:
+            stop[0] = 1
+            raise
+
+
+def seam_bytes(rows: int, d: int, k: int) -> int:
+    """Memory of the seam polish: the standardized rows, the polish kernel's slot copy
+    (2k-1 slots a group), near lists and their copy, sums / means / orders."""
+    from .config import polish_near
+
+    groups = rows // k + 1
+    return 8 * (rows * d + groups * (2 * k - 1) * d + 2 * groups * polish_near(k) + 5 * groups * d + 2 * rows)
 
 
 def _verify_groups(labels: np.ndarray, sizes: np.ndarray, k: int, rows: int) -> None:

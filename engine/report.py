@@ -122,6 +122,7 @@ class Report:
     leaf_size: int | None = None  # None: one exact block, leaves not used
     memory_limit: int | None = None
     refine: dict | None = None
+    polish: dict | None = None  # streamed runs: {"rounds", "near", and "seam_rounds", "seam_operations"}
     key_attributes: list | None = None
     projected_information_loss_percent: float | None = None
     # the write pass's self-check: rows written, published classes, smallest class
@@ -170,6 +171,11 @@ class Report:
         if self.key_attributes is not None:
             lines.append(f"key attributes {', '.join(self.key_attributes)}: IL in their projection "
                          f"{self.projected_information_loss_percent:.4f} % (the IL above is over all QIs)")
+        if self.polish:
+            p = self.polish
+            seam = (f"; seams {p['seam_operations']:,} operations in {p['seam_rounds']} rounds"
+                    if "seam_rounds" in p else "")
+            lines.append(f"polish: moves/swaps among {p['near']} nearest groups, at most {p['rounds']} rounds{seam}")
         if self.refine:
             r = self.refine
             lines.append(f"refine {r['mode']}: SSE {r['sse_before']:.4f} -> {r['sse_after']:.4f}, "

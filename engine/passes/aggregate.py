@@ -58,7 +58,9 @@ def aggregate_block(Z: np.ndarray, method_code: int, k: int, gamma: float,
 
 def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, k: int, gamma: float,
                      labels: np.ndarray, threads: int, progress: Progress | None = None, leaf: int = 0,
-                     sums: tuple[np.ndarray, np.ndarray] | None = None) -> int:
+                     sums: tuple[np.ndarray, np.ndarray] | None = None, polish_rounds: int = 0,
+                     polish_near: int = 12, polish_rotations: int = 0,
+                     seams: tuple[np.ndarray, list] | None = None) -> int:
     """Run the method on every unit of spilled blocks (``store.units``), ``threads`` at a time; write global
     group ids into ``labels`` (by row id) and return the number of groups.
 
@@ -73,6 +75,12 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
     published centroids per QI in units of the scale (``published_sse``), added to
     ``sse`` in block order: the write pass then needs no QI values.
 
+    With ``polish_rounds`` > 0 every unit's partition is polished in the worker
+    (``engine.kernels.polish``: moves and swaps among each group's ``polish_near``
+    nearest groups, at most that many rounds). With ``seams = (Z, part)`` the
+    workers' standardized rows are also copied into ``Z`` (by row id) and the unit
+    of every group appended to the list ``part``, for the seam polish that follows.
+
     Blocks are stitched in block order whatever order they finish in, so group ids
     do not depend on the thread count. Workers call only serial (``nogil``) kernels.
     """
@@ -83,11 +91,21 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
     from ..kernels.partition import scatter_labels
     from .partition import standardized
 
+    if polish_rounds > 0:
+        from ..kernels.polish import polish, rotations  # imported when used: start-up time
+
+        polish_rot = rotations(cols.shape[0], polish_rotations)
+
     def work(unit):
         ids, X = store.read_many(unit, contiguous=False)  # views into the records read
         Z = standardized(X, profile, cols)
         local = aggregate_leaves(Z, method_code, k, gamma, leaf) if leaf else aggregate_block(Z, method_code, k, gamma)
-        del Z
+        if polish_rounds > 0:
+            polish(Z, local, k, polish_rounds, polish_near, polish_rot, stop)
+        if seams is None:
+            del Z
+        else:
+            part_z = Z
         g = int(local.max()) + 1
         part = None
         if sums is not None:
@@ -102,10 +120,12 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
             else:  # huge values: differences in units of the scale (X - c itself may overflow)
                 published_sse(X * inv, np.ones_like(inv), local, c * inv, err)
             part = (c, cnt, err)
-        return ids, local, g, part
+        return ids, local, g, part, (part_z if seams is not None else None)
 
     next_id = 0
     done = 0
+    done_units = 0
+    stop = np.zeros(1, np.int64)  # set on an error or a signal: running polish kernels return soon
     with ThreadPoolExecutor(max_workers=threads) as pool:
         pending = []
         b = 0
@@ -114,8 +134,13 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
                 while b < len(units) and len(pending) < threads + 1:
                     pending.append(pool.submit(work, units[b]))
                     b += 1
-                ids, local, g, part = pending.pop(0).result()
+                ids, local, g, part, Zu = pending.pop(0).result()
                 scatter_labels(ids, local, next_id, labels)
+                if seams is not None:
+                    seams[0][ids] = Zu
+                    seams[1].extend([done_units] * g)
+                    del Zu
+                done_units += 1
                 if part is not None:
                     sums[0][next_id: next_id + g] = part[0]
                     sums[1][next_id: next_id + g] = part[1]
@@ -125,7 +150,8 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
                 if progress is not None:
                     progress.update(done)
         except BaseException:  # an error or Ctrl-C / SIGTERM: queued blocks never start, so the
-            for f in pending:  # pool's shutdown waits only for the blocks already running
+            stop[0] = 1  # pool's shutdown waits only for the blocks already running (polish stops early)
+            for f in pending:
                 f.cancel()
             raise
     return next_id

@@ -29,6 +29,12 @@ least k rows (an MDAV-family result) and lowers its SSE:
     ``local`` (which polishes the seams between windows) until a whole GA pass
     improves no window.
 
+Unbounded runs (no ``max_rounds``, no ``budget_seconds``) end with a plain local
+search (``engine.kernels.polish``: moves and swaps among each group's 20 nearest
+groups, exact SSE change, to convergence) from the result and from the input
+partition, keeping the lowest SSE: so a refinement never ends above that plain
+local search from the same partition (issue 16).
+
 Sizes: no group ever becomes smaller than k or larger than 2k-1; a group that
 starts larger than 2k-1 (fewer than 2k rows, V-MDAV's tail) can only shrink.
 
@@ -65,6 +71,7 @@ WINDOW_MAX_GROUPS = 8
 GA_POP = 12
 GA_GENS = 24
 WINDOW_CHUNK = 512     # slots per kernel call (time checks between calls)
+POLISH_NEAR = 20       # the final plain local search: moves/swaps among the 20 nearest groups
 
 
 @dataclass
@@ -238,5 +245,21 @@ def refine_partition(Z, labels, k, mode="local", budget_seconds=None, max_rounds
         out = renumber(lab)  # groups disappeared or appeared
     sse_after = _k.partition_sse(Z, out, int(out.max()) + 1)
     moves = int(stats[0]) + 2 * int(stats[1]) + int(wstats[1])
+    if max_rounds is None and deadline is None and G > 1:
+        # never above a plain local search: polish (moves and swaps among the POLISH_NEAR
+        # nearest groups, exact SSE change, to convergence) of the result and of the input;
+        # the lowest SSE wins (ties: the refined partition)
+        from ..kernels.polish import polish
+
+        no_rot, stop = np.empty((0, 0, 0)), np.zeros(1, np.int64)
+        for start in (out, labels):
+            cand = start.copy()
+            _, ops = polish(Z, cand, k, 1 << 30, POLISH_NEAR, no_rot, stop)
+            sse = _k.partition_sse(Z, cand, int(cand.max()) + 1)
+            if sse < sse_after:
+                out, sse_after, moves = cand, sse, moves + int(ops) if start is out else int(ops)
+        sizes = np.bincount(out)
+        if not (sizes.shape[0] == G and sizes.all()):
+            out = renumber(out)  # the numbering rule above: groups disappeared or appeared
     return RefineResult(labels=out, sse_before=float(sse_before), sse_after=float(sse_after), rounds=rounds,
                         moves=moves, seconds=time.perf_counter() - t0)
