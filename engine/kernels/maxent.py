@@ -22,6 +22,7 @@ of the class's values of categorical column j and ``ncp_cat(z) = z / card_j`` if
 Entropies are in bits.
 """
 import math
+from collections import namedtuple
 
 import numpy as np
 from numba import njit
@@ -178,13 +179,19 @@ def form_round(Xn, C, off, card, w, sa, m, order, cstart, d, urand, class_of, ne
 
 # ---------------------------------------------------------------- maxent: class state
 
+# The classes' statistics, one array each, indexed by class id: rows, still a class
+# (not merged away), numeric min / max, per categorical column the count of every
+# code (``catcnt``, columns at ``off``) and the number of distinct codes (``setsz``),
+# SA counts and sum of c log2 c (``slog``, for the entropy), the union-find parent,
+# and ``accept[c, s]``: class c stays >= eps - tol when one more row with SA value s
+# joins. The kernels unpack it by name.
+ClassState = namedtuple("ClassState", "size alive mn mx catcnt setsz sacnt slog parent accept")
+
 
 @njit(cache=True, nogil=True)
 def init_state(Xn, C, off, sa, m, class_of, nc, eps, tol):
     """Per-class statistics of classes ``0..nc-1`` (rows with ``class_of < 0`` are
-    unassigned). Returns ``(size, alive, mn, mx, catcnt, setsz, sacnt, slog,
-    parent, accept)``; ``accept[c, s]``: class c stays >= eps - tol when one more
-    row with SA value s joins. One spare slot (index ``nc``) is left for a class
+    unassigned): a ``ClassState``. One spare slot (index ``nc``) is left for a class
     made of leftovers."""
     n, dn = Xn.shape
     dc = C.shape[1]
@@ -206,7 +213,7 @@ def init_state(Xn, C, off, sa, m, class_of, nc, eps, tol):
     for c in range(nc):
         alive[c] = size[c] > 0
         refresh_accept(size, sacnt, slog, accept, c, eps, tol)
-    return size, alive, mn, mx, catcnt, setsz, sacnt, slog, parent, accept
+    return ClassState(size, alive, mn, mx, catcnt, setsz, sacnt, slog, parent, accept)
 
 
 @njit(cache=True, nogil=True)
@@ -539,14 +546,10 @@ def settle_leftovers(Xn, C, off, card, w, sa, class_of, state, leftover, eps, to
         joins += 1
         a = best
         while class_entropy(size, slog, a) < eps - tol:
-            b = _best_partner(card, w, a, state, off, dn, dc, eps, tol)
-            if b < 0:
+            a = _merge_with_partner(card, w, a, state, off, dn, dc, eps, tol)
+            if a < 0:
                 break
-            lo = a if a < b else b
-            hi = b if a < b else a
-            _merge_into(lo, hi, state, off, dn, dc, eps, tol)
             merges += 1
-            a = lo
     return joins, merges
 
 
@@ -563,15 +566,24 @@ def enforce_min_size(Xn, C, off, card, w, state, k, eps, tol):
     for a0 in range(size.shape[0]):
         a = a0
         while alive[a] and size[a] < k:
-            b = _best_partner(card, w, a, state, off, dn, dc, eps, tol)
-            if b < 0:
+            a = _merge_with_partner(card, w, a, state, off, dn, dc, eps, tol)
+            if a < 0:
                 break
-            lo = a if a < b else b
-            hi = b if a < b else a
-            _merge_into(lo, hi, state, off, dn, dc, eps, tol)
             merges += 1
-            a = lo
     return merges
+
+
+@njit(cache=True, nogil=True)
+def _merge_with_partner(card, w, a, state, off, dn, dc, eps, tol):
+    """Merge class ``a`` with its best partner (``_best_partner``) into the lower id,
+    which is returned; -1 when it has none."""
+    b = _best_partner(card, w, a, state, off, dn, dc, eps, tol)
+    if b < 0:
+        return b
+    lo = a if a < b else b
+    hi = b if a < b else a
+    _merge_into(lo, hi, state, off, dn, dc, eps, tol)
+    return lo
 
 
 @njit(cache=True, nogil=True)

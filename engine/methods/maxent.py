@@ -521,7 +521,7 @@ def maxent_partition(Q, sa_codes, epsilon=None, k=None, seed=0, som_units=None, 
                                            srt, pos)
         if k is not None and k > 1:
             merges += K.enforce_min_size(Xn, C, off, card, w, state, int(k), eps, ENTROPY_TOL)
-        roots = K.resolve_labels(class_of, state[8])
+        roots = K.resolve_labels(class_of, state.parent)
         _, labels = np.unique(roots, return_inverse=True)
         labels = labels.astype(np.int64)
     t_inc = time.perf_counter() - t
