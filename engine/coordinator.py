@@ -205,13 +205,12 @@ def _partition(inp: _Input, cfg, flow, prof: Profiled, cleanup, passes) -> Block
     t = time.perf_counter()
     store, profile = None, prof.profile
     if prof.sampled is not None:
-        store, profile, t = _partition_sampled(inp, cfg, flow, prof, cleanup, passes, t)
+        store, profile = _partition_sampled(inp, cfg, flow, prof, cleanup, passes)
     if store is None:
-        if profile is None or profile.sample is None:
+        if profile is None or profile.sample is None:  # pass 1 after all (the sample was not enough)
             with timed(passes, "profile"):
                 profile = profile_columns(prof.source, prof.columns, budget.chunk_rows, cfg.progress, rows=inp.rows,
                                           sample_stride=sample_stride(inp.rows, budget.block_size))
-            t = time.perf_counter()
         plan = plan_blocks(standardized(profile.sample, profile, prof.cols), profile.sample_ids, profile.rows,
                            budget.block_size)
         store = cleanup.enter_context(flow.new_store(plan.n_blocks, inp.folder, profile.rows, budget))
@@ -220,17 +219,18 @@ def _partition(inp: _Input, cfg, flow, prof: Profiled, cleanup, passes) -> Block
         partition_pass(prof.source, profile, prof.cols, plan, store, budget.chunk_rows, cfg.progress, dist=flow.dist)
     blocks = Blocks(store, None, profile, False)
     blocks.units = flow.units(store, budget, profile)
-    passes["partition"] = time.perf_counter() - t
+    # (a pass 1 run meanwhile, after a row-group sample, has its own time)
+    passes["partition"] = time.perf_counter() - t - (passes.get("profile", 0.0) if prof.profile is None else 0.0)
     log.info("partitioned %d rows into %d units", profile.rows, len(blocks.units))
     return blocks
 
 
-def _partition_sampled(inp, cfg, flow, prof, cleanup, passes, t):
+def _partition_sampled(inp, cfg, flow, prof, cleanup, passes):
     """The partition pass planned on a row-group sample (``sample_row_groups``), pass 1's
     checks and sums done on the way. If that leaves a block above the budget's limit
     (a sample that missed how the rows are spread: a file sorted on a QI, say), or the
     columns must be measured again in a power-of-two scale, the pass 1 that was
-    skipped runs after all. Returns ``(store or None, profile, partition start)``."""
+    skipped runs after all. Returns ``(store or None, profile)``."""
     budget, total = inp.budget, inp.rows
     X, ids = prof.sampled
     sprof = sample_profile(prof.columns, X)
@@ -247,12 +247,12 @@ def _partition_sampled(inp, cfg, flow, prof, cleanup, passes, t):
         log.warning("the row-group sample left a block of %d rows (limit %d): sampling every row group",
                     int(store.rows.max()), budget.block_limit)
         store.close()
-        return None, None, t
+        return None, None
     if moments.rescale() is not None:
         with timed(passes, "profile"):
             profile = profile_columns(prof.source, prof.columns, budget.chunk_rows, cfg.progress, rows=total)
-        return store, profile, t
-    return store, moments.profile(), t
+        return store, profile
+    return store, moments.profile()
 
 
 def _aggregate_and_stitch(inp: _Input, cfg, flow, blocks: Blocks | None, passes):
