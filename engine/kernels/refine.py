@@ -47,6 +47,7 @@ a literal argument compiles a specialization of the callee for that literal.
 import numpy as np
 from numba import njit
 
+from .groups import accumulate_sse
 from .kdtree import build_kdtree, knn
 
 # ----------------------------------------------------------------------------- state
@@ -98,13 +99,7 @@ def partition_sse(Z, labels, n_slots):
         if counts[g] > 0:
             for j in range(d):
                 sums[g, j] /= counts[g]
-    s = 0.0
-    for i in range(n):
-        g = labels[i]
-        for j in range(d):
-            t = Z[i, j] - sums[g, j]
-            s += t * t
-    return s
+    return accumulate_sse(Z, labels, sums, 0.0)
 
 
 @njit(cache=True, nogil=True)
