@@ -935,7 +935,9 @@ def _window_rows(Z, counts, members, idx, W, nw):
             idx[m] = i
             lab[m] = s
             m += 1
-    o = np.argsort(idx[:m], kind="mergesort")
+    # row ids are distinct: any sort gives this order; sorted as float64 (exact below 2^53) so
+    # that the one mergesort compiled for distances (assign_constrained) serves here too
+    o = np.argsort(idx[:m].astype(np.float64), kind="mergesort")
     rows = idx[:m][o].copy()
     lab = lab[o].copy()
     for t in range(m):
