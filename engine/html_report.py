@@ -380,7 +380,7 @@ def _section_utility(r: dict) -> str:
         body.append(_distributions(dist, r))
     else:
         body.append(_note("Distributions before and after are not in this report (they are counted by runs "
-                          "with --html or --report of the MDAV family; range releases publish intervals)."))
+                          "with --html or --report; a single-class release has none)."))
     return _section("utility", "Utility", body)
 
 
@@ -429,9 +429,14 @@ def _draw_distributions(dist: dict) -> str:
         if i == 0:
             ax.legend(frameon=False, fontsize=7)
     fig.suptitle("Each quasi-identifier before (filled) and after (line) anonymization", fontsize=10)
-    after = ("the red line the same for the published values (each row carries its group's mean, so the "
-             "published distribution is narrower)" if has_after else
-             "the published values are ranges, so no 'after' distribution is drawn")
+    if any(dist[c].get("after_spread") for c in names):
+        after = ("the red line the same for the published ranges, each class's rows spread evenly over its "
+                 "range (a range says only that the value lies in it)")
+    elif has_after:
+        after = ("the red line the same for the published values (each row carries its group's mean, so the "
+                 "published distribution is narrower)")
+    else:
+        after = "no 'after' distribution is drawn"
     bins = len(dist[names[0]]["before"])
     return _figure(fig, f"How to read: the filled area is the share of input rows in each of {bins} equal bins "
                         f"between the column's smallest and largest value, {after}; the first and last bin "

@@ -164,7 +164,6 @@ class RangeClasses:
 class RangeFlow:
     """The pass-level hooks of maxent and mnqia (``engine.coordinator``)."""
 
-    dist = None  # (histograms: centroid methods only)
     report_units = True  # the report's blocks are the units (maxent fuses blocks)
 
     def __init__(self, cfg, distributions: bool = False):
@@ -180,6 +179,8 @@ class RangeFlow:
         self.stats: list = []
         self.eps = self.H = None
         self.m = 0
+        self.want_dist = distributions
+        self.dist = None  # the numeric QIs' histograms (``profile`` starts them over the spilled columns)
 
     # ------------------------------------------------------------ boundary
 
@@ -256,6 +257,10 @@ class RangeFlow:
             forced = self._epsilon(sa_total)
         self.forced = forced
         spill = num + cat + ([sa] if sa else [])
+        if self.want_dist and num:  # counted by the partition pass over every spilled column; numeric kept
+            from ..passes.distributions import Distributions
+
+            self.dist = Distributions(spill)
         self.cards = [len(self.dicts[c]) for c in cat]
         self.words = [(cd + 63) // 64 for cd in self.cards]
         if cfg.memory_limit is not None and (self.m > 16 or sum(self.words) > dc):
@@ -425,8 +430,15 @@ class RangeFlow:
         if (np.count_nonzero(c.sacnt, axis=1) < 2).any() or self.entropy.min() < self.eps - ENTROPY_TOL:
             raise EngineError("internal check failed: a class misses the entropy target")
 
-    def distributions_after(self, classes):
-        return None
+    def distributions_after(self, c: RangeClasses):
+        """The numeric QIs before, and after as published: each class's rows spread
+        evenly over its range (``--numeric-output range``) or at its mean."""
+        if self.dist is None or self.dist.counts is None:  # (one class: no partition pass counted)
+            return None
+        keep = list(range(len(self.num)))
+        if self.cfg.effective_numeric_output == "range":
+            return self.dist.finish(None, c.sizes, low=c.mn, high=c.mx, keep=keep)
+        return self.dist.finish(c.sums / c.sizes[:, None], c.sizes, keep=keep)
 
     def write(self, source, path, fmt, c: RangeClasses, chunk_rows, profile):
         """Each row's class gives ``<col>_min`` / ``<col>_max`` (the column's dtype) or

@@ -78,15 +78,23 @@ class Distributions:
         e[-1] = max(e[-1], self.vmax[j])
         return e
 
-    def finish(self, centroid: np.ndarray | None, sizes: np.ndarray | None) -> dict:
+    def finish(self, centroid: np.ndarray | None, sizes: np.ndarray | None, *, low: np.ndarray | None = None,
+               high: np.ndarray | None = None, keep: list | None = None) -> dict:
         """``{qi: {"edges", "before", "after"}}``: JSON-ready lists. ``centroid``
         (groups, d) and ``sizes`` (groups,): the published values and how many rows
-        publish each; None for a release of ranges ("after" is then omitted)."""
+        publish each. A release of ranges gives ``low`` and ``high`` (groups, d)
+        instead: each group's rows spread evenly over its range (``spread``; "after"
+        counts are then fractional). Neither: "after" is omitted. ``keep``: the
+        columns to report (indices; default all)."""
         out = {}
-        for j, c in enumerate(self.qi):
+        for j in range(len(self.qi)) if keep is None else keep:
+            c = self.qi[j]
             e = self.edges(j)
             entry = {"edges": [float(v) for v in e], "before": [int(v) for v in self.counts[j]]}
-            if centroid is not None:
+            if low is not None:
+                entry["after"] = [round(float(v), 3) for v in self.spread(j, low[:, j], high[:, j], sizes)]
+                entry["after_spread"] = True  # (for the reader: ranges, not points)
+            elif centroid is not None:
                 if self.width[j] > 0:
                     w = self.width[j]
                     inv = 1.0 / w
@@ -99,4 +107,22 @@ class Distributions:
                 after = np.bincount(b, weights=sizes, minlength=self.bins)  # exact: integers below 2^53
                 entry["after"] = [int(v) for v in after]
             out[c] = entry
+        return out
+
+    def spread(self, j: int, low: np.ndarray, high: np.ndarray, sizes: np.ndarray, chunk: int = 65536) -> np.ndarray:
+        """Rows per bin of column ``j`` when each group's ``sizes`` rows are spread evenly
+        over its published range ``[low, high]`` (a point range: all in its bin)."""
+        e = self.edges(j)
+        out = np.zeros(self.bins)
+        for s in range(0, low.shape[0], chunk):
+            a, b, n = low[s: s + chunk], high[s: s + chunk], sizes[s: s + chunk].astype(np.float64)
+            w = b - a
+            point = ~(w > 0)  # (NaN-safe)
+            if point.any():
+                pos = np.clip(np.searchsorted(e, a[point], side="right") - 1, 0, self.bins - 1)
+                out += np.bincount(pos, weights=n[point], minlength=self.bins)
+            wide = ~point
+            if wide.any():
+                F = np.clip((e[None, :] - a[wide, None]) / w[wide, None], 0.0, 1.0)
+                out += (n[wide, None] * np.diff(F, axis=1)).sum(axis=0)
         return out
