@@ -131,10 +131,11 @@ def main() -> None:
             target = {100_000: "<= 5 s, >= 13x numpy", 1_000_000: "<= 120 s"}.get(n, "")
             walls = ",".join(f"{r['wall']:.2f}" for r in runs[t])
             nwalls = ",".join(f"{r['wall']:.1f}" for r in nruns)
+            nil = f"{nruns[0]['il']:.4f}" if nruns else "-"
             print(f"{n:>9} {t:>3} {wall:>17.2f} {walls:>22} {agg:>11.2f} "
                   f"{max(r['peak_rss_mib'] for r in runs[t]):>8.0f} {runs[t][0]['il']:>8.4f} "
                   f"{(f'{npy:.1f}' if npy else '-'):>16} {nwalls or '-':>24} "
-                  f"{(f'{nruns[0]["il"]:.4f}' if nruns else '-'):>10} "
+                  f"{nil:>10} "
                   f"{(f'{npy / wall:.1f}x' if npy else '-'):>7}  {target}")
             rows.append({"n": n, "threads": t, "wall": wall, "runs": [r["wall"] for r in runs[t]],
                          "aggregate": agg, "il": runs[t][0]["il"], "numpy": npy,
