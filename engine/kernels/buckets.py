@@ -77,6 +77,8 @@ from .split import split_leaves
 _SAFE = 1.0 + 1e-9  # widens norms and radii past any rounding of their computation
 _U32 = 2.0 ** -24  # float32's unit roundoff
 _ETA = 2.0 ** -125  # bounds an absolute error of float32 underflow (subnormal or flushed)
+_REL = (1.0 + 2.0 ** -20) * _U32  # (constants computed once: ``**`` in a kernel is a call)
+_UP32 = 1.0 + 2.0 ** -22  # rounds a threshold up past its float32 rounding
 _FAR = 2.0 ** 40  # a query farther than this from a bucket (scaled units): float64 row by row
 _E_LIM = 400  # scale exponents are kept within +-_E_LIM (2**(2e) stays a normal float64)
 _FIT = 1e100  # data with a value beyond (or NaN, inf) are queried by brute force (``meta[3]``)
@@ -271,7 +273,7 @@ def _eps(d, ra, rb, f2):
     # module docstring)
     sp = ra + rb
     p = sp * sp
-    es = (d + 6.0) * (1.0 + 2.0 ** -20) * _U32 * p + (8.0 * math.sqrt(d) * sp + d + 2.0) * _ETA
+    es = (d + 6.0) * _REL * p + (8.0 * d * sp + d + 2.0) * _ETA  # (d >= sqrt(d))
     return es * f2
 
 
@@ -430,38 +432,39 @@ def _bounds(T, q, far):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _scan(X, C, slot_id, bcnt, cen, esc, rad, bup, q, b, bq, dist):
+def _scan(X, C, bcnt, cen, esc, rad, bup, q, b, bq, dist):
     # float32 distances from q to bucket b's slots into dist (scaled by 2**-2e);
-    # returns (eps, f2): the bracket and 2**2e; eps < 0: q too far, not scanned
+    # returns (eps, f2): the bracket and 2**2e; eps < 0: q too far, not scanned.
+    # (One exit: an inlined early return costs more than the scan.)
     d = X.shape[1]
     sc = esc[0, b]
     f2 = esc[1, b]
     rb = bup[b] * sc
-    if rb > _FAR:
-        return -1.0, f2
-    for j in range(d):
-        bq[j] = (q[j] - cen[j, b]) * sc
-    _dists32(C, b * d * _LP, d, bq, dist)
-    return _eps(d, rad[b] * sc * _SAFE, rb, f2), f2
+    eps = -1.0
+    if rb <= _FAR:
+        for j in range(d):
+            bq[j] = (q[j] - cen[j, b]) * sc
+        _dists32(C, b * d * _LP, d, bq, dist)
+        eps = _eps(d, rad[b] * sc * _SAFE, rb, f2)
+    return eps, f2
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _far_bucket(X, C, slot_id, bcnt, cen, esc, rad, bup, q, b, bq, dist, di):
     # the largest (lower, upper) bracket of the distances from q to bucket b's rows
-    eps, f2 = _scan(X, C, slot_id, bcnt, cen, esc, rad, bup, q, b, bq, dist)
+    eps, f2 = _scan(X, C, bcnt, cen, esc, rad, bup, q, b, bq, dist)
+    cnt = bcnt[b]
     if eps < 0.0:
         m = -1.0
-        for s in range(b * _LP, b * _LP + bcnt[b]):
+        for s in range(b * _LP, b * _LP + cnt):
             m = max(m, sq_dist(X, slot_id[s], q))
-        return m, m
-    mx = np.int32(0)  # non-negative float32s order as their bits: a vectorized max
-    cnt = bcnt[b]
-    for a in range(_LP):
-        mx = max(mx, di[a] if a < cnt else np.int32(0))
-    a = 0
-    while di[a] != mx:
-        a += 1
-    m = np.float64(dist[a]) * f2
+        eps = 0.0
+    else:
+        mx = np.float32(0.0)
+        for a in range(_LP):
+            v = dist[a] if a < cnt else np.float32(0.0)  # (the padding: never the largest)
+            mx = v if v > mx else mx
+        m = np.float64(mx) * f2
     return m - eps, m + eps
 
 
@@ -477,10 +480,23 @@ def _far_chunk(T, q, c, nth, best_lo):
         if bnd[b] < best_lo or bnd[b] < 0.0:
             bnd[b] = -1.0
             continue
-        lo_b, up_b = _far_bucket(X, C, slot_id, bcnt, cen, esc, rad, bup, q, b, bq, dist, di)
-        bnd[b] = up_b
-        if lo_b > best_lo:
-            best_lo = lo_b
+        # (_far_bucket written out: measured faster than inlined)
+        eps, f2 = _scan(X, C, bcnt, cen, esc, rad, bup, q, b, bq, dist)
+        cnt = bcnt[b]
+        if eps < 0.0:
+            m = -1.0
+            for s in range(b * _LP, b * _LP + cnt):
+                m = max(m, sq_dist(X, slot_id[s], q))
+            eps = 0.0
+        else:
+            mx = np.float32(0.0)
+            for a in range(_LP):
+                v = dist[a] if a < cnt else np.float32(0.0)
+                mx = v if v > mx else mx
+            m = np.float64(mx) * f2
+        bnd[b] = m + eps
+        if m - eps > best_lo:
+            best_lo = m - eps
     return best_lo
 
 
@@ -520,7 +536,7 @@ def farthest(T, q):
     for b in range(meta[2]):
         if bnd[b] < best_lo:
             continue
-        eps, f2 = _scan(X, C, slot_id, bcnt, cen, esc, rad, bup, q, b, bq, dist)
+        eps, f2 = _scan(X, C, bcnt, cen, esc, rad, bup, q, b, bq, dist)
         for a in range(bcnt[b]):
             i = slot_id[b * _LP + a]
             if eps >= 0.0 and np.float64(dist[a]) * f2 + eps < best_lo:
@@ -535,45 +551,33 @@ def farthest(T, q):
 # -- nearest -----------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _near_bucket(X, C, slot_id, bcnt, cen, esc, rad, bup, cand_id, cand_lo, q, b, m, exclude, bq, dist,
-                 top, nc, tau):
+@njit(cache=True, nogil=True)
+def _near_collect(X, slot_id, bcnt, cand_id, cand_lo, q, b, m, exclude, dist, eps, f2, top, nc, tau):
     # bucket b's rows into the candidates (lower bound <= tau) and their upper bounds
-    # into top (the m smallest, sorted); returns (nc, tau)
-    eps, f2 = _scan(X, C, slot_id, bcnt, cen, esc, rad, bup, q, b, bq, dist)
+    # into top (the m smallest, sorted); eps < 0: measure in float64. Returns (nc, tau)
     exact = eps < 0.0
-    hits = 1
-    if not exact:
-        # a vectorized count first: slots whose lower bound can reach tau have
-        # d32 <= (tau + eps) / f2, which rounded up to float32 is thr
-        thr = np.float32((tau + eps) / f2 * (1.0 + 2.0 ** -22))
-        hits = 0
-        cnt = bcnt[b]
-        for a in range(_LP):
-            hits += (dist[a] <= thr) & (a < cnt)
-    else:
+    if exact:
         eps = 0.0
-    if hits > 0:
-        for a in range(bcnt[b]):
-            i = slot_id[b * _LP + a]
-            if exact:
-                dd = sq_dist(X, i, q)
-            else:
-                dd = np.float64(dist[a]) * f2
-            lo_d = dd - eps
-            if lo_d > tau or i == exclude:
-                continue
-            cand_id[nc] = i
-            cand_lo[nc] = lo_d
-            nc += 1
-            up = dd + eps
-            if up < tau:
-                p = m - 1
-                while p > 0 and top[p - 1] > up:
-                    top[p] = top[p - 1]
-                    p -= 1
-                top[p] = up
-                tau = top[m - 1]
+    for a in range(bcnt[b]):
+        i = slot_id[b * _LP + a]
+        if exact:
+            dd = sq_dist(X, i, q)
+        else:
+            dd = np.float64(dist[a]) * f2
+        lo_d = dd - eps
+        if lo_d > tau or i == exclude:
+            continue
+        cand_id[nc] = i
+        cand_lo[nc] = lo_d
+        nc += 1
+        up = dd + eps
+        if up < tau:
+            p = m - 1
+            while p > 0 and top[p - 1] > up:
+                top[p] = top[p - 1]
+                p -= 1
+            top[p] = up
+            tau = top[m - 1]
     return nc, tau
 
 
@@ -596,13 +600,24 @@ def knn(T, q, m, exclude, out_id, out_d):
     dist = scr[0]
     tau = np.inf
     nc = 0
-    nc, tau = _near_bucket(X, C, slot_id, bcnt, cen, esc, rad, bup, cand_id, cand_lo, q, seed, m, exclude, bq,
-                           dist, top, nc, tau)
+    eps, f2 = _scan(X, C, bcnt, cen, esc, rad, bup, q, seed, bq, dist)
+    nc, tau = _near_collect(X, slot_id, bcnt, cand_id, cand_lo, q, seed, m, exclude, dist, eps, f2, top, nc, tau)
     for b in range(meta[2]):
         if b == seed or bnd[b] > tau:
             continue
-        nc, tau = _near_bucket(X, C, slot_id, bcnt, cen, esc, rad, bup, cand_id, cand_lo, q, b, m, exclude, bq,
-                               dist, top, nc, tau)
+        eps, f2 = _scan(X, C, bcnt, cen, esc, rad, bup, q, b, bq, dist)
+        hits = 1
+        if eps >= 0.0:
+            # a vectorized count first: slots whose lower bound can reach tau have
+            # d32 <= (tau + eps) / f2, which rounded up to float32 is thr
+            thr = np.float32((tau + eps) / f2 * _UP32)
+            cnt = bcnt[b]
+            hits = 0
+            for a in range(_LP):
+                hits += (dist[a] <= thr) & (a < cnt)
+        if hits > 0:
+            nc, tau = _near_collect(X, slot_id, bcnt, cand_id, cand_lo, q, b, m, exclude, dist, eps, f2, top, nc,
+                                    tau)
     # the candidates still below tau, measured in float64: the m smallest by
     # (distance, row id)
     found = 0
