@@ -82,6 +82,7 @@ _UP32 = 1.0 + 2.0 ** -22  # rounds a threshold up past its float32 rounding
 _FAR = 2.0 ** 40  # a query farther than this from a bucket (scaled units): float64 row by row
 _E_LIM = 400  # scale exponents are kept within +-_E_LIM (2**(2e) stays a normal float64)
 _FIT = 1e100  # data with a value beyond (or NaN, inf) are queried by brute force (``meta[3]``)
+_PAR_MIN = 4096  # buckets to scan before the farthest scan takes threads
 _LP = 64  # slots per bucket (its largest size): loops of a fixed length, vectorized
 
 
@@ -525,6 +526,14 @@ def farthest(T, q):
     best_lo, up0 = _far_bucket(X, C, slot_id, bcnt, cen, esc, rad, bup, q, seed, bq, dist, di)
     bnd[seed] = -2.0  # done: not again
     nth = meta[1]
+    if nth > 1:
+        # threads only for a long scan: a parallel region costs more than a short one
+        # (tens of microseconds when a core is busy with other work)
+        work = 0
+        for b in range(meta[2]):
+            work += bnd[b] >= best_lo
+        if work < _PAR_MIN:
+            nth = 1
     if nth > 1:
         best_lo = max(best_lo, _far_chunks(T, q, nth, best_lo))
     else:
