@@ -82,7 +82,7 @@ _UP32 = 1.0 + 2.0 ** -22  # rounds a threshold up past its float32 rounding
 _FAR = 2.0 ** 40  # a query farther than this from a bucket (scaled units): float64 row by row
 _E_LIM = 400  # scale exponents are kept within +-_E_LIM (2**(2e) stays a normal float64)
 _FIT = 1e100  # data with a value beyond (or NaN, inf) are queried by brute force (``meta[3]``)
-_PAR_MIN = 4096  # buckets to scan before the farthest scan takes threads
+PAR_MIN = 4096  # buckets to scan before a farthest scan takes threads (``build``)
 _LP = 64  # slots per bucket (its largest size): loops of a fixed length, vectorized
 
 
@@ -175,9 +175,10 @@ def _fill(T, rows, m):
 
 
 @njit(cache=True, nogil=True)
-def build(X, leaf, nthreads):
+def build(X, leaf, nthreads, par_min):
     """The index over the rows of ``X`` (C-contiguous float64, n x d): buckets of at
-    most ``min(leaf, 64)`` rows; ``nthreads`` chunks for the farthest scan. Every row
+    most ``min(leaf, 64)`` rows; ``nthreads`` chunks for the farthest scans of at least
+    ``par_min`` buckets (``PAR_MIN``: shorter ones run on the calling thread). Every row
     starts remaining. Data with a value beyond 1e100 (or NaN, inf) or without columns
     are queried by brute force in float64 (the plain path)."""
     n, d = X.shape
@@ -196,10 +197,11 @@ def build(X, leaf, nthreads):
     rad = np.zeros(nb)
     rr = np.zeros(nb * _LP)
     C = np.zeros(nb * d * _LP, np.float32)  # bucket b, column j, slot a at (b d + j) 64 + a
-    meta = np.zeros(6, np.int64)
+    meta = np.zeros(7, np.int64)
     meta[0] = n
     meta[1] = max(nthreads, 1)
     meta[5] = leaf
+    meta[6] = par_min
     if d == 0:
         meta[3] = 1
     for i in range(n):
@@ -224,6 +226,8 @@ def remove(T, i):
     (tighter buckets, none empty)."""
     X, C, slot_id, where, alive, bcnt, lo, hi, cen, esc, rad, rr, meta = T[:13]
     n, d = X.shape
+    if not alive[i]:
+        return
     alive[i] = False
     meta[0] -= 1
     if meta[3]:
@@ -532,7 +536,7 @@ def farthest(T, q):
         work = 0
         for b in range(meta[2]):
             work += bnd[b] >= best_lo
-        if work < _PAR_MIN:
+        if work < meta[6]:
             nth = 1
     if nth > 1:
         best_lo = max(best_lo, _far_chunks(T, q, nth, best_lo))
@@ -652,7 +656,9 @@ def knn(T, q, m, exclude, out_id, out_d):
 def _anchor_at(T, c):
     X, alive, meta = T[0], T[4], T[12]
     n = X.shape[0]
-    m = meta[0]
+    m = 0
+    for i in range(n):
+        m += alive[i]
     ids = np.empty(m, np.int64)
     key = np.empty(m)
     D0 = np.zeros(n)
@@ -708,6 +714,8 @@ def farthest_from_moving(T, A, c):
             best_r = math.sqrt(dd)
             best_id = i
     work[0] += scanned
+    if best_id < 0 and head[0] < m:  # (NaN distances, plain path: some remaining row)
+        best_id = order[head[0]]
     # re-anchor when the work spent scanning since the last anchor exceeds what a
     # rebuild costs (amortized O(1) rebuilds per "remaining rows" scanned)
     if scanned > 32 and work[0] > meta[0]:

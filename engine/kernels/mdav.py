@@ -34,7 +34,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .buckets import anchor_init, build, farthest, farthest_from_moving, knn, remove
+from .buckets import PAR_MIN, anchor_init, build, farthest, farthest_from_moving, knn, remove
 from .kdtree import sq_dist
 
 MDAV = 0
@@ -293,7 +293,7 @@ def run(T, A, total, state, labels, method, k, gamma, budget):
 @njit(cache=True, nogil=True)
 def _start(X, leaf_size):
     n = X.shape[0]
-    T = build(X, leaf_size, np.int64(1))  # leaves of the streamed pass: one thread each
+    T = build(X, leaf_size, np.int64(1), np.int64(PAR_MIN))  # leaves of the streamed pass: one thread each
     total = _column_sums(X)
     state = np.zeros(3, np.int64)
     state[0] = n
@@ -302,14 +302,15 @@ def _start(X, leaf_size):
     return T, A, total, state, labels
 
 
-def start(X, leaf_size, threads=None):
+def start(X, leaf_size, threads=None, par_min=PAR_MIN):
     """Prepare a run over ``X`` (C-contiguous, writable float64: ``as_block``):
     returns ``(T, A, total, state, labels)``. (Python: ``_start`` for the kernels,
     its steps one by one here, so no kernel compiles them all once more.)
 
     ``threads``: the farthest-point scans' threads; by default Numba's thread count
     on the main thread (the in-memory exact path: ``--threads``) and 1 on any other
-    (the streamed pass aggregates blocks on worker threads, in parallel already)."""
+    (the streamed pass aggregates blocks on worker threads, in parallel already);
+    ``par_min``: the fewest buckets a farthest scan needs to use them (tests lower it)."""
     n = X.shape[0]
     if threads is None:
         import threading
@@ -317,7 +318,7 @@ def start(X, leaf_size, threads=None):
         import numba
 
         threads = numba.get_num_threads() if threading.current_thread() is threading.main_thread() else 1
-    T = build(X, int(leaf_size), int(threads))
+    T = build(X, int(leaf_size), int(threads), int(par_min))
     total = _column_sums(X)
     state = np.zeros(3, np.int64)
     state[0] = n
@@ -333,9 +334,10 @@ def as_block(X):
     return X if X.flags.writeable else X.copy()
 
 
-def microaggregate(X, method, k, gamma):
-    """Run ``method`` to completion on ``X`` and return the labels (no progress)."""
-    T, A, total, state, labels = start(as_block(X), LEAF_SIZE)
+def microaggregate(X, method, k, gamma, threads=None, par_min=PAR_MIN):
+    """Run ``method`` to completion on ``X`` and return the labels (no progress;
+    ``threads``, ``par_min``: as ``start``)."""
+    T, A, total, state, labels = start(as_block(X), LEAF_SIZE, threads, par_min)
     while state[2] == 0:
         A = run(T, A, total, state, labels, method, k, gamma, 1 << 40)
     return labels
