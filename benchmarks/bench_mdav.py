@@ -10,7 +10,8 @@ repeats, every run listed), its aggregate pass, peak RSS and IL; beside it a pla
 NumPy textbook MDAV (Domingo-Ferrer & Torra's algorithm, one vectorized distance
 computation over the remaining rows per query, rows deleted as they are grouped:
 it stands in for sdcMicro's C++ MDAV) measured in the same run up to --numpy-max
-rows, its IL, and the ratio of the medians. Runs alternate engine / NumPy.
+rows, its IL, the ratio of the medians and the median of the per-round ratios
+(each round runs the engine at every thread count, then NumPy).
 Targets: n = 100k at most 5 s and at least 13x the NumPy MDAV; n = 1M at most 120 s.
 
 ``--data skewed``: the previous benchmark's table (correlated columns, one
@@ -112,7 +113,7 @@ def main() -> None:
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     print(f"{'n':>9} {'thr':>3} {'engine s (median)':>17} {'runs':>22} {'aggregate s':>11} {'RSS MiB':>8} "
-          f"{'IL %':>8} {'numpy s (median)':>16} {'numpy runs':>24} {'numpy IL %':>10} {'ratio':>7}  target")
+          f"{'IL %':>8} {'numpy s (median)':>16} {'numpy runs':>24} {'numpy IL %':>10} {'ratio':>7} {'pairs':>6}  target")
     rows = []
     for n in [int(x) for x in args.sizes.split(",")]:
         with_numpy = n <= args.numpy_max
@@ -132,14 +133,18 @@ def main() -> None:
             walls = ",".join(f"{r['wall']:.2f}" for r in runs[t])
             nwalls = ",".join(f"{r['wall']:.1f}" for r in nruns)
             nil = f"{nruns[0]['il']:.4f}" if nruns else "-"
+            # each engine run against the NumPy run of its round: robust to load that comes and goes
+            pairs = [nr["wall"] / r["wall"] for r, nr in zip(runs[t], nruns)]
+            pair = statistics.median(pairs) if pairs else None
             print(f"{n:>9} {t:>3} {wall:>17.2f} {walls:>22} {agg:>11.2f} "
                   f"{max(r['peak_rss_mib'] for r in runs[t]):>8.0f} {runs[t][0]['il']:>8.4f} "
                   f"{(f'{npy:.1f}' if npy else '-'):>16} {nwalls or '-':>24} "
                   f"{nil:>10} "
-                  f"{(f'{npy / wall:.1f}x' if npy else '-'):>7}  {target}")
+                  f"{(f'{npy / wall:.1f}x' if npy else '-'):>7} {(f'{pair:.1f}x' if pair else '-'):>6}  {target}")
             rows.append({"n": n, "threads": t, "wall": wall, "runs": [r["wall"] for r in runs[t]],
                          "aggregate": agg, "il": runs[t][0]["il"], "numpy": npy,
-                         "numpy_runs": [r["wall"] for r in nruns], "numpy_il": nruns[0]["il"] if nruns else None})
+                         "numpy_runs": [r["wall"] for r in nruns], "numpy_il": nruns[0]["il"] if nruns else None,
+                         "pair_ratios": pairs})
     print(json.dumps(rows))
 
 
