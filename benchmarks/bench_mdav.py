@@ -123,8 +123,11 @@ def main() -> None:
             if rep < args.repeats:
                 for t in threads:
                     runs[t].append(run_isolated(ENGINE.format(n=n, kind=args.data, threads=t)))
+                    print(f"  (n={n} round {rep + 1}: engine, {t} thread(s): {runs[t][-1]['wall']:.2f} s)",
+                          file=sys.stderr, flush=True)
             if with_numpy and rep < args.numpy_repeats:
                 nruns.append(run_isolated(NUMPY.format(n=n, kind=args.data)))
+                print(f"  (n={n} round {rep + 1}: numpy: {nruns[-1]['wall']:.2f} s)", file=sys.stderr, flush=True)
         npy = statistics.median(r["wall"] for r in nruns) if nruns else None
         for t in threads:
             wall = statistics.median(r["wall"] for r in runs[t])
