@@ -454,38 +454,18 @@ def _scan(X, C, bcnt, cen, esc, rad, bup, q, b, bq, dist):
     return eps, f2
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _far_bucket(X, C, slot_id, bcnt, cen, esc, rad, bup, q, b, bq, dist, di):
-    # the largest (lower, upper) bracket of the distances from q to bucket b's rows
-    eps, f2 = _scan(X, C, bcnt, cen, esc, rad, bup, q, b, bq, dist)
-    cnt = bcnt[b]
-    if eps < 0.0:
-        m = -1.0
-        for s in range(b * _LP, b * _LP + cnt):
-            m = max(m, sq_dist(X, slot_id[s], q))
-        eps = 0.0
-    else:
-        mx = np.float32(0.0)
-        for a in range(_LP):
-            v = dist[a] if a < cnt else np.float32(0.0)  # (the padding: never the largest)
-            mx = v if v > mx else mx
-        m = np.float64(mx) * f2
-    return m - eps, m + eps
-
-
 @njit(cache=True, nogil=True)
 def _far_chunk(T, q, c, nth, best_lo):
     # buckets c, c + nth, ...: scan those whose bound reaches the best lower bound so
     # far; bnd[b] becomes the bucket's best upper bound (-1 if not scanned)
     X, C, slot_id, where, alive, bcnt, lo, hi, cen, esc, rad, rr, meta, bnd, bup, scr = T[:16]
     bq = np.empty(X.shape[1])
-    dist = scr[c]
-    di = dist.view(np.int32)
+    dist = scr[c % scr.shape[0]]
     for b in range(c, meta[2], nth):
         if bnd[b] < best_lo or bnd[b] < 0.0:
             bnd[b] = -1.0
             continue
-        # (_far_bucket written out: measured faster than inlined)
+        # (written out: measured faster than an inlined helper)
         eps, f2 = _scan(X, C, bcnt, cen, esc, rad, bup, q, b, bq, dist)
         cnt = bcnt[b]
         if eps < 0.0:
@@ -525,9 +505,10 @@ def farthest(T, q):
     seed = _bounds(T, q, np.int64(1))
     bq = np.empty(d)
     dist = scr[0]
-    di = dist.view(np.int32)
-    # the seed first (its bound the largest), then every bucket that may beat it
-    best_lo, up0 = _far_bucket(X, C, slot_id, bcnt, cen, esc, rad, bup, q, seed, bq, dist, di)
+    # the seed first (its bound the largest: a chunk of one bucket), then every
+    # bucket that may beat it
+    best_lo = _far_chunk(T, q, seed, max(meta[2], np.int64(1)), -1.0)
+    up0 = bnd[seed]
     bnd[seed] = -2.0  # done: not again
     nth = meta[1]
     if nth > 1:
