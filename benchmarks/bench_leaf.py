@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from engine.kernels import leaf  # noqa: E402
 from engine.synth import census_like  # noqa: E402
-from test_leaf import _aggregate_leaves_old, _mdav_brute_old, _split_leaves_old  # noqa: E402
+from reference_leaf import _aggregate_leaves_old, _mdav_brute_old, _split_leaves_old  # noqa: E402
 
 QI = ["age", "education_years", "hours_per_week", "wage_income", "other_income", "property_tax",
       "household_size", "commute_minutes"]

@@ -64,13 +64,13 @@ def summary(method: str, runs: list[dict]) -> str:
     m = rep["metrics"]
     walls = [r["wall"] for r in runs]
     head = (f"wall {statistics.median(walls):7.1f} s (runs {', '.join(f'{w:.1f}' for w in walls)})  "
-            f"peak RSS {max(r['rss'] for r in runs):5.0f} MiB  blocks {rep['blocks']}  classes {rep['classes']:,}  ")
+            f"peak RSS {max(r['rss'] for r in runs):5.0f} MiB  blocks {rep['blocks']}  classes {rep['groups']:,}  ")
     if method == "maxent":
         return head + (f"eps {m['epsilon']:.3f}  min H {m['entropy_min']:.3f}  mean H {m['entropy_mean']:.3f}  "
                        f"NCP/nd {m['ncp_normalized']:.4f}  C_DM {m['cdm']:,}  merges {m['merges']}  "
                        f"unit fusions {m.get('unit_fusions', '-')}")
     return head + (f"IL {m['il_percent']:.2f} %  MDAV-range IL {m['mdav_range_il_percent']:.2f} %  "
-                   f"class size {rep['min_class_size']}..{rep['max_class_size']}")
+                   f"class size {rep['min_group_size']}..{rep['max_group_size']}")
 
 
 def main() -> None:

@@ -245,14 +245,7 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
             rep.risk = disclosure_risk(source, written_source(group.temp(sink), sink), numeric,
                                        chunk_rows=chunk_rows, **csv).to_dict() if numeric else None
         if report_tmp is not None:
-            text = rep.to_json()
-            try:
-                with open(report_tmp, "w") as fh:
-                    fh.write(text)
-            except OSError as exc:
-                from .io.tempfiles import os_reason
-
-                raise EngineError(f"cannot write {report}: {os_reason(exc)}") from None
+            rep.write_json(report_tmp, report)
         if html_tmp is not None:
             html_report.write(rep.to_dict(), html_tmp, html, prerender)
         group.commit()

@@ -324,14 +324,7 @@ def _finish(group, report_tmp, report, args) -> None:
     """Write the report to its temporary file, then commit it with OUTPUT: both in
     place, or (an error, an interrupt) neither."""
     if report_tmp is not None:
-        text = report.to_json()
-        try:
-            with open(report_tmp, "w") as fh:
-                fh.write(text)
-        except OSError as exc:
-            from .io.tempfiles import os_reason
-
-            raise EngineError(f"cannot write {args.report}: {os_reason(exc)}") from None
+        report.write_json(report_tmp, args.report)
     if getattr(args, "html_tmp", None) is not None:
         from . import html_report
 

@@ -26,16 +26,24 @@ def numba_threads(threads: int | None) -> Iterator[int]:
         numba.set_num_threads(before)
 
 
-def ordered_map(fn, items, threads: int) -> Iterator:
+def ordered_map(fn, items, threads: int, *, stop=None, inline: bool | None = None) -> Iterator:
     """``fn`` over ``items``, ``threads`` at a time, results yielded in item order (so
-    what the caller builds from them does not depend on the thread count)."""
-    if threads <= 1 or len(items) <= 1:
+    what the caller builds from them does not depend on the thread count).
+
+    ``inline`` (default: one thread or one item) runs ``fn`` in the calling thread;
+    else on a pool, so that a signal is handled while a long kernel runs. ``stop``
+    (an int64 array of one element) is set to 1 on an error, a signal or an early
+    stop of the consumer, before the running items are waited for, so that kernels
+    that read it return soon."""
+    if inline is None:
+        inline = threads <= 1 or len(items) <= 1
+    if inline:
         for it in items:
             yield fn(it)
         return
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=threads) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         pending: deque = deque()
         i = 0
         try:
@@ -45,7 +53,9 @@ def ordered_map(fn, items, threads: int) -> Iterator:
                     i += 1
                 yield pending.popleft().result()
         except BaseException:  # an error, Ctrl-C, or the consumer stopped: queued items never
-            for f in pending:  # start, so the pool's shutdown waits only for the running ones
+            if stop is not None:  # start, so the pool's shutdown waits only for the running ones
+                stop[0] = 1
+            for f in pending:
                 f.cancel()
             raise
 

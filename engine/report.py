@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 import psutil
 
-from .errors import VerificationError
+from .errors import EngineError, VerificationError
 
 
 class PeakRSS:
@@ -140,6 +140,18 @@ class Report:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def write_json(self, path, name) -> None:
+        """The report's JSON into ``path`` (a commit group's temporary file); ``name``
+        (what the user gave) for the one-line error."""
+        text = self.to_json()
+        try:
+            with open(path, "w") as fh:
+                fh.write(text)
+        except OSError as exc:
+            from .io.tempfiles import os_reason
+
+            raise EngineError(f"cannot write {name}: {os_reason(exc)}") from None
 
     def to_json(self) -> str:
         return json_text(self.to_dict())

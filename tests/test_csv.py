@@ -250,7 +250,7 @@ def test_gzip_input(tmp_path, capsys):
 
 def test_transcoded_copy_removed_on_interrupt(tmp_path, monkeypatch):
     """Ctrl-C during the run: the decompressed copy goes with the other temporaries."""
-    import engine.coordinator as coordinator
+    import engine.methods.centroids as centroids
 
     src = tmp_path / "r.csv.gz"
     with gzip.open(src, "wt") as fh:
@@ -261,7 +261,7 @@ def test_transcoded_copy_removed_on_interrupt(tmp_path, monkeypatch):
         seen.extend(p.name for p in tmp_path.iterdir() if p.name.endswith(".microagg-tmp"))
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(coordinator, "profile_columns", interrupted)
+    monkeypatch.setattr(centroids, "profile_columns", interrupted)
     assert main(["anonymize", str(src), str(tmp_path / "o.csv"), "--qi", "x,y", "--k", "2", "--quiet"]) == 130
     assert len(seen) == 1  # the copy existed during the run, beside the output
     _no_temporaries(tmp_path)
@@ -387,7 +387,7 @@ def test_category_sets_escape_separator(tmp_path):
     """maxent publishes a class's categories joined by |; a category holding | or \\ is
     escaped, and split_categories reads the set back."""
     from engine.methods.maxent import generalize, join_categories, split_categories
-    from engine.sensitive import anonymize_sensitive
+    from engine.methods.ranges import anonymize_sensitive
 
     cats = ["a|b", "c", "d\\", "|", ""]
     for values in (cats, ["x"], ["a|b"], ["", ""]):

@@ -18,6 +18,7 @@ import pytest
 
 import engine
 import engine.coordinator as coordinator
+import engine.methods.centroids as centroids
 import engine.passes.write as write
 from engine.cli import main
 from engine.errors import EngineError, VerificationError
@@ -242,7 +243,7 @@ def test_temporaries_are_private_and_the_input_is_not_locked(table, tmp_path, mo
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
         return True
 
-    real_plan, real_stitch, real_write = coordinator.plan_budget, coordinator.stitch_blocks, coordinator.write_pass
+    real_plan, real_stitch, real_write = coordinator.plan_budget, centroids.stitch_blocks, centroids.write_pass
 
     def plan_on_disk(*a, **kw):
         import dataclasses
@@ -263,8 +264,8 @@ def test_temporaries_are_private_and_the_input_is_not_locked(table, tmp_path, mo
         return real_write(source, path, *a, **kw)
 
     monkeypatch.setattr(coordinator, "plan_budget", plan_on_disk)
-    monkeypatch.setattr(coordinator, "stitch_blocks", stitch)
-    monkeypatch.setattr(coordinator, "write_pass", write_pass)
+    monkeypatch.setattr(centroids, "stitch_blocks", stitch)
+    monkeypatch.setattr(centroids, "write_pass", write_pass)
     (tmp_path / "t").mkdir()
     out = tmp_path / "out.parquet"
     before = _fingerprint(src)

@@ -164,10 +164,10 @@ def test_range_self_check_counts_the_published_values(table, tmp_path, monkeypat
     another class's published values (its label changed after the upstream recount)."""
     import numpy as np
 
-    from engine import sensitive
+    from engine.methods import ranges
     from engine.errors import VerificationError
 
-    real = sensitive._write_pass
+    real = ranges.range_write_pass
 
     def corrupt(source, path, fmt, labels, *a, **kw):
         sizes = np.bincount(labels)
@@ -175,7 +175,7 @@ def test_range_self_check_counts_the_published_values(table, tmp_path, monkeypat
         labels[i] = labels[i] + 1 if labels[i] + 1 < sizes.shape[0] else labels[i] - 1
         return real(source, path, fmt, labels, *a, **kw)
 
-    monkeypatch.setattr(sensitive, "_write_pass", corrupt)
+    monkeypatch.setattr(ranges, "range_write_pass", corrupt)
     with pytest.raises(VerificationError, match="smaller than k=3"):
         engine.anonymize(str(table), tmp_path / "o.parquet", qi=["age", "wage_income", "property_tax"], k=3, method="mnqia",
                          block_size=1000)

@@ -98,7 +98,7 @@ def test_streamed_polish_guarantees_and_gain(table, method, monkeypatch):
     """Blocks of 1,000 rows, units of 2,000 (so seams exist): every row in one group,
     groups k..2k-1, loss below the unpolished run's and exact MDAV's; identical for any
     thread count and chunk size."""
-    import engine.coordinator as co
+    import engine.methods.centroids as co
     monkeypatch.setattr(co, "POLISH_UNIT_ROWS", 2_000)
     qi = table.columns
     k = 3

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from conftest import DATA
 from engine.errors import EngineError
 from engine.methods.maxent import entropy_bits
-from engine.sensitive import anonymize_sensitive, fuse_units
+from engine.methods.maxent import fuse_units
+from engine.methods.ranges import anonymize_sensitive
 
 pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
 
@@ -93,7 +94,9 @@ def test_one_block_equals_in_memory(adult, method, qi, kw):
     df = adult.head(2500)
     t_mem, l_mem, r_mem = anonymize_sensitive(df, None, qi, method, **kw)
     t_blk, l_blk, r_blk = anonymize_sensitive(df, None, qi, method, _force_blocks=True, **kw)
-    assert r_mem.blocks == 1 and "in_memory" in r_mem.passes and "profile" in r_blk.passes
+    # one block: loaded into memory (no pass at all when the whole table is one class); forced: spilled
+    assert r_mem.blocks == 1 and "partition" not in r_mem.passes and "load" not in r_blk.passes
+    assert "load" in r_mem.passes or r_mem.metrics.get("forced_single_class")
     assert t_blk.equals(t_mem)
     assert np.array_equal(np.asarray(l_blk), l_mem)
     for key, v in r_mem.metrics.items():
@@ -108,7 +111,7 @@ def test_one_block_equals_in_memory(adult, method, qi, kw):
 def test_block_size_at_least_rows_runs_in_memory(adult):
     df = adult.head(3000)
     _, _, rep = anonymize_sensitive(df, None, MNQIA_QI, "mnqia", k=3, block_size=3000)
-    assert rep.blocks == 1 and "in_memory" in rep.passes
+    assert rep.blocks == 1 and "load" in rep.passes and "partition" not in rep.passes
 
 
 # ---------------------------------------------------------------- several blocks

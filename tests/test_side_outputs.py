@@ -158,13 +158,11 @@ def test_an_unwritable_report_is_refused_before_any_work(table, tmp_path, capsys
         "proc": (Path("/proc/microagg-test-report.json"), ["cannot create a temporary file in /proc"]),
     }[case]
     import engine.coordinator
-    import engine.sensitive
 
     def no_work(*a, **kw):
         raise AssertionError("the run started")
 
     monkeypatch.setattr(engine.coordinator, "plan_budget", no_work)
-    monkeypatch.setattr(engine.sensitive, "_in_memory", no_work)
     before = _fp(src)
     code, err = _run(["anonymize", src, out, *ANON, "--method", method, "--report", report], capsys)
     _one_line_error(code, err, *words)
@@ -311,13 +309,11 @@ def test_csv_output_of_unwritable_columns_is_refused_up_front(table, tmp_path, c
     src = tmp_path / "odd.parquet"
     frame.with_columns(col.alias("odd")).write_parquet(src)
     import engine.coordinator
-    import engine.sensitive
 
     def no_work(*a, **kw):
         raise AssertionError("the run started")
 
     monkeypatch.setattr(engine.coordinator, "plan_budget", no_work)
-    monkeypatch.setattr(engine.sensitive, "_in_memory", no_work)
     out = tmp_path / "out.csv"
     extra = ["--sa", "s"] if method == "maxent" else []
     code, err = _run(["anonymize", src, out, *ANON, "--method", method, *extra], capsys)

@@ -148,7 +148,7 @@ def test_spill_folder_removed_on_success_and_error(census_dir, tmp_path, monkeyp
     engine.anonymize(str(census_dir), out, qi=QI, k=4, block_size=4_000, tmp_dir=tmp_path)
     assert not glob.glob(str(tmp_path / f"{SPILL_PREFIX}*"))
 
-    import engine.coordinator as co
+    import engine.methods.centroids as co
 
     def boom(*a, **kw):
         raise EngineError("simulated failure in the stitch pass")

@@ -496,104 +496,129 @@ def _settings(qi, k, sa, l, epsilon, chunk_rows):
 
     return qi, k, l, epsilon, chunk_rows
 
+@dataclass
+class _Scan:
+    """What one read of the release beside the original found (``_scan_aligned``)."""
+
+    changed: dict = field(default_factory=dict)   # passed-through column -> first changed row
+    outside: dict = field(default_factory=dict)   # range / set QI -> first row outside its published value
+    bad_il: dict = field(default_factory=dict)    # IL column -> first missing or non-finite row
+    moments: "ScaledMoments | None" = None
+
+
 def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows) -> list:
     """Read the release beside the original (counting its classes on the way): the row
     count, the columns passed through, the generalization of range and set QIs, the
     information loss. Returns the checks ``(name, ok, detail)`` to list after the class checks."""
-    later: list[tuple[str, bool, str]] = []
     rows = result.rows
     result.original, result.original_rows = orig.label, orig_rows
-    qi_set, orig_set = set(qi), set(orig.columns)
-    others = [c for c in orig.columns if c not in qi_set]
+    others = [c for c in orig.columns if c not in set(qi)]
     present = [c for c in others if c in set(out.columns)]
     missing = [c for c in others if c not in set(out.columns)]
     in_release = [c for c in out.columns if c in set(others)]
-    result.extra_columns = [c for c in out.columns if c not in set(keys) and c not in orig_set]
+    result.extra_columns = [c for c in out.columns if c not in set(keys) and c not in set(orig.columns)]
     result.columns_compared = present
     detail = []
     if missing:
         detail.append(f"missing from the release: {', '.join(missing)}")
     if in_release != present:
         detail.append(f"order changed: {', '.join(in_release)} (original: {', '.join(present)})")
-    later.append(("row count", orig_rows == rows,
-                  f"{rows:,} rows, as the original" if orig_rows == rows
-                  else f"the release has {rows:,} rows, the original {orig_rows:,}"))
+    later = [("row count", orig_rows == rows, f"{rows:,} rows, as the original" if orig_rows == rows
+              else f"the release has {rows:,} rows, the original {orig_rows:,}")]
     if orig_rows != rows:
         detail.append("values not compared (row counts differ)")
-        later.append(("other columns", False, "; ".join(detail)))
-    else:
-        for c in qi:
-            if pub[c] != (c,):
-                result.information_loss_skipped[c] = "published as a range"
-            elif not is_numeric(out.schema[c]) and not (out.kind == "csv" and out.schema[c] == pl.String):
-                result.information_loss_skipped[c] = f"not numeric in the release ({out.schema[c]})"
-            elif not is_numeric(orig.schema[c]):
-                result.information_loss_skipped[c] = f"not numeric in the original ({orig.schema[c]})"
-        il_cols = [c for c in qi if c not in result.information_loss_skipped]
-        moments = ScaledMoments(len(il_cols)) if il_cols else None
-        changed: dict[str, int] = {}
-        bad_il: dict[str, int] = {}
-        # QIs published as a range or as a set of categories: the original value must lie in it
-        ranges = [c for c in qi if len(pub[c]) == 2]
-        sets = [c for c in qi if pub[c] == (c,) and not is_numeric(orig.schema[c])
-                and out.schema[c] == pl.String]
-        outside: dict[str, int] = {}
-        out_cols = list(dict.fromkeys(keys + ([sa] if sa is not None else []) + present))
-        orig_cols = list(dict.fromkeys(present + il_cols + ranges + sets)) or [qi[0]]
-        for offset, f_out, f_orig in aligned_frames(out, orig, out_cols, orig_cols, chunk_rows):
-            counter.add(_sign_keys(f_out, keys))
-            for c in ranges + sets:
-                if c not in outside:
-                    at = _first_outside(f_out, f_orig, c, pub[c])
-                    if at >= 0:
-                        outside[c] = offset + at
-            for c in present:
-                if c not in changed:
-                    at = _first_difference(f_out.get_column(c), f_orig.get_column(c))
-                    if at >= 0:
-                        changed[c] = offset + at
-            if moments is not None and not bad_il:
-                X = np.column_stack([f_orig.get_column(c).cast(pl.Float64).to_numpy() for c in il_cols])
-                Y = np.column_stack([f_out.get_column(c).cast(pl.Float64, strict=False).to_numpy()
-                                     for c in il_cols])  # a CSV release's text: not a number -> NaN
-                fin = np.isfinite(X) & np.isfinite(Y)
-                if not fin.all():
-                    i, j = np.argwhere(~fin)[0]
-                    bad_il[il_cols[j]] = offset + int(i)
-                    continue
-                moments.add(X, Y)
-        for c, at in bad_il.items():
-            result.information_loss_skipped[c] = f"missing or non-finite value at row {at + 1}"
-        if moments is not None and not bad_il:
-            keep = moments.min < moments.max
-            per = np.where(keep, 100.0 * moments.sse / np.where(moments.m2 > 0, moments.m2, 1.0), 0.0)
-            for j, c in enumerate(il_cols):
-                if keep[j]:
-                    result.information_loss_by_column[c] = float(per[j])
-                else:
-                    result.information_loss_skipped[c] = "constant in the original"
-            result.information_loss_percent = float(per[keep].mean()) if keep.any() else 0.0
-        result.columns_changed = [c for c in present if c in changed]
-        if result.columns_changed:
-            first = min(result.columns_changed, key=lambda c: changed[c])
-            detail.append(f"{len(result.columns_changed)} changed ({', '.join(result.columns_changed)}); "
-                          f"first: column {first!r} at row {changed[first] + 1}")
-        if ranges or sets:
-            what = ", ".join(ranges + sets)
-            if outside:
-                first = min(outside, key=lambda c: outside[c])
-                later.append(("generalization", False,
-                              f"the original value is outside its published range or set in "
-                              f"{', '.join(c for c in ranges + sets if c in outside)}; first: column "
-                              f"{first!r} at row {outside[first] + 1}"))
-            else:
-                later.append(("generalization", True, f"every original value lies in its published range "
-                                                      f"or set ({what})"))
-        later.append(("other columns", not detail,
-                      "; ".join(detail) if detail else (f"{len(present)} unchanged, same order" if present
-                                                           else "none besides the QIs")))
-
+        return later + [("other columns", False, "; ".join(detail))]
+    il_cols = _information_loss_columns(result, out, orig, qi, pub)
+    # QIs published as a range or as a set of categories: the original value must lie in it
+    ranges = [c for c in qi if len(pub[c]) == 2]
+    sets = [c for c in qi if pub[c] == (c,) and not is_numeric(orig.schema[c]) and out.schema[c] == pl.String]
+    scan = _scan_aligned(out, orig, counter, keys, sa, present, il_cols, ranges + sets, pub, chunk_rows, qi[0])
+    _information_loss(result, scan, il_cols)
+    result.columns_changed = [c for c in present if c in scan.changed]
+    if result.columns_changed:
+        first = min(result.columns_changed, key=lambda c: scan.changed[c])
+        detail.append(f"{len(result.columns_changed)} changed ({', '.join(result.columns_changed)}); "
+                      f"first: column {first!r} at row {scan.changed[first] + 1}")
+    if ranges or sets:
+        later.append(_generalization_check(ranges + sets, scan.outside))
+    later.append(("other columns", not detail,
+                  "; ".join(detail) if detail else (f"{len(present)} unchanged, same order" if present
+                                                       else "none besides the QIs")))
     return later
+
+
+def _information_loss_columns(result, out, orig, qi, pub) -> list[str]:
+    """The QIs whose information loss can be measured (numeric, published as one
+    value); the others are listed in ``result.information_loss_skipped`` with why."""
+    for c in qi:
+        if pub[c] != (c,):
+            result.information_loss_skipped[c] = "published as a range"
+        elif not is_numeric(out.schema[c]) and not (out.kind == "csv" and out.schema[c] == pl.String):
+            result.information_loss_skipped[c] = f"not numeric in the release ({out.schema[c]})"
+        elif not is_numeric(orig.schema[c]):
+            result.information_loss_skipped[c] = f"not numeric in the original ({orig.schema[c]})"
+    return [c for c in qi if c not in result.information_loss_skipped]
+
+
+def _scan_aligned(out, orig, counter, keys, sa, present, il_cols, generalized, pub, chunk_rows, first_qi) -> _Scan:
+    """One read of the release beside the original: its classes counted, the first
+    changed row of every passed-through column, the first original value outside its
+    published range or set, the information loss's moments."""
+    scan = _Scan(moments=ScaledMoments(len(il_cols)) if il_cols else None)
+    out_cols = list(dict.fromkeys(keys + ([sa] if sa is not None else []) + present))
+    orig_cols = list(dict.fromkeys(present + il_cols + generalized)) or [first_qi]
+    for offset, f_out, f_orig in aligned_frames(out, orig, out_cols, orig_cols, chunk_rows):
+        counter.add(_sign_keys(f_out, keys))
+        for c in generalized:
+            if c not in scan.outside:
+                at = _first_outside(f_out, f_orig, c, pub[c])
+                if at >= 0:
+                    scan.outside[c] = offset + at
+        for c in present:
+            if c not in scan.changed:
+                at = _first_difference(f_out.get_column(c), f_orig.get_column(c))
+                if at >= 0:
+                    scan.changed[c] = offset + at
+        if scan.moments is not None and not scan.bad_il:
+            X = np.column_stack([f_orig.get_column(c).cast(pl.Float64).to_numpy() for c in il_cols])
+            Y = np.column_stack([f_out.get_column(c).cast(pl.Float64, strict=False).to_numpy()
+                                 for c in il_cols])  # a CSV release's text: not a number -> NaN
+            fin = np.isfinite(X) & np.isfinite(Y)
+            if not fin.all():
+                i, j = np.argwhere(~fin)[0]
+                scan.bad_il[il_cols[j]] = offset + int(i)
+                continue
+            scan.moments.add(X, Y)
+    return scan
+
+
+def _information_loss(result, scan: _Scan, il_cols) -> None:
+    """100 x SSE / SST per measured QI, and their mean, into ``result``."""
+    for c, at in scan.bad_il.items():
+        result.information_loss_skipped[c] = f"missing or non-finite value at row {at + 1}"
+    moments = scan.moments
+    if moments is None or scan.bad_il:
+        return
+    keep = moments.min < moments.max
+    per = np.where(keep, 100.0 * moments.sse / np.where(moments.m2 > 0, moments.m2, 1.0), 0.0)
+    for j, c in enumerate(il_cols):
+        if keep[j]:
+            result.information_loss_by_column[c] = float(per[j])
+        else:
+            result.information_loss_skipped[c] = "constant in the original"
+    result.information_loss_percent = float(per[keep].mean()) if keep.any() else 0.0
+
+
+def _generalization_check(generalized, outside) -> tuple[str, bool, str]:
+    if outside:
+        first = min(outside, key=lambda c: outside[c])
+        return ("generalization", False,
+                f"the original value is outside its published range or set in "
+                f"{', '.join(c for c in generalized if c in outside)}; first: column "
+                f"{first!r} at row {outside[first] + 1}")
+    return ("generalization", True, f"every original value lies in its published range "
+                                    f"or set ({', '.join(generalized)})")
+
 
 def _class_checks(result, counter, group_keys, keys, k, sa, l, epsilon) -> None:
     """k-anonymity (and l-diversity or entropy l-diversity with ``sa``) over the counted classes."""

@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import EngineError
 from .tempfiles import SPILL_PREFIX, clean_stale, os_reason, private_dir, private_opener
 
-__all__ = ["SPILL_PREFIX", "BlockStore"]
+__all__ = ["SPILL_PREFIX", "BlockStore", "MemoryBlocks"]
 
 
 def _write_all(fd: int, views: list) -> None:
@@ -255,6 +255,42 @@ class BlockStore:
         if self._remover is not None:
             self._remover.join()
         self._remove()  # also what a discard's thread could not remove (a file being written)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class MemoryBlocks:
+    """One block held in memory: the store of a run whose rows fit in one block (the
+    in-memory run is the one-block case of the blocked passes). Reads as a
+    ``BlockStore`` of one block whose rows are 0..n-1 in order."""
+
+    n_blocks = 1
+    path = None
+
+    def __init__(self, X: np.ndarray):
+        self.X = X
+        self.d = X.shape[1]
+        self.rows = np.array([X.shape[0]], np.int64)
+
+    def read(self, block: int = 0, contiguous: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        return np.arange(self.X.shape[0], dtype=np.int64), self.X
+
+    def read_many(self, blocks, contiguous: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        return self.read(0, contiguous)
+
+    def units(self, min_rows: int) -> list[list[int]]:
+        return [[0]]
+
+    def discard(self) -> None:
+        self.X = None
+
+    def close(self) -> None:
+        self.X = None
 
     def __enter__(self):
         return self

@@ -13,8 +13,8 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def _find(parent, i):
-    # Union-find root with path halving.
+def find_root(parent, i):
+    """Union-find root of ``i`` with path halving (Kruskal here, maxent's class merges)."""
     while parent[i] != i:
         parent[i] = parent[parent[i]]
         i = parent[i]
@@ -58,8 +58,8 @@ def kruskal(W, maximum):
             break
         i = ei[order[q]]
         j = ej[order[q]]
-        ri = _find(parent, i)
-        rj = _find(parent, j)
+        ri = find_root(parent, i)
+        rj = find_root(parent, j)
         if ri != rj:
             # attach the larger root under the smaller: the forest depends only on the order
             if ri < rj:

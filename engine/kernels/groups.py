@@ -140,3 +140,53 @@ def column_sums(x, published, scale, mean, j, col_sse, col_sum, col_sq):
     col_sse[j] = a
     col_sum[j] = b
     col_sq[j] = q
+
+
+# -- per-group min / max and distinct counts (the range methods' classes)
+
+
+@njit(cache=True, nogil=True)
+def group_minmax(X, labels, G):
+    """Per-group min and max of every column of X (rows with label in 0..G-1)."""
+    n, d = X.shape
+    mn = np.full((G, d), np.inf)
+    mx = np.full((G, d), -np.inf)
+    for i in range(n):
+        g = labels[i]
+        for j in range(d):
+            x = X[i, j]
+            if x < mn[g, j]:
+                mn[g, j] = x
+            if x > mx[g, j]:
+                mx[g, j] = x
+    return mn, mx
+
+
+@njit(cache=True, nogil=True)
+def group_distinct(codes, labels, G, card):
+    """Number of distinct codes per group, for each column of ``codes`` (n, dc)."""
+    n, dc = codes.shape
+    out = np.zeros((G, dc), np.int64)
+    # rows grouped by label: walk groups through a counting sort
+    cnt = np.zeros(G + 1, np.int64)
+    for i in range(n):
+        cnt[labels[i] + 1] += 1
+    for g in range(G):
+        cnt[g + 1] += cnt[g]
+    order = np.empty(n, np.int64)
+    pos = cnt[:G].copy()
+    for i in range(n):
+        g = labels[i]
+        order[pos[g]] = i
+        pos[g] += 1
+    for j in range(dc):
+        seen = np.full(card[j], -1, np.int64)
+        for g in range(G):
+            z = 0
+            for t in range(cnt[g], cnt[g + 1]):
+                c = codes[order[t], j]
+                if seen[c] != g:
+                    seen[c] = g
+                    z += 1
+            out[g, j] = z
+    return out

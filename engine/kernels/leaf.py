@@ -29,7 +29,7 @@ holds the row ``orig[a]``. Removing a row moves the last slot into its hole, so
 slot order means nothing and every tie is broken on ``orig``. A scan computes
 ``dist[a]`` for all slots at once, the columns fused in one loop over the slots:
 ``s = t0*t0; s += t1*t1; ...`` is the same sum, in the same order, as the
-row-by-row ``_sq`` (0.0 + t0*t0 == t0*t0 exactly), so distances are bit-identical,
+row-by-row ``kdtree.sq_dist`` (0.0 + t0*t0 == t0*t0 exactly), so distances are bit-identical,
 and the loop vectorizes across slots without reassociation (no fastmath). The
 selections then read the distances as int64 bit patterns (a non-negative double
 orders like its bits), which lets the max / min reductions vectorize too:
@@ -55,6 +55,7 @@ everywhere in the engine.
 import numpy as np
 from numba import njit
 
+from .kdtree import sq_dist
 from .mdav import IVMDAV, MDAV, MDAV_SINGLE, VMDAV, as_block, microaggregate_ivmdav, microaggregate_vmdav
 
 # |x| below this everywhere: squared distances to rows and centroids stay finite
@@ -68,21 +69,12 @@ _MAX_I64 = (1 << 63) - 1
 
 
 @njit(cache=True, nogil=True)
-def _sq(X, i, q):
-    s = 0.0
-    for j in range(X.shape[1]):
-        t = X[i, j] - q[j]
-        s += t * t
-    return s
-
-
-@njit(cache=True, nogil=True)
 def _farthest_rows(X, rem, m, q):
     best = -1.0
     bi = -1
     for a in range(m):
         i = rem[a]
-        dd = _sq(X, i, q)
+        dd = sq_dist(X, i, q)
         if dd > best or (dd == best and i < bi):
             best = dd
             bi = i
@@ -98,7 +90,7 @@ def _take_group_rows(X, rem, where, m, total, labels, group, r, k, nb, nd):
         i = rem[a]
         if i == r:
             continue
-        dd = _sq(X, i, q)
+        dd = sq_dist(X, i, q)
         if found == k - 1:
             if dd > nd[found - 1] or (dd == nd[found - 1] and i > nb[found - 1]):
                 continue
@@ -178,7 +170,7 @@ def _mdav_brute_rows(X, method, k):
 @njit(cache=True, nogil=True, inline="always")
 def _dists(C, m, q, dist):
     """``dist[a] = sum_j (C[j, a] - q[j])**2`` for the slots a < m, summed over j in
-    column order from 0.0 (bit-identical to ``_sq``). Columns go eight, four or one
+    column order from 0.0 (bit-identical to ``kdtree.sq_dist``). Columns go eight, four or one
     at a time, fused in one vectorizable loop over the slots."""
     d = C.shape[0]
     if d >= 8:

@@ -47,6 +47,7 @@ a literal argument compiles a specialization of the callee for that literal.
 import numpy as np
 from numba import njit
 
+from .groups import accumulate_sse
 from .kdtree import build_kdtree, knn
 
 # ----------------------------------------------------------------------------- state
@@ -98,13 +99,7 @@ def partition_sse(Z, labels, n_slots):
         if counts[g] > 0:
             for j in range(d):
                 sums[g, j] /= counts[g]
-    s = 0.0
-    for i in range(n):
-        g = labels[i]
-        for j in range(d):
-            t = Z[i, j] - sums[g, j]
-            s += t * t
-    return s
+    return accumulate_sse(Z, labels, sums, 0.0)
 
 
 @njit(cache=True, nogil=True)
@@ -744,6 +739,7 @@ def win_ga(Zw, P, lab, g, k, hi, tol, pop, gens, st, out_lab):
     ng = np.empty(pop, np.int64)
     fit = np.empty(pop)
     C = np.empty((G + 1, d))
+    C2 = np.empty((G + 1, d))
     Cw = np.empty((2 * G + 2, d))
     tl = np.empty(m, np.int64)
     # individual 0: the current partition, descended
@@ -756,112 +752,23 @@ def win_ga(Zw, P, lab, g, k, hi, tol, pop, gens, st, out_lab):
     for p in range(1, pop):
         nc = g + _rand_int(st, np.int64(3)) - 1
         nc = min(max(nc, gmin), gmax)
-        # nc distinct random rows as centres
-        for c in range(nc):
-            while True:
-                r = _rand_int(st, m)
-                dup = False
-                for c2 in range(c):
-                    same = True
-                    for j in range(d):
-                        if Cw[c2, j] != Zw[r, j]:
-                            same = False
-                            break
-                    if same:
-                        dup = True
-                        break
-                if not dup or _rand_unit(st) < 0.1:
-                    break
-            for j in range(d):
-                Cw[c, j] = Zw[r, j]
+        _random_centres(Zw, Cw, nc, st)
         assign_constrained(Zw, Cw, nc, k, hi, tl)
         win_descent(Zw, P, tl, nc, k, hi, tol)
         for i in range(m):
             labs[p, i] = tl[i]
         ng[p] = nc
         fit[p] = win_sse(Zw, tl, nc)
-    C2 = np.empty((G + 1, d))
     for gen in range(gens):
-        # binary tournaments
-        a = _rand_int(st, pop)
-        b = _rand_int(st, pop)
-        p1 = a if fit[a] <= fit[b] else b
-        a = _rand_int(st, pop)
-        b = _rand_int(st, pop)
-        p2 = a if fit[a] <= fit[b] else b
+        p1 = _tournament(fit, pop, st)
+        p2 = _tournament(fit, pop, st)
         _centres_of(Zw, labs[p1], ng[p1], C)
         _centres_of(Zw, labs[p2], ng[p2], C2)
-        # centre-set crossover: each centre of both parents kept with prob 1/2,
-        # then trimmed/padded (from the unused ones) to a feasible count near the parents'
-        target = (ng[p1] + ng[p2] + _rand_int(st, np.int64(2))) // 2
-        u = _rand_unit(st)
-        if u < 0.15:
-            target -= 1
-        elif u < 0.30:
-            target += 1
-        target = min(max(target, gmin), gmax)
-        nsel = np.int64(0)
-        nun = np.int64(0)
-        # selected centres go to the front of Cw, the others to the back
-        tot = ng[p1] + ng[p2]
-        back = tot
-        for c in range(tot):
-            src = C[c] if c < ng[p1] else C2[c - ng[p1]]
-            if _rand_unit(st) < 0.5:
-                for j in range(d):
-                    Cw[nsel, j] = src[j]
-                nsel += 1
-            else:
-                back -= 1
-                for j in range(d):
-                    Cw[back, j] = src[j]
-                nun += 1
-        # pad from the unused centres, then random rows
-        while nsel < target and nun > 0:
-            r = back + _rand_int(st, nun)
-            for j in range(d):
-                t = Cw[r, j]
-                Cw[r, j] = Cw[back, j]
-                Cw[nsel, j] = t
-            back += 1
-            nun -= 1
-            nsel += 1
-        while nsel < target:
-            r = _rand_int(st, m)
-            for j in range(d):
-                Cw[nsel, j] = Zw[r, j]
-            nsel += 1
-        # trim: drop random selected centres
-        while nsel > target:
-            r = _rand_int(st, nsel)
-            nsel -= 1
-            for j in range(d):
-                Cw[r, j] = Cw[nsel, j]
+        nsel = _crossover(Zw, C, ng[p1], C2, ng[p2], Cw, gmin, gmax, st)
         assign_constrained(Zw, Cw, nsel, k, hi, tl)
-        # mutation: a few random swaps between different groups
-        if _rand_unit(st) < 0.3:
-            for t in range(2):
-                i1 = _rand_int(st, m)
-                i2 = _rand_int(st, m)
-                if tl[i1] != tl[i2]:
-                    c1 = tl[i1]
-                    tl[i1] = tl[i2]
-                    tl[i2] = c1
+        _mutate(tl, m, st)
         win_descent(Zw, P, tl, nsel, k, hi, tol)
-        f = win_sse(Zw, tl, nsel)
-        # steady state: replace the worst when better and not a duplicate fitness
-        worst = 0
-        dup = False
-        for p in range(pop):
-            if fit[p] > fit[worst]:
-                worst = p
-            if abs(fit[p] - f) <= tol:
-                dup = True
-        if not dup and f < fit[worst]:
-            for i in range(m):
-                labs[worst, i] = tl[i]
-            ng[worst] = nsel
-            fit[worst] = f
+        _replace_worst(labs, ng, fit, tl, nsel, win_sse(Zw, tl, nsel), tol)
     bestp = 0
     for p in range(1, pop):
         if fit[p] < fit[bestp]:
@@ -869,6 +776,123 @@ def win_ga(Zw, P, lab, g, k, hi, tol, pop, gens, st, out_lab):
     for i in range(m):
         out_lab[i] = labs[bestp, i]
     return fit[bestp], ng[bestp]
+
+
+@njit(cache=True, nogil=True)
+def _random_centres(Zw, Cw, nc, st):
+    """``nc`` random rows of ``Zw`` as centres, into the first rows of ``Cw`` (a row equal
+    to a centre already taken is drawn again, nine times out of ten)."""
+    m, d = Zw.shape
+    for c in range(nc):
+        while True:
+            r = _rand_int(st, m)
+            dup = False
+            for c2 in range(c):
+                same = True
+                for j in range(d):
+                    if Cw[c2, j] != Zw[r, j]:
+                        same = False
+                        break
+                if same:
+                    dup = True
+                    break
+            if not dup or _rand_unit(st) < 0.1:
+                break
+        for j in range(d):
+            Cw[c, j] = Zw[r, j]
+
+
+@njit(cache=True, nogil=True)
+def _tournament(fit, pop, st):
+    """A binary tournament: the fitter of two random individuals."""
+    a = _rand_int(st, pop)
+    b = _rand_int(st, pop)
+    return a if fit[a] <= fit[b] else b
+
+
+@njit(cache=True, nogil=True)
+def _crossover(Zw, C, n1, C2, n2, Cw, gmin, gmax, st):
+    """Centre-set crossover: each centre of both parents (``C[:n1]``, ``C2[:n2]``) kept
+    with probability 1/2, then trimmed or padded (from the unused ones, then random
+    rows) to a feasible count near the parents'. The child's centres are the first
+    rows of ``Cw``; returns their count."""
+    m, d = Zw.shape
+    target = (n1 + n2 + _rand_int(st, np.int64(2))) // 2
+    u = _rand_unit(st)
+    if u < 0.15:
+        target -= 1
+    elif u < 0.30:
+        target += 1
+    target = min(max(target, gmin), gmax)
+    nsel = np.int64(0)
+    nun = np.int64(0)
+    # selected centres go to the front of Cw, the others to the back
+    tot = n1 + n2
+    back = tot
+    for c in range(tot):
+        src = C[c] if c < n1 else C2[c - n1]
+        if _rand_unit(st) < 0.5:
+            for j in range(d):
+                Cw[nsel, j] = src[j]
+            nsel += 1
+        else:
+            back -= 1
+            for j in range(d):
+                Cw[back, j] = src[j]
+            nun += 1
+    # pad from the unused centres, then random rows
+    while nsel < target and nun > 0:
+        r = back + _rand_int(st, nun)
+        for j in range(d):
+            t = Cw[r, j]
+            Cw[r, j] = Cw[back, j]
+            Cw[nsel, j] = t
+        back += 1
+        nun -= 1
+        nsel += 1
+    while nsel < target:
+        r = _rand_int(st, m)
+        for j in range(d):
+            Cw[nsel, j] = Zw[r, j]
+        nsel += 1
+    # trim: drop random selected centres
+    while nsel > target:
+        r = _rand_int(st, nsel)
+        nsel -= 1
+        for j in range(d):
+            Cw[r, j] = Cw[nsel, j]
+    return nsel
+
+
+@njit(cache=True, nogil=True)
+def _mutate(tl, m, st):
+    """Mutation: with probability 0.3, two random swaps between different groups."""
+    if _rand_unit(st) < 0.3:
+        for t in range(2):
+            i1 = _rand_int(st, m)
+            i2 = _rand_int(st, m)
+            if tl[i1] != tl[i2]:
+                c1 = tl[i1]
+                tl[i1] = tl[i2]
+                tl[i2] = c1
+
+
+@njit(cache=True, nogil=True)
+def _replace_worst(labs, ng, fit, tl, nsel, f, tol):
+    """Steady state: the child (``tl``, ``nsel`` groups, SSE ``f``) replaces the worst
+    individual when better and not a duplicate fitness."""
+    worst = 0
+    dup = False
+    for p in range(fit.shape[0]):
+        if fit[p] > fit[worst]:
+            worst = p
+        if abs(fit[p] - f) <= tol:
+            dup = True
+    if not dup and f < fit[worst]:
+        for i in range(tl.shape[0]):
+            labs[worst, i] = tl[i]
+        ng[worst] = nsel
+        fit[worst] = f
 
 
 @njit(cache=True, nogil=True)

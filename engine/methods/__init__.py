@@ -6,17 +6,23 @@ whether it needs a sensitive attribute, and its kernel. The run configuration
 does not use stops the run with one line naming the option and the method, in the
 CLI and the API alike: nothing is silently ignored.
 
+Every method runs through the same passes of ``engine.coordinator``; what they do
+for it is its flow's pass-level hooks (``Method.flow``), and one unit of blocks is
+turned into labels by its block function (``Method.block``):
+
 * **centroids** (the MDAV family, AMA): groups of at least k rows; every QI is replaced
-  by its group's mean. Kernels: ``engine.kernels.mdav`` (exact, small tables),
-  ``engine.kernels.kdtree`` and ``engine.kernels.leaf`` (blocks), through
-  ``engine.passes.aggregate``.
+  by its group's mean. Hooks ``engine.methods.centroids``; kernels
+  ``engine.kernels.mdav`` and ``engine.kernels.kdtree`` (a whole block),
+  ``engine.kernels.leaf`` (leaves of a spilled block).
 * **ranges** (maxent, mnqia): classes published as ``<col>_min`` / ``<col>_max``
-  ranges (or the class mean) and sets of categories. Drivers ``engine.methods.maxent``
-  and ``engine.methods.mnqia``; kernels ``engine.kernels.sensitive``.
+  ranges (or the class mean) and sets of categories. Hooks ``engine.methods.ranges``;
+  block functions ``engine.methods.maxent`` and ``engine.methods.mnqia``; kernels
+  ``engine.kernels.maxent`` and ``engine.kernels.mnqia``.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 # the optional settings a method may take (API keyword names); the common ones
@@ -42,10 +48,27 @@ class Method:
     default_gamma: float | None = None
     needs_sa: bool = False
     needs_k: bool = True       # False: k is optional (maxent: classes of any size unless given)
+    block: str = "engine.methods.centroids:block_labels"  # the block function: one unit's arrays -> labels
 
     @property
     def centroids(self) -> bool:
         return self.publishes == "centroids"
+
+    @property
+    def flow(self):
+        """The class of the method's pass-level hooks (``engine.coordinator``)."""
+        if self.centroids:
+            from .centroids import CentroidFlow
+
+            return CentroidFlow
+        from .ranges import RangeFlow
+
+        return RangeFlow
+
+    @property
+    def block_function(self):
+        module, name = self.block.split(":")
+        return getattr(importlib.import_module(module), name)
 
 
 _DF = "Domingo-Ferrer & Torra, \"Ordinal, continuous and heterogeneous k-anonymity through microaggregation\""
@@ -64,9 +87,11 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
            "Microdata Protection\"", _CENTROID_OPTIONS - {"select", "select_count"}, code=0),
     Method("maxent", "ranges", "Tsiafoulis, Zorkadis & Pimenidis, \"Maximum Entropy Oriented Anonymization "
            "Algorithm for Privacy Preserving Data Mining\"",
-           frozenset({"group_column", "seed", "sa", "epsilon", "numeric_output"}), needs_sa=True, needs_k=False),
+           frozenset({"group_column", "seed", "sa", "epsilon", "numeric_output"}), needs_sa=True, needs_k=False,
+           block="engine.methods.maxent:block_labels"),
     Method("mnqia", "ranges", "Ahmed, Rauf & Rajesh, \"MNQIA: A Method for Multiple Numerical QI Attribute "
-           "Anonymization\"", frozenset({"group_column", "numeric_output"})),
+           "Anonymization\"", frozenset({"group_column", "numeric_output"}),
+           block="engine.methods.mnqia:block_labels"),
 )}
 
 METHODS = tuple(REGISTRY)

@@ -80,7 +80,8 @@ import numpy as np
 import polars as pl
 
 from ..errors import EngineError
-from ..kernels import sensitive as K
+from ..kernels import maxent as K
+from ..kernels.groups import group_distinct, group_minmax
 from ..kernels.som import som_fit
 
 ENTROPY_TOL = 1e-9
@@ -103,6 +104,23 @@ def entropy_of_rows(cnt) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         p = np.where(cnt > 0, cnt / N, 1.0)
         return -(np.where(cnt > 0, p * np.log2(p), 0.0)).sum(axis=1)
+
+
+def table_epsilon(sa_counts, epsilon, sa_name: str) -> tuple[float, float]:
+    """``(H, epsilon)``: the table's SA entropy (bits) from its value counts, and
+    epsilon (default H), checked: at least two distinct values, a finite epsilon >= 0,
+    no more than H."""
+    if np.count_nonzero(sa_counts) < 2:
+        raise EngineError(f"column {sa_name!r}: the sensitive attribute has a single distinct value "
+                          f"(entropy 0 cannot be diversified)")
+    H = entropy_of_counts(sa_counts)
+    eps = H if epsilon is None else float(epsilon)
+    if not math.isfinite(eps) or eps < 0:
+        raise EngineError(f"epsilon: must be a finite number >= 0, got {epsilon!r}")
+    if eps > H + ENTROPY_TOL:
+        raise EngineError(f"epsilon: {eps:.6g} bits exceeds the SA entropy of the whole table ({H:.6g} bits); "
+                          f"no partition can reach it")
+    return H, eps
 
 
 def entropy_bits(codes: np.ndarray) -> float:
@@ -389,10 +407,10 @@ def ncp_per_class(Xn, C, card, w, labels, n_classes):
     dn = Xn.shape[1]
     v = np.zeros(n_classes)
     if dn:
-        mn, mx = K.group_minmax(Xn, labels, n_classes)
+        mn, mx = group_minmax(Xn, labels, n_classes)
         v += ((mx - mn) * w[:dn]).sum(axis=1)
     if C.shape[1]:
-        z = K.group_distinct(C, labels, n_classes, card)
+        z = group_distinct(C, labels, n_classes, card)
         share = np.where(z > 1, z / card[None, :], 0.0)
         v += (share * w[dn:]).sum(axis=1)
     return v
@@ -443,16 +461,7 @@ def maxent_partition(Q, sa_codes, epsilon=None, k=None, seed=0, som_units=None, 
     san = sa_name or "sa"
     m = int(sa.max()) + 1
     distinct = int(np.count_nonzero(np.bincount(sa, minlength=m)))
-    if distinct < 2:
-        raise EngineError(f"column {san!r}: the sensitive attribute has a single distinct value "
-                          f"(entropy 0 cannot be diversified)")
-    H = entropy_bits(sa)
-    eps = H if epsilon is None else float(epsilon)
-    if not math.isfinite(eps) or eps < 0:
-        raise EngineError(f"epsilon: must be a finite number >= 0, got {epsilon!r}")
-    if eps > H + ENTROPY_TOL:
-        raise EngineError(f"epsilon: {eps:.6g} bits exceeds the SA entropy of the whole table ({H:.6g} bits); "
-                          f"no partition can reach it")
+    H, eps = table_epsilon(np.bincount(sa, minlength=m), epsilon, san)
     csize = float(cluster_size) if cluster_size else 10.0 * distinct
     if csize <= 0:
         raise EngineError(f"cluster_size: must be > 0, got {cluster_size!r}")
@@ -512,7 +521,7 @@ def maxent_partition(Q, sa_codes, epsilon=None, k=None, seed=0, som_units=None, 
                                            srt, pos)
         if k is not None and k > 1:
             merges += K.enforce_min_size(Xn, C, off, card, w, state, int(k), eps, ENTROPY_TOL)
-        roots = K.resolve_labels(class_of, state[8])
+        roots = K.resolve_labels(class_of, state.parent)
         _, labels = np.unique(roots, return_inverse=True)
         labels = labels.astype(np.int64)
     t_inc = time.perf_counter() - t
@@ -626,3 +635,35 @@ def generalize(df: pl.DataFrame, labels, qi, kinds=None, numeric_output: str = "
         else:
             out.append(df[c])
     return pl.DataFrame(out)
+
+
+def fuse_units(units, block_counts, eps, min_rows, tol):
+    """Fuse consecutive units until each has >= 2 distinct SA values, SA entropy >=
+    eps - tol (``methods.ranges`` passes epsilon plus the slack) and >= min_rows rows
+    (``engine.methods.ranges``). Returns ``(units, fusions)``."""
+    def ok(c):
+        return np.count_nonzero(c) >= 2 and c.sum() >= min_rows and entropy_of_counts(c) >= eps - tol
+
+    out: list[tuple[list, np.ndarray]] = []
+    cur, cc = [], np.zeros(block_counts.shape[1], np.int64)
+    for u in units:
+        cur = cur + list(u)
+        cc = cc + block_counts[u].sum(axis=0)
+        if ok(cc):
+            out.append((cur, cc))
+            cur, cc = [], np.zeros_like(cc)
+    if cur:
+        out.append((cur, cc))
+    while len(out) > 1 and not ok(out[-1][1]):
+        last = out.pop()
+        prev = out.pop()
+        out.append((prev[0] + last[0], prev[1] + last[1]))
+    return [u for u, _ in out], len(units) - len(out)
+
+
+def block_labels(X: np.ndarray, p) -> MaxEntResult:
+    """maxent's block function (``Method.block``): one unit's spilled columns (numeric
+    QIs, category codes, SA code; ``p`` a ``methods.ranges.BlockParams``) -> classes."""
+    return maxent_partition(np.ascontiguousarray(X[:, :p.dn + p.dc]), X[:, p.dn + p.dc].astype(np.int64),
+                            epsilon=p.eps, k=p.k, seed=p.seed, qi_kinds=p.kinds, cardinalities=p.cardinalities,
+                            qi_names=p.names, sa_name=p.sa, ranges=p.ranges)

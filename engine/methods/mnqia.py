@@ -62,7 +62,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import EngineError
-from ..kernels import sensitive as K
+from ..kernels import mnqia as K
+from ..kernels.groups import group_minmax
 from ..kernels.mdav import MDAV, microaggregate
 
 
@@ -169,7 +170,7 @@ def range_loss(X, labels):
     if labels.shape != (n,) or (labels < 0).any():
         raise EngineError(f"labels: expected {n} non-negative group ids")
     G = int(labels.max()) + 1
-    mn, mx = K.group_minmax(X, labels, G)
+    mn, mx = group_minmax(X, labels, G)
     R = X.max(axis=0) - X.min(axis=0)
     share = np.where(R > 0, (mx - mn) / np.where(R > 0, R, 1.0)[None, :], 0.0)
     sizes = np.bincount(labels, minlength=G)
@@ -252,10 +253,16 @@ def mnqia_partition(X, k, *, n_segments=None, explained=0.95, segments=None, sca
     t = time.perf_counter()
     labels, G, relaxed, nleft = K.mmdcf(Xn, bseg, bstart, bmem, slice_start, slice_b, capoff, cap, k, sd)
     t_group = time.perf_counter() - t
-    mn, mx = K.group_minmax(X, labels, G)
+    mn, mx = group_minmax(X, labels, G)
     sizes = np.bincount(labels, minlength=G)
     il, pct = range_loss(X, labels)
     return MnqiaResult(labels=labels, n_groups=int(G), group_sizes=sizes, group_min=mn, group_max=mx, il=il,
                        il_percent=pct, n_segments=counts, segments=seg, scan_dim=sd, relaxed_picks=int(relaxed),
                        leftovers=int(nleft),
                        timings={"segment": t_seg, "group": t_group, "total": time.perf_counter() - t0})
+
+
+def block_labels(X: np.ndarray, p) -> MnqiaResult:
+    """mnqia's block function (``Method.block``): one unit's numeric QIs -> groups of
+    at least ``p.k`` rows."""
+    return mnqia_partition(np.ascontiguousarray(X[:, :p.dn]), p.k)

@@ -56,16 +56,45 @@ def aggregate_block(Z: np.ndarray, method_code: int, k: int, gamma: float,
     return labels
 
 
+def aggregate_units(store, units, work, labels: np.ndarray, threads: int, progress: Progress | None = None,
+                    collect=None, *, stop: np.ndarray | None = None, pool: bool = False) -> int:
+    """The aggregate pass of every method: ``work(unit)`` (the method's block function
+    on one unit of blocks, ``threads`` units at a time) returns ``(row ids, local
+    labels, groups, part)``; the local labels become global group ids in ``labels``
+    (by row id) in unit order, whatever order the units finish in, so ids do not
+    depend on the thread count; ``collect(first_id, groups, part)`` receives what else the
+    unit computed, in unit order. Returns the number of groups.
+
+    ``pool``: run even a single unit on a worker thread (a long kernel that reads
+    ``stop``, set on an error or a signal, then returns soon)."""
+    from ..kernels.partition import scatter_labels
+    from ..parallel import ordered_map
+
+    next_id = 0
+    done = 0
+    for ids, local, g, part in ordered_map(work, units, threads, stop=stop, inline=False if pool else None):
+        scatter_labels(ids, local, next_id, labels)
+        if collect is not None:
+            collect(next_id, g, part)
+        next_id += g
+        done += ids.shape[0]
+        if progress is not None:
+            progress.update(done)
+    return next_id
+
+
 def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, k: int, gamma: float,
                      labels: np.ndarray, threads: int, progress: Progress | None = None, leaf: int = 0,
                      sums: tuple[np.ndarray, np.ndarray] | None = None, polish_rounds: int = 0,
                      polish_near: int = 12, polish_rotations: int = 0,
-                     seams: tuple[np.ndarray, list] | None = None) -> int:
-    """Run the method on every unit of spilled blocks (``store.units``), ``threads`` at a time; write global
-    group ids into ``labels`` (by row id) and return the number of groups.
+                     seams: tuple[np.ndarray, list] | None = None, block=None) -> int:
+    """Run an MDAV-family method on every unit of blocks (``store.units``) through
+    ``aggregate_units``; write global group ids into ``labels`` (by row id) and return
+    the number of groups.
 
     With ``leaf`` > 0 each unit is cut into leaves of at most ``leaf`` rows by
-    median splits and the method runs on each leaf (``engine.kernels.leaf``).
+    median splits and the method runs on each leaf (``engine.kernels.leaf``); with 0
+    the whole unit is one block (``aggregate_block``; the in-memory run is one unit).
 
     With ``sums = (centroid, cnt, sse)`` (arrays of at least as many rows as
     groups; ``sse`` of d values), the workers also compute each group's centroid
@@ -80,32 +109,31 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
     nearest groups, at most that many rounds). With ``seams = (Z, part)`` the
     workers' standardized rows are also copied into ``Z`` (by row id) and the unit
     of every group appended to the list ``part``, for the seam polish that follows.
-
-    Blocks are stitched in block order whatever order they finish in, so group ids
-    do not depend on the thread count. Workers call only serial (``nogil``) kernels.
+    ``block(Z, leaf, progress)``: the method's block function (default: the
+    kernels named by ``method_code``). Workers call only serial (``nogil``) kernels.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     from ..kernels.groups import accumulate_scaled_sums, published_sse
     from ..kernels.leaf import aggregate_leaves
-    from ..kernels.partition import scatter_labels
     from .partition import standardized
 
     if polish_rounds > 0:
         from ..kernels.polish import polish, rotations  # imported when used: start-up time
 
         polish_rot = rotations(cols.shape[0], polish_rotations)
+    stop = np.zeros(1, np.int64)  # set on an error or a signal: running polish kernels return soon
+    one = len(units) == 1 and not leaf  # one exact block: progress from inside the kernel
 
     def work(unit):
         ids, X = store.read_many(unit, contiguous=False)  # views into the records read
         Z = standardized(X, profile, cols)
-        local = aggregate_leaves(Z, method_code, k, gamma, leaf) if leaf else aggregate_block(Z, method_code, k, gamma)
+        if block is not None:
+            local = block(Z, leaf, progress if one else None)
+        elif leaf:
+            local = aggregate_leaves(Z, method_code, k, gamma, leaf)
+        else:
+            local = aggregate_block(Z, method_code, k, gamma, progress if one else None)
         if polish_rounds > 0:
             polish(Z, local, k, polish_rounds, polish_near, polish_rot, stop)
-        if seams is None:
-            del Z
-        else:
-            part_z = Z
         g = int(local.max()) + 1
         part = None
         if sums is not None:
@@ -120,38 +148,20 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
             else:  # huge values: differences in units of the scale (X - c itself may overflow)
                 published_sse(X * inv, np.ones_like(inv), local, c * inv, err)
             part = (c, cnt, err)
-        return ids, local, g, part, (part_z if seams is not None else None)
+        return ids, local, g, (part, ids if seams is not None else None, Z if seams is not None else None)
 
-    next_id = 0
-    done = 0
-    done_units = 0
-    stop = np.zeros(1, np.int64)  # set on an error or a signal: running polish kernels return soon
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        pending = []
-        b = 0
-        try:
-            while b < len(units) or pending:
-                while b < len(units) and len(pending) < threads + 1:
-                    pending.append(pool.submit(work, units[b]))
-                    b += 1
-                ids, local, g, part, Zu = pending.pop(0).result()
-                scatter_labels(ids, local, next_id, labels)
-                if seams is not None:
-                    seams[0][ids] = Zu
-                    seams[1].extend([done_units] * g)
-                    del Zu
-                done_units += 1
-                if part is not None:
-                    sums[0][next_id: next_id + g] = part[0]
-                    sums[1][next_id: next_id + g] = part[1]
-                    sums[2][:] += part[2]
-                next_id += g
-                done += ids.shape[0]
-                if progress is not None:
-                    progress.update(done)
-        except BaseException:  # an error or Ctrl-C / SIGTERM: queued blocks never start, so the
-            stop[0] = 1  # pool's shutdown waits only for the blocks already running (polish stops early)
-            for f in pending:
-                f.cancel()
-            raise
-    return next_id
+    done_units = [0]
+
+    def collect(first, g, out):
+        part, ids, Zu = out
+        if seams is not None:
+            seams[0][ids] = Zu
+            seams[1].extend([done_units[0]] * g)
+        done_units[0] += 1
+        if part is not None:
+            sums[0][first: first + g] = part[0]
+            sums[1][first: first + g] = part[1]
+            sums[2][:] += part[2]
+
+    return aggregate_units(store, units, work, labels, threads, progress, collect, stop=stop,
+                           pool=polish_rounds > 0 or not one)

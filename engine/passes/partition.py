@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from ..io.source import Source, numeric_values
-from ..io.spill import BlockStore
+from ..io.spill import BlockStore, MemoryBlocks
 from ..kernels.moments import standardize_serial
 from ..kernels.partition import (assign_leaves, counting_order, gather_records, gather_records_narrow, plan_tree,
                                 route_rows, tie_keys)
@@ -185,6 +185,17 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
             store.append_chunk(rec, start)
             bar.update(offset + h)
     store.flush()
+
+
+def load_block(source: Source, columns, rows: int, chunk_rows: int, dist=None) -> MemoryBlocks:
+    """The partition pass of a table that fits in one block: its ``columns`` read into
+    memory, in row order (with ``dist``, each one's histogram is counted too)."""
+    X = np.empty((rows, len(columns)))
+    for offset, chunk in source.iter_arrays(list(columns), chunk_rows):
+        X[offset: offset + chunk.shape[0]] = chunk
+    if dist is not None:
+        dist.add(X.T)
+    return MemoryBlocks(X)
 
 
 def frame_to_columns(frame, columns) -> np.ndarray:

@@ -160,106 +160,126 @@ def refine_partition(Z, labels, k, mode="local", budget_seconds=None, max_rounds
     """
     t0 = time.perf_counter()
     sizes = _validate(Z, labels, k, mode, budget_seconds, max_rounds, seed, threads)
-    n, d = Z.shape
-    hi = 2 * k - 1
     G = sizes.size
-    S = max(G, n // k) + 1
-    cap = max(hi, int(sizes.max()))
-    tol = 1e-12 * max(1.0, float(n * d))
     deadline = None if budget_seconds is None else t0 + float(budget_seconds)
-    rounds_cap = max_rounds if max_rounds is not None else 1 << 62
-
     with numba_threads(threads):
-        lab = labels.copy()
-        sse_before = _k.partition_sse(Z, lab, G)
-        sums, counts, members, slot = _k.build_state(Z, lab, S, cap)
-        near = np.full((S, NEAR), -1, np.int64)
-        active = np.ones(S, np.int64)
-        stats = np.zeros(3)
-        wstats = np.zeros(3)
-        rounds = 0
-        use_ga = 1 if mode == "ga" else 0
-        wg = window_groups(k)
+        search = _Search(Z, labels, k, sizes, deadline, max_rounds, mode, seed)
+        search.run()
+    out, sse_after, moves = search.result()
+    if max_rounds is None and deadline is None and G > 1:
+        out, sse_after, moves = _polish_floor(Z, labels, k, G, out, sse_after, moves)
+    return RefineResult(labels=out, sse_before=float(search.sse_before), sse_after=float(sse_after),
+                        rounds=search.rounds, moves=moves, seconds=time.perf_counter() - t0)
 
-        def out_of_time():
-            return deadline is not None and time.perf_counter() >= deadline
 
-        fresh = True  # near lists: kd-tree the first time, two-hop refreshes after
+class _Search:
+    """The state of one refinement: the labels, the kernels' group table (sums,
+    counts, member slots), the near lists, the round count; local-search rounds and
+    window passes (``_k.ls_round``, ``_k.window_round``) update it in place."""
 
-        def local_search(start):
-            # start: slots to treat as changed (all, or those a window pass changed)
-            nonlocal rounds, fresh
-            active[:] = start
-            mask = start.copy()
-            while rounds < rounds_cap and not out_of_time():
-                _k.recompute_sums(Z, sums, counts, members)
-                if fresh:
-                    _k.nearest_groups(sums, counts, near, mask)
-                    fresh = False
-                else:
-                    _k.refresh_near(sums, counts, near, mask)
-                applied = _k.ls_round(Z, lab, sums, counts, members, slot, k, hi, near, active, touched, tol, stats)
-                rounds += 1
-                if applied == 0:
-                    return
-                mask[:] = active
+    def __init__(self, Z, labels, k, sizes, deadline, max_rounds, mode, seed):
+        n, d = Z.shape
+        self.Z, self.k, self.hi, self.G = Z, k, 2 * k - 1, sizes.size
+        self.S = S = max(self.G, n // k) + 1
+        self.tol = 1e-12 * max(1.0, float(n * d))
+        self.deadline = deadline
+        self.rounds_cap = max_rounds if max_rounds is not None else 1 << 62
+        self.mode, self.seed = mode, seed
+        self.lab = labels.copy()
+        self.sse_before = _k.partition_sse(Z, self.lab, self.G)
+        self.sums, self.counts, self.members, self.slot = _k.build_state(Z, self.lab, S,
+                                                                         max(self.hi, int(sizes.max())))
+        self.near = np.full((S, NEAR), -1, np.int64)
+        self.active = np.ones(S, np.int64)
+        self.touched = np.zeros(S, np.int64)
+        self.all_slots = np.ones(S, np.int64)
+        self.stats = np.zeros(3)
+        self.wstats = np.zeros(3)
+        self.rounds = 0
+        self.fresh = True  # near lists: kd-tree the first time, two-hop refreshes after
+        self.wg = window_groups(k)
 
-        def window_pass(rnd, todo):
-            nonlocal rounds, fresh
-            _k.recompute_sums(Z, sums, counts, members)
-            if fresh:
-                _k.nearest_groups(sums, counts, near, all_slots)
-                fresh = False
-            else:
-                _k.refresh_near(sums, counts, near, all_slots)
-            touched[:] = 0
-            improved = 0
-            for start in range(0, S, WINDOW_CHUNK):
-                if out_of_time():
-                    break
-                improved += _k.window_round(Z, lab, sums, counts, members, slot, k, hi, near, wg, use_ga,
-                                            GA_POP, GA_GENS, seed, rnd, start, min(S, start + WINDOW_CHUNK),
-                                            todo, touched, tol, wstats)
-            rounds += 1
-            return improved
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.perf_counter() >= self.deadline
 
-        all_slots = np.ones(S, np.int64)
-        touched = np.zeros(S, np.int64)
-        if mode == "local":
-            local_search(all_slots)
-        todo = all_slots
+    def _near_lists(self, mask) -> None:
+        _k.recompute_sums(self.Z, self.sums, self.counts, self.members)
+        if self.fresh:
+            _k.nearest_groups(self.sums, self.counts, self.near, mask)
+            self.fresh = False
+        else:
+            _k.refresh_near(self.sums, self.counts, self.near, mask)
+
+    def local_search(self, start) -> None:
+        """Rounds of moves and swaps until none applies; ``start``: the slots to treat
+        as changed (all, or those a window pass changed)."""
+        self.active[:] = start
+        mask = start.copy()
+        while self.rounds < self.rounds_cap and not self.out_of_time():
+            self._near_lists(mask)
+            applied = _k.ls_round(self.Z, self.lab, self.sums, self.counts, self.members, self.slot, self.k,
+                                  self.hi, self.near, self.active, self.touched, self.tol, self.stats)
+            self.rounds += 1
+            if applied == 0:
+                return
+            mask[:] = self.active
+
+    def window_pass(self, rnd, todo) -> int:
+        """One pass of windows of nearby groups re-cut (exactly, or by the GA)."""
+        self._near_lists(self.all_slots)
+        self.touched[:] = 0
+        improved = 0
+        use_ga = 1 if self.mode == "ga" else 0
+        for start in range(0, self.S, WINDOW_CHUNK):
+            if self.out_of_time():
+                break
+            improved += _k.window_round(self.Z, self.lab, self.sums, self.counts, self.members, self.slot, self.k,
+                                        self.hi, self.near, self.wg, use_ga, GA_POP, GA_GENS, self.seed, rnd,
+                                        start, min(self.S, start + WINDOW_CHUNK), todo, self.touched, self.tol,
+                                        self.wstats)
+        self.rounds += 1
+        return improved
+
+    def run(self) -> None:
+        if self.mode == "local":
+            self.local_search(self.all_slots)
+        todo = self.all_slots
         rnd = 0
-        while rounds < rounds_cap and not out_of_time() and G > 1:
-            improved = window_pass(rnd, todo)
+        while self.rounds < self.rounds_cap and not self.out_of_time() and self.G > 1:
+            improved = self.window_pass(rnd, todo)
             rnd += 1
             if improved == 0:
                 break
-            local_search(touched.copy())
-            todo = touched.copy()
-        if mode == "ga":
-            local_search(all_slots)
+            self.local_search(self.touched.copy())
+            todo = self.touched.copy()
+        if self.mode == "ga":
+            self.local_search(self.all_slots)
 
-    if counts[:G].all() and not counts[G:].any():
-        out = lab  # the same groups (ids) as the input: keep its numbering
-    else:
-        out = renumber(lab)  # groups disappeared or appeared
-    sse_after = _k.partition_sse(Z, out, int(out.max()) + 1)
-    moves = int(stats[0]) + 2 * int(stats[1]) + int(wstats[1])
-    if max_rounds is None and deadline is None and G > 1:
-        # never above a plain local search: polish (moves and swaps among the POLISH_NEAR
-        # nearest groups, exact SSE change, to convergence) of the result and of the input;
-        # the lowest SSE wins (ties: the refined partition)
-        from ..kernels.polish import polish
+    def result(self):
+        """``(labels, SSE, moves)``; the input's numbering kept when the groups are the same."""
+        G, counts = self.G, self.counts
+        if counts[:G].all() and not counts[G:].any():
+            out = self.lab  # the same groups (ids) as the input: keep its numbering
+        else:
+            out = renumber(self.lab)  # groups disappeared or appeared
+        sse = _k.partition_sse(self.Z, out, int(out.max()) + 1)
+        return out, sse, int(self.stats[0]) + 2 * int(self.stats[1]) + int(self.wstats[1])
 
-        no_rot, stop = np.empty((0, 0, 0)), np.zeros(1, np.int64)
-        for start in (out, labels):
-            cand = start.copy()
-            _, ops = polish(Z, cand, k, 1 << 30, POLISH_NEAR, no_rot, stop)
-            sse = _k.partition_sse(Z, cand, int(cand.max()) + 1)
-            if sse < sse_after:
-                out, sse_after, moves = cand, sse, moves + int(ops) if start is out else int(ops)
-        sizes = np.bincount(out)
-        if not (sizes.shape[0] == G and sizes.all()):
-            out = renumber(out)  # the numbering rule above: groups disappeared or appeared
-    return RefineResult(labels=out, sse_before=float(sse_before), sse_after=float(sse_after), rounds=rounds,
-                        moves=moves, seconds=time.perf_counter() - t0)
+
+def _polish_floor(Z, labels, k, G, out, sse_after, moves):
+    """Never above a plain local search: polish (moves and swaps among the POLISH_NEAR
+    nearest groups, exact SSE change, to convergence) of the result and of the input;
+    the lowest SSE wins (ties: the refined partition)."""
+    from ..kernels.polish import polish
+
+    no_rot, stop = np.empty((0, 0, 0)), np.zeros(1, np.int64)
+    for start in (out, labels):
+        cand = start.copy()
+        _, ops = polish(Z, cand, k, 1 << 30, POLISH_NEAR, no_rot, stop)
+        sse = _k.partition_sse(Z, cand, int(cand.max()) + 1)
+        if sse < sse_after:
+            out, sse_after, moves = cand, sse, moves + int(ops) if start is out else int(ops)
+    sizes = np.bincount(out)
+    if not (sizes.shape[0] == G and sizes.all()):
+        out = renumber(out)  # the numbering rule above: groups disappeared or appeared
+    return out, sse_after, moves

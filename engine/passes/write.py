@@ -255,3 +255,36 @@ def measured_sums(sse: np.ndarray, sd: np.ndarray, n: int):
     live = sd > 0.0
     var = np.where(live, sd * sd, 1.0)
     return np.where(live, sse / var, 0.0), np.where(live, float(n), 0.0)
+
+
+def range_write_pass(source, path, fmt, labels, pub, sets, chunk_rows, progress, rows, counter, group_column=None):
+    """The write pass of a range release (maxent, mnqia): stream the input in order;
+    each row's class gives its generalized QIs (``pub``: column -> its published
+    Series per class; ``sets``: column -> (the distinct sets' text, the set of each
+    class)); other columns pass through. Every frame handed to the writer is counted
+    by its published values (``counter``, the self-check)."""
+    writer = _Writer(path, fmt)
+    try:
+        with Progress("write", rows, progress) as bar:
+            for offset, frame in source.iter_frames(None, chunk_rows):
+                h = frame.height
+                lab = np.asarray(labels[offset: offset + h])
+                out = []
+                for c in frame.columns:
+                    if c in pub:
+                        out += [s.gather(lab) for s in pub[c]]
+                    elif c in sets:
+                        text, sid = sets[c]
+                        out.append(text.gather(sid[lab]))
+                    else:
+                        out.append(frame.get_column(c))
+                if group_column is not None:
+                    out.append(pl.Series(group_column, lab, dtype=pl.Int64))
+                published = pl.DataFrame(out)
+                counter.add(published)
+                writer.add(published)
+                bar.update(offset + h)
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise

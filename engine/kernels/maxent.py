@@ -1,8 +1,8 @@
-"""Numba kernels for the sensitive-attribute methods: maximum-entropy classes
-(seed 001, driven by ``engine/methods/maxent.py``) and MNQIA (seed 002, driven by
-``engine/methods/mnqia.py``). The drivers document the algorithms and validate input;
-these loops assume valid arrays. ``tests/reference_sensitive.py`` re-implements
-each of them plainly, and the tests compare.
+"""Numba kernels of maxent: maximum-entropy classes (Tsiafoulis, Zorkadis &
+Pimenidis, "Maximum Entropy Oriented Anonymization Algorithm for Privacy Preserving
+Data Mining"), driven by ``engine/methods/maxent.py``, which documents the algorithm
+and validates input; these loops assume valid arrays. ``tests/reference_sensitive.py``
+re-implements each of them plainly, and the tests compare.
 
 Common representation (maxent):
 
@@ -14,18 +14,20 @@ Common representation (maxent):
 * ``w`` (dn+dc): NCP weights, numeric columns first;
 * ``sa`` (n) int64 codes ``0..m-1``.
 
-NCP of a class E (per tuple, seed 001 eq. 4 summed over attributes):
+NCP of a class E (per tuple, the paper's eq. 4 summed over attributes):
 ``sum_j w_j (max_j - min_j) + sum_j w_j ncp_cat(|S_j|)`` where ``S_j`` is the set
 of the class's values of categorical column j and ``ncp_cat(z) = z / card_j`` if
 ``z > 1`` else 0. A class contributes ``|E| * NCP(E)`` to the table's NCP.
 
 Entropies are in bits.
 """
-
 import math
+from collections import namedtuple
 
 import numpy as np
 from numba import njit
+
+from .graph import find_root as _find
 
 # ---------------------------------------------------------------- helpers
 
@@ -177,13 +179,19 @@ def form_round(Xn, C, off, card, w, sa, m, order, cstart, d, urand, class_of, ne
 
 # ---------------------------------------------------------------- maxent: class state
 
+# The classes' statistics, one array each, indexed by class id: rows, still a class
+# (not merged away), numeric min / max, per categorical column the count of every
+# code (``catcnt``, columns at ``off``) and the number of distinct codes (``setsz``),
+# SA counts and sum of c log2 c (``slog``, for the entropy), the union-find parent,
+# and ``accept[c, s]``: class c stays >= eps - tol when one more row with SA value s
+# joins. The kernels unpack it by name.
+ClassState = namedtuple("ClassState", "size alive mn mx catcnt setsz sacnt slog parent accept")
+
 
 @njit(cache=True, nogil=True)
 def init_state(Xn, C, off, sa, m, class_of, nc, eps, tol):
     """Per-class statistics of classes ``0..nc-1`` (rows with ``class_of < 0`` are
-    unassigned). Returns ``(size, alive, mn, mx, catcnt, setsz, sacnt, slog,
-    parent, accept)``; ``accept[c, s]``: class c stays >= eps - tol when one more
-    row with SA value s joins. One spare slot (index ``nc``) is left for a class
+    unassigned): a ``ClassState``. One spare slot (index ``nc``) is left for a class
     made of leftovers."""
     n, dn = Xn.shape
     dc = C.shape[1]
@@ -205,7 +213,7 @@ def init_state(Xn, C, off, sa, m, class_of, nc, eps, tol):
     for c in range(nc):
         alive[c] = size[c] > 0
         refresh_accept(size, sacnt, slog, accept, c, eps, tol)
-    return size, alive, mn, mx, catcnt, setsz, sacnt, slog, parent, accept
+    return ClassState(size, alive, mn, mx, catcnt, setsz, sacnt, slog, parent, accept)
 
 
 @njit(cache=True, nogil=True)
@@ -413,14 +421,6 @@ def incorporate(Xn, C, off, card, w, sa, class_of, state, eps, tol, max_iter, sr
 
 
 @njit(cache=True, nogil=True)
-def _find(parent, c):
-    while parent[c] != c:
-        parent[c] = parent[parent[c]]
-        c = parent[c]
-    return c
-
-
-@njit(cache=True, nogil=True)
 def _merge_cost(card, w, a, b, size, mn, mx, catcnt, setsz, off, dn, dc, bound):
     """Increase of the table's NCP if classes a and b become one (every column's
     share is >= 0, so the sum stops early once above ``bound``)."""
@@ -546,14 +546,10 @@ def settle_leftovers(Xn, C, off, card, w, sa, class_of, state, leftover, eps, to
         joins += 1
         a = best
         while class_entropy(size, slog, a) < eps - tol:
-            b = _best_partner(card, w, a, state, off, dn, dc, eps, tol)
-            if b < 0:
+            a = _merge_with_partner(card, w, a, state, off, dn, dc, eps, tol)
+            if a < 0:
                 break
-            lo = a if a < b else b
-            hi = b if a < b else a
-            _merge_into(lo, hi, state, off, dn, dc, eps, tol)
             merges += 1
-            a = lo
     return joins, merges
 
 
@@ -570,15 +566,24 @@ def enforce_min_size(Xn, C, off, card, w, state, k, eps, tol):
     for a0 in range(size.shape[0]):
         a = a0
         while alive[a] and size[a] < k:
-            b = _best_partner(card, w, a, state, off, dn, dc, eps, tol)
-            if b < 0:
+            a = _merge_with_partner(card, w, a, state, off, dn, dc, eps, tol)
+            if a < 0:
                 break
-            lo = a if a < b else b
-            hi = b if a < b else a
-            _merge_into(lo, hi, state, off, dn, dc, eps, tol)
             merges += 1
-            a = lo
     return merges
+
+
+@njit(cache=True, nogil=True)
+def _merge_with_partner(card, w, a, state, off, dn, dc, eps, tol):
+    """Merge class ``a`` with its best partner (``_best_partner``) into the lower id,
+    which is returned; -1 when it has none."""
+    b = _best_partner(card, w, a, state, off, dn, dc, eps, tol)
+    if b < 0:
+        return b
+    lo = a if a < b else b
+    hi = b if a < b else a
+    _merge_into(lo, hi, state, off, dn, dc, eps, tol)
+    return lo
 
 
 @njit(cache=True, nogil=True)
@@ -589,268 +594,3 @@ def resolve_labels(class_of, parent):
     for r in range(n):
         out[r] = _find(parent, class_of[r])
     return out
-
-
-# ---------------------------------------------------------------- per-class metrics
-
-
-@njit(cache=True, nogil=True)
-def group_minmax(X, labels, G):
-    """Per-group min and max of every column of X (rows with label in 0..G-1)."""
-    n, d = X.shape
-    mn = np.full((G, d), np.inf)
-    mx = np.full((G, d), -np.inf)
-    for i in range(n):
-        g = labels[i]
-        for j in range(d):
-            x = X[i, j]
-            if x < mn[g, j]:
-                mn[g, j] = x
-            if x > mx[g, j]:
-                mx[g, j] = x
-    return mn, mx
-
-
-@njit(cache=True, nogil=True)
-def group_distinct(codes, labels, G, card):
-    """Number of distinct codes per group, for each column of ``codes`` (n, dc)."""
-    n, dc = codes.shape
-    out = np.zeros((G, dc), np.int64)
-    # rows grouped by label: walk groups through a counting sort
-    cnt = np.zeros(G + 1, np.int64)
-    for i in range(n):
-        cnt[labels[i] + 1] += 1
-    for g in range(G):
-        cnt[g + 1] += cnt[g]
-    order = np.empty(n, np.int64)
-    pos = cnt[:G].copy()
-    for i in range(n):
-        g = labels[i]
-        order[pos[g]] = i
-        pos[g] += 1
-    for j in range(dc):
-        seen = np.full(card[j], -1, np.int64)
-        for g in range(G):
-            z = 0
-            for t in range(cnt[g], cnt[g + 1]):
-                c = codes[order[t], j]
-                if seen[c] != g:
-                    seen[c] = g
-                    z += 1
-            out[g, j] = z
-    return out
-
-
-# ---------------------------------------------------------------- MNQIA: optimal 1-D segmentation
-
-
-@njit(cache=True, nogil=True)
-def _seg_cost(P0, P1, P2, j, i):
-    # weighted SSE of distinct values j..i (inclusive), from prefix sums
-    W = P0[i + 1] - P0[j]
-    S = P1[i + 1] - P1[j]
-    Q = P2[i + 1] - P2[j]
-    v = Q - S * S / W
-    return v if v > 0.0 else 0.0
-
-
-@njit(cache=True, nogil=True)
-def ckmeans_layer(P0, P1, P2, Dprev, g, Dcur, Bcur):
-    """Layer g (>= 2) of the optimal 1-D k-means DP over weighted distinct sorted
-    values: ``Dcur[i] = min_{g-1 <= j <= i} Dprev[j-1] + cost(j, i)``, ``Bcur[i]``
-    the argmin (smallest on ties). Divide and conquer on the monotone argmin
-    (Wang & Song's Ckmeans.1d.dp), with an explicit stack."""
-    nv = Dprev.shape[0]
-    for i in range(g - 1):
-        Dcur[i] = np.inf
-        Bcur[i] = -1
-    if g - 1 > nv - 1:
-        return
-    stack = np.empty((2 * nv + 8, 4), np.int64)
-    sp = 0
-    stack[0, 0] = g - 1
-    stack[0, 1] = nv - 1
-    stack[0, 2] = g - 1
-    stack[0, 3] = nv - 1
-    sp = 1
-    while sp > 0:
-        sp -= 1
-        lo = stack[sp, 0]
-        hi = stack[sp, 1]
-        olo = stack[sp, 2]
-        ohi = stack[sp, 3]
-        if lo > hi:
-            continue
-        mid = (lo + hi) // 2
-        best = -1
-        bv = np.inf
-        top = ohi if ohi < mid else mid
-        for j in range(olo, top + 1):
-            v = Dprev[j - 1] + _seg_cost(P0, P1, P2, j, mid)
-            if v < bv:
-                bv = v
-                best = j
-        Dcur[mid] = bv
-        Bcur[mid] = best
-        stack[sp, 0] = lo
-        stack[sp, 1] = mid - 1
-        stack[sp, 2] = olo
-        stack[sp, 3] = best
-        sp += 1
-        stack[sp, 0] = mid + 1
-        stack[sp, 1] = hi
-        stack[sp, 2] = best
-        stack[sp, 3] = ohi
-        sp += 1
-
-
-# ---------------------------------------------------------------- MNQIA: MMDCF grouping
-
-
-@njit(cache=True, nogil=True)
-def _prio(b, bseg, capoff, cap, bsize):
-    p = bsize[b]
-    for j in range(bseg.shape[1]):
-        p += cap[capoff[j] + bseg[b, j]]
-    return p
-
-
-@njit(cache=True, nogil=True)
-def _conflicts(b, bseg, capoff, used, stamp):
-    z = 0
-    for j in range(bseg.shape[1]):
-        if used[capoff[j] + bseg[b, j]] == stamp:
-            z += 1
-    return z
-
-
-@njit(cache=True, nogil=True)
-def mmdcf(Xn, bseg, bstart, bmem, slice_start, slice_b, capoff, cap, k, scan_dim):
-    """MMDCF grouping (seed 002 steps 8-24 as read in ``engine/methods/mnqia.py``).
-
-    ``bseg`` (B, d): the 1-D group of every non-empty bucket in each dimension,
-    buckets in lexicographic order; bucket b's rows are ``bmem[bstart[b]:...]``
-    (ascending; this array is permuted in place as rows leave). ``slice_b``
-    lists the buckets of each 1-D group of ``scan_dim`` (``slice_start``).
-    ``cap`` holds the capacity (remaining rows) of every 1-D group
-    (``capoff[j] + g``) and is updated in place. ``Xn`` (n, d) are the values
-    scaled by each column's range, used for "least range growth".
-
-    Returns ``(labels, groups, relaxed_picks, leftovers)``.
-    """
-    n, d = Xn.shape
-    B = bseg.shape[0]
-    bsize = np.empty(B, np.int64)
-    for b in range(B):
-        bsize[b] = bstart[b + 1] - bstart[b]
-    used = np.zeros(capoff[d], np.int64)
-    labels = np.full(n, -1, np.int64)
-    Gmax = n // k + 1
-    gmn = np.full((Gmax, d), np.inf)
-    gmx = np.full((Gmax, d), -np.inf)
-    remaining = n
-    G = np.int64(0)  # int64 values, not literals: they are passed to _pick
-    relaxed = 0
-    nscan = slice_start.shape[0] - 1
-    while remaining >= k:
-        stamp = G + 1
-        gsize = 0
-        for s in range(nscan):
-            if gsize == k:
-                break
-            best = np.int64(-1)
-            bp = -1
-            for t in range(slice_start[s], slice_start[s + 1]):
-                b = slice_b[t]
-                if bsize[b] == 0 or _conflicts(b, bseg, capoff, used, stamp) > 0:
-                    continue
-                p = _prio(b, bseg, capoff, cap, bsize)
-                if p > bp:
-                    bp = p
-                    best = b
-            if best >= 0:
-                _pick(Xn, best, bseg, bstart, bmem, bsize, capoff, cap, used, stamp, labels, G, gmn, gmx)
-                gsize += 1
-                remaining -= 1
-        while gsize < k:
-            best = np.int64(-1)
-            bc = d + 1
-            bp = -1
-            for b in range(B):
-                if bsize[b] == 0:
-                    continue
-                c = _conflicts(b, bseg, capoff, used, stamp)
-                p = _prio(b, bseg, capoff, cap, bsize)
-                if c < bc or (c == bc and p > bp):
-                    bc = c
-                    bp = p
-                    best = b
-            _pick(Xn, best, bseg, bstart, bmem, bsize, capoff, cap, used, stamp, labels, G, gmn, gmx)
-            gsize += 1
-            remaining -= 1
-            relaxed += 1
-        G += 1
-    # leftovers (< k rows) join the group whose ranges grow least
-    nleft = 0
-    for r in range(n):
-        if labels[r] >= 0:
-            continue
-        nleft += 1
-        best = -1
-        bv = np.inf
-        for g in range(G):
-            v = 0.0
-            for j in range(d):
-                x = Xn[r, j]
-                if x < gmn[g, j]:
-                    v += gmn[g, j] - x
-                elif x > gmx[g, j]:
-                    v += x - gmx[g, j]
-            if v < bv:
-                bv = v
-                best = g
-        labels[r] = best
-        for j in range(d):
-            x = Xn[r, j]
-            if x < gmn[best, j]:
-                gmn[best, j] = x
-            if x > gmx[best, j]:
-                gmx[best, j] = x
-    return labels, G, relaxed, nleft
-
-
-@njit(cache=True, nogil=True)
-def _pick(Xn, b, bseg, bstart, bmem, bsize, capoff, cap, used, stamp, labels, G, gmn, gmx):
-    # the row of bucket b that grows the group's (range-scaled) ranges least;
-    # ties: lowest row index
-    d = Xn.shape[1]
-    a = bstart[b]
-    best_t = -1
-    bv = np.inf
-    for t in range(a, a + bsize[b]):
-        r = bmem[t]
-        v = 0.0
-        for j in range(d):
-            x = Xn[r, j]
-            if x < gmn[G, j]:
-                v += gmn[G, j] - x if gmn[G, j] != np.inf else 0.0
-            elif x > gmx[G, j]:
-                v += x - gmx[G, j] if gmx[G, j] != -np.inf else 0.0
-        if v < bv or (v == bv and r < bmem[best_t]):
-            bv = v
-            best_t = t
-    r = bmem[best_t]
-    last = a + bsize[b] - 1
-    bmem[best_t] = bmem[last]
-    bmem[last] = r
-    bsize[b] -= 1
-    labels[r] = G
-    for j in range(d):
-        q = capoff[j] + bseg[b, j]
-        cap[q] -= 1
-        used[q] = stamp
-        x = Xn[r, j]
-        if x < gmn[G, j]:
-            gmn[G, j] = x
-        if x > gmx[G, j]:
-            gmx[G, j] = x

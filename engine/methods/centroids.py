@@ -1,0 +1,275 @@
+"""The MDAV family's pass-level hooks (``Method.flow`` of mdav, mdav-single, vmdav,
+ivmdav, ama): groups of at least k rows, every QI published as its group's mean.
+
+The coordinator (``engine.coordinator``) runs the passes; this module says what
+they do for a centroid method: the QIs are read as numbers; pass 1 may sample
+Parquet row groups instead (the partition pass then measures the columns) and may
+select key attributes (AMA, ``--select``); the block function is
+``passes.aggregate.aggregate_block`` (kd-tree MDAV on a whole block) or
+``kernels.leaf.aggregate_leaves`` (leaves of a spilled block), then polish (streamed
+runs up to 2M rows), seam polish and refinement; the stitch gives each group's
+centroid; the write pass gathers the centroids into the QI columns.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import polars as pl
+
+from ..config import POLISH_ROTATIONS, POLISH_UNIT_ROWS, polish_near
+from ..errors import EngineError
+from ..io.schema import check_output_types
+from ..io.sink import check_csv_columns
+from ..io.spill import BlockStore, MemoryBlocks
+from ..passes.aggregate import aggregate_blocks
+from ..passes.distributions import Distributions
+from ..passes.partition import sample_row_groups, sample_stride
+from ..passes.profile import check_columns, profile_columns
+from ..passes.stitch import Groups, aligned_zeros, stitch_blocks
+from ..passes.write import write_pass
+
+log = logging.getLogger("engine")
+
+
+def block_labels(Z: np.ndarray, cfg, leaf: int = 0, progress=None) -> np.ndarray:
+    """The MDAV family's block function: labels of the standardized rows ``Z``."""
+    from ..kernels.leaf import aggregate_leaves
+    from ..passes.aggregate import aggregate_block
+
+    if leaf:
+        return aggregate_leaves(Z, cfg.method_code, cfg.k, cfg.effective_gamma, leaf)
+    return aggregate_block(Z, cfg.method_code, cfg.k, cfg.effective_gamma, progress)
+
+
+class CentroidFlow:
+    """The pass-level hooks of the MDAV family (``engine.coordinator``)."""
+
+    aggregate_pass = "aggregate"
+    report_units = False  # the report's blocks are the spilled blocks (a polish unit holds several)
+
+    def __init__(self, cfg, distributions: bool = False):
+        self.cfg = cfg
+        self.budget_cfg = cfg
+        self.dist = Distributions(cfg.qi) if distributions else None
+        self.cols = np.arange(len(cfg.qi))  # the grouping columns (the key attributes, with a selection)
+        self.key = None
+        self.metrics: dict = {}
+        self.refined: dict = {}
+        self.polished: dict = {}
+        self.rows = 0
+        self.sums = None
+        self.seams = None
+        self.polish_rounds = 0
+
+    # ------------------------------------------------------------ boundary
+
+    def check_input(self, source, fmt, dest, passes):
+        """CSV: QIs read as numbers; other columns as the file's text for a CSV output,
+        else with types inferred from the whole file."""
+        import time
+
+        cfg = self.cfg
+        t = time.perf_counter()
+        typed = source.with_types({c: pl.Float64 for c in cfg.qi}, text=fmt == "csv")
+        if typed is not source and fmt != "csv":
+            passes["infer"] = time.perf_counter() - t  # the whole-file type inference of a CSV input
+        source = typed
+        check_columns(source, cfg.qi, numeric=False)
+        if cfg.group_column is not None and cfg.group_column in source.columns:
+            raise EngineError(f"group column {cfg.group_column!r} already exists in {source.label}")
+        if dest is not None:
+            others = [c for c in source.columns if c not in set(cfg.qi)]
+            check_output_types(source.schema, fmt, others)
+            check_csv_columns(dest, source.schema, others)
+        return source
+
+    def check_rows(self, source, rows):
+        check_columns(source, self.cfg.qi)  # dtypes: after the row count, as a header-only CSV has no types
+        if self.cfg.k > rows:
+            raise EngineError(f"k={self.cfg.k} is larger than the number of rows ({rows})")
+        self.rows = rows
+
+    def budget_args(self, source, rows) -> dict:
+        return {"d": len(self.cfg.qi)}
+
+    # ------------------------------------------------------------ pass 1
+
+    def profile(self, inp, passes):
+        from ..coordinator import Profiled, timed
+
+        cfg, source, rows, budget, single = self.cfg, inp.source, inp.rows, inp.budget, inp.single
+        stride = sample_stride(rows, budget.block_size)
+        # blocks from Parquet: the plan's sample from a few row groups, and pass 1's
+        # checks and sums done by the partition pass (one pass over the QIs fewer)
+        with timed(passes, "sample"):
+            sampled = None if single else sample_row_groups(source, cfg.qi, rows, stride)
+        profile = None
+        if sampled is None:
+            del passes["sample"]
+            with timed(passes, "profile"):
+                profile = profile_columns(source, cfg.qi, budget.chunk_rows, cfg.progress, rows=rows,
+                                          sample_stride=0 if single else stride)
+            log.info("profiled %d rows x %d quasi-identifiers", rows, len(cfg.qi))
+        else:
+            log.info("sampled %d rows from the row groups", sampled[0].shape[0])
+        if cfg.selects:
+            with timed(passes, "select"):
+                self._select(source, budget)
+        return Profiled(profile, source, list(cfg.qi), self.cols, sampled)
+
+    def _select(self, source, budget):
+        """Key attributes (AMA, ``--select``): the grouping columns."""
+        from ..select import profile as dependency_profile  # imported when used: start-up time
+
+        cfg = self.cfg
+        dep = dependency_profile(source, cfg.qi, cfg.measure, count=cfg.select_count if cfg.select else None,
+                                 width=cfg.width, bins=cfg.bins, chunk_rows=budget.chunk_rows)
+        self.key = dep.key_attributes
+        self.metrics["dependency"] = {k: v for k, v in dep.to_dict().items()
+                                      if k in ("measure", "tree", "tree_edges", "edge_weights", "degrees",
+                                               "key_attributes", "selection")}
+        self.cols = np.array(sorted(cfg.qi.index(c) for c in self.key), np.int64)
+        log.info("key attributes: %s", ", ".join(self.key))
+
+    # ------------------------------------------------------------ pass 2
+
+    def new_store(self, n_blocks, folder, rows, budget):
+        return BlockStore(n_blocks, len(self.cfg.qi), folder, budget.spill_buffer, rows=rows)
+
+    def units(self, store, budget, profile):
+        """Polished runs aggregate units of several blocks (fewer seams); else one block a unit."""
+        if isinstance(store, MemoryBlocks):  # one block in memory: no polish
+            return store.units(0)
+        self.polish_rounds = self.cfg.effective_polish_rounds(profile.rows)
+        return store.units(max(2 * self.cfg.k, POLISH_UNIT_ROWS if self.polish_rounds > 0 else 0))
+
+    # ------------------------------------------------------------ pass 3
+
+    def _block(self, Z, leaf, progress):
+        """The method's registered block function (``Method.block``) on one unit."""
+        return self.cfg.spec.block_function(Z, self.cfg, leaf, progress)
+
+    def aggregate(self, blocks, labels, threads, bar) -> int:
+        cfg, rows, cols = self.cfg, blocks.profile.rows, self.cols
+        if blocks.single:  # one exact block, no leaves; the write pass measures the errors
+            return aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols, cfg.method_code, cfg.k,
+                                    cfg.effective_gamma, labels, threads, bar, block=self._block)
+        near = polish_near(cfg.k)
+        # the seams between units are polished in memory (all standardized rows at once)
+        if self.polish_rounds > 0 and len(blocks.units) > 1:
+            need = seam_bytes(rows, cols.shape[0], cfg.k)
+            if cfg.memory_limit is not None and need > cfg.memory_limit // 2:
+                log.warning("seam polish skipped: it needs about %d MiB, more than half the memory limit",
+                            need >> 20)
+                self.polished.update(seams_skipped=True)
+            else:
+                self.seams = (np.empty((rows, cols.shape[0])), [])
+        # without refinement or seam polish the workers also sum each group's values: no stitch pass
+        if cfg.refine is None and self.seams is None:
+            self.sums = (aligned_zeros(rows // cfg.k, len(cfg.qi)), np.zeros(rows // cfg.k, np.int64),
+                         np.zeros(len(cfg.qi)))
+        n_groups = aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols, cfg.method_code, cfg.k,
+                                    cfg.effective_gamma, labels, threads, bar, leaf=cfg.effective_leaf_size(rows),
+                                    sums=self.sums, polish_rounds=self.polish_rounds, polish_near=near,
+                                    polish_rotations=POLISH_ROTATIONS, seams=self.seams, block=self._block)
+        if self.polish_rounds > 0:
+            self.polished.update(rounds=self.polish_rounds, near=near)
+        return n_groups
+
+    def after_aggregate(self, blocks, labels, n_groups, passes) -> int:
+        """The seam polish (several polished units), then refinement (``--refine``)."""
+        from ..coordinator import release_memory, timed
+        from ..progress import Progress
+
+        cfg = self.cfg
+        if self.seams is not None:
+            with timed(passes, "polish"):
+                self._polish_seams(labels)
+            release_memory()
+        if cfg.refine is not None:
+            with timed(passes, "refine"), Progress("refine", blocks.profile.rows, cfg.progress) as bar:
+                from ..passes.border import refine_borders  # imported when used: start-up time
+
+                stats, n_groups = refine_borders(blocks.store, blocks.units, blocks.profile, self.cols, labels,
+                                                 n_groups, cfg, bar)
+                self.refined.update(stats)
+        return n_groups
+
+    def _polish_seams(self, labels):
+        from ..kernels.polish import polish_seams, rotations
+
+        cfg = self.cfg
+        lab = np.asarray(labels).astype(np.int64)
+        r, ops = _interruptible(polish_seams, self.seams[0], lab, cfg.k, self.polish_rounds, polish_near(cfg.k),
+                                np.asarray(self.seams[1], np.int64),
+                                rotations(self.cols.shape[0], POLISH_ROTATIONS))
+        labels[:] = lab
+        self.seams = None
+        self.polished.update(seam_rounds=int(r), seam_operations=int(ops))
+
+    # ------------------------------------------------------------ stitch, write, report
+
+    def stitch(self, blocks, labels, n_groups, bar) -> Groups:
+        if self.sums is None:
+            return stitch_blocks(blocks.store, blocks.units, blocks.profile, labels, n_groups, bar)
+        # the workers' centroids and squared errors: no group is empty without refinement
+        sums, self.sums = self.sums, None
+        return Groups(labels, sums[1][:n_groups], sums[0][:n_groups], sse=sums[2])
+
+    def check_stitched(self, groups) -> None:
+        pass
+
+    def one_class(self):  # (maxent only)
+        raise AssertionError("a centroid method always partitions")
+
+    def distributions_after(self, groups):
+        return self.dist.finish(groups.centroid, groups.sizes) if self.dist is not None else None
+
+    def write(self, source, path, fmt, groups, chunk_rows, profile):
+        from ..coordinator import Written
+
+        verified: dict = {}  # the write pass's own count of the published classes
+        sse, sst, table, col_sse, col_sst = write_pass(source, path, fmt, profile, groups,
+                                                       self.cfg.group_column, chunk_rows, self.cfg.progress,
+                                                       k=self.cfg.k, verified=verified)
+        return Written(table, verified, col_sse, col_sst, list(self.cfg.qi))
+
+    def report_fields(self, inp, blocks, groups, written) -> dict:
+        cfg, cols = self.cfg, self.cols
+        projected = None
+        if self.key is not None and written.col_sst[cols].sum() > 0:
+            projected = float(100.0 * written.col_sse[cols].sum() / written.col_sst[cols].sum())
+        return dict(
+            gamma=cfg.effective_gamma if cfg.method in ("vmdav", "ivmdav") else None,
+            leaf_size=None if inp.single else cfg.effective_leaf_size(inp.rows),
+            polish=self.polished or None,
+            refine=self.refined or None,
+            key_attributes=list(self.key) if self.key is not None else None,
+            projected_information_loss_percent=projected,
+            metrics=self.metrics,
+        )
+
+
+def _interruptible(kernel, *args):
+    """``kernel(*args, stop)`` on a helper thread, waited for from this one, so that a
+    signal is handled while it runs: the handler's exception sets ``stop`` (the
+    kernel returns within one group visit) and is raised again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    stop = np.zeros(1, np.int64)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        fut = pool.submit(kernel, *args, stop)
+        try:
+            return fut.result()
+        except BaseException:
+            stop[0] = 1
+            raise
+
+
+def seam_bytes(rows: int, d: int, k: int) -> int:
+    """Memory of the seam polish: the standardized rows, the polish kernel's slot copy
+    (2k-1 slots a group), near lists and their copy, sums / means / orders."""
+    groups = rows // k + 1
+    return 8 * (rows * d + groups * (2 * k - 1) * d + 2 * groups * polish_near(k) + 5 * groups * d + 2 * rows)
