@@ -36,11 +36,11 @@ def test_read_only_input():
 
 
 def test_tree_queries_match_brute_force():
-    """farthest / knn / farthest_from_moving against brute force while rows are removed."""
+    """farthest / knn of the kd-tree (refinement, risk) against brute force while rows
+    are removed (the MDAV family's index: tests/test_buckets.py)."""
     rng = np.random.default_rng(7)
     X = np.round(rng.normal(size=(700, 5)), 1)  # rounding makes ties common
     T = kdtree.build_kdtree(X, 8)
-    A = kdtree.anchor_init(T, X.mean(axis=0))
     alive = np.ones(len(X), bool)
     pos_of = np.empty(len(X), np.int64)
     pos_of[T[1]] = np.arange(len(X))
@@ -52,8 +52,6 @@ def test_tree_queries_match_brute_force():
         dm = np.where(alive, d, -1.0)
         want_far = int(np.flatnonzero(dm == dm.max())[0])
         assert T[1][kdtree.farthest(T, q)] == want_far
-        p, A = kdtree.farthest_from_moving(T, A, q)
-        assert T[1][p] == want_far
         cand = np.flatnonzero(alive)
         order = cand[np.lexsort((cand, d[cand]))][:6]
         found = kdtree.knn(T, q, 6, -1, out_pos, out_d)

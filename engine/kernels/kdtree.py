@@ -1,11 +1,10 @@
-"""A kd-tree with deletions, for exact MDAV-family queries.
+"""A kd-tree with deletions: exact farthest, k-nearest and "remove" queries.
 
-The MDAV family repeatedly asks three questions of the records that are not yet
-grouped: which one is farthest from a point, which m are nearest to a point, and
-"remove these". Brute force answers each in O(n d); over the n / k groups of a run
-that is O(n^2 d / k), too slow beyond ~100k rows. This tree answers them by branch
-and bound over bounding boxes that shrink as records are removed, so the outer
-records MDAV consumes first leave tight boxes behind.
+It answers by branch and bound over bounding boxes that shrink as records are
+removed. The refinement (nearest groups, ``engine.kernels.refine``) and the risk
+measures (record linkage, ``engine.kernels.risk``) use it; the MDAV family runs on
+the bucketed index of ``engine.kernels.buckets`` instead, which scans faster in
+many spread-out dimensions (its docstring has the figures).
 
 Exactness. The answers are *identical* to brute force, not approximate:
 
@@ -353,87 +352,3 @@ def knn(T, q, m, exclude, out_pos, out_d):
                     bound[sp] = bb
                     sp += 1
     return found
-
-
-# --- farthest from a slowly moving point (the centroid) -----------------------------
-#
-# MDAV asks "farthest from the centroid of the remaining rows" once per group, and
-# that centroid barely moves between groups. We keep the alive rows sorted by their
-# distance D0 to an anchor point a. By the triangle inequality
-# |p - c| <= D0(p) + |a - c|, so a scan in decreasing D0 can stop as soon as
-# D0(p) + |a - c| falls below the best distance found: usually after a handful of
-# rows. When scans grow long (the centroid has drifted), we re-anchor at c.
-# A = (order, D0, head, anchor, work): head[0] is the first possibly alive entry,
-# work[0] the rows scanned since the last re-anchor.
-
-
-@njit(cache=True, nogil=True)
-def _anchor_at(T, c):
-    Xp, alive = T[0], T[2]
-    n = Xp.shape[0]
-    m = 0
-    for p in range(n):
-        if alive[p]:
-            m += 1
-    pos = np.empty(m, np.int64)
-    key = np.empty(m)
-    D0 = np.zeros(n)
-    i = 0
-    for p in range(n):
-        if alive[p]:
-            D0[p] = math.sqrt(sq_dist(Xp, p, c))
-            pos[i] = p
-            key[i] = -D0[p]
-            i += 1
-    order = pos[np.argsort(key, kind="mergesort")]
-    head = np.zeros(1, np.int64)
-    work = np.zeros(1, np.int64)
-    return (order, D0, head, c.copy(), work)
-
-
-@njit(cache=True, nogil=True)
-def anchor_init(T, c):
-    """Anchor structure for ``farthest_from_moving`` (see above)."""
-    return _anchor_at(T, c)
-
-
-@njit(cache=True, nogil=True)
-def farthest_from_moving(T, A, c):
-    """Same answer as ``farthest(T, c)``, fast when ``c`` moves little between calls.
-
-    Returns ``(pos, A)``; ``A`` is replaced when the scan decides to re-anchor.
-    """
-    Xp, ids, alive, cnt = T[0], T[1], T[2], T[8]
-    order, D0, head, a, work = A
-    delta = 0.0
-    for j in range(c.shape[0]):
-        t = c[j] - a[j]
-        delta += t * t
-    delta = math.sqrt(delta)
-    best_d = -1.0
-    best_r = -1.0
-    best_pos = np.int64(-1)
-    best_id = np.iinfo(np.int64).max
-    m = order.shape[0]
-    while head[0] < m and not alive[order[head[0]]]:
-        head[0] += 1
-    scanned = 0
-    for i in range(head[0], m):
-        p = order[i]
-        if not alive[p]:
-            continue
-        if (D0[p] + delta) * _SAFE < best_r:
-            break
-        scanned += 1
-        dd = sq_dist(Xp, p, c)
-        if dd > best_d or (dd == best_d and ids[p] < best_id):
-            best_d = dd
-            best_r = math.sqrt(dd)
-            best_pos = p
-            best_id = ids[p]
-    work[0] += scanned
-    # re-anchor when the work spent scanning since the last anchor exceeds what a
-    # rebuild costs (amortized O(1) rebuilds per "alive rows" scanned)
-    if scanned > 32 and work[0] > cnt[0]:
-        A = _anchor_at(T, c)
-    return best_pos, A

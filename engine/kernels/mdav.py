@@ -34,14 +34,15 @@ import math
 import numpy as np
 from numba import njit
 
-from .kdtree import anchor_init, build_kdtree, farthest, farthest_from_moving, knn, remove, sq_dist
+from .buckets import PAR_MIN, anchor_init, build, farthest, farthest_from_moving, knn, remove
+from .kdtree import sq_dist
 
 MDAV = 0
 MDAV_SINGLE = 1
 VMDAV = 2
 IVMDAV = 3
 
-LEAF_SIZE = 32
+LEAF_SIZE = 64  # rows per bucket of the index (engine.kernels.buckets)
 
 
 @njit(cache=True, nogil=True)
@@ -55,21 +56,21 @@ def _column_sums(X):
 
 
 @njit(cache=True, nogil=True)
-def _take(T, total, state, labels, p):
-    # Assign position p to the current group and forget it.
-    Xp, ids = T[0], T[1]
-    labels[ids[p]] = state[1]
+def _take(T, total, state, labels, i):
+    # Assign row i to the current group and forget it.
+    X = T[0]
+    labels[i] = state[1]
     for j in range(total.shape[0]):
-        total[j] -= Xp[p, j]
+        total[j] -= X[i, j]
     state[0] -= 1
-    remove(T, p)
+    remove(T, i)
 
 
 @njit(cache=True, nogil=True)
 def _group_around(T, total, state, labels, r, k, nb_pos, nb_d):
     # Seed 000, Alg. 2 step 4: r and its k-1 nearest remaining records form a group.
-    Xp = T[0]
-    found = knn(T, Xp[r].copy(), k - 1, r, nb_pos, nb_d)
+    X = T[0]
+    found = knn(T, X[r].copy(), k - 1, r, nb_pos, nb_d)
     _take(T, total, state, labels, r)
     for i in range(found):
         _take(T, total, state, labels, nb_pos[i])
@@ -86,11 +87,11 @@ def _centroid(total, remaining):
 
 @njit(cache=True, nogil=True)
 def _rest_as_group(T, state, labels):
-    Xp, ids, alive = T[0], T[1], T[2]
+    X, alive = T[0], T[4]
     if state[0] > 0:
-        for p in range(Xp.shape[0]):
-            if alive[p]:
-                labels[ids[p]] = state[1]
+        for i in range(X.shape[0]):
+            if alive[i]:
+                labels[i] = state[1]
         state[1] += 1
         state[0] = 0
 
@@ -103,9 +104,9 @@ def _extend_ivmdav(T, total, state, labels, xr, k, gamma, nb_pos, nb_d, z_pos, z
     # z_1 = y_j): this reading reproduces Table 1 of seed 003 (7 of its 8 IV-MDAV
     # figures for Census and Tarragona to 4 decimals; Census k=4 gives 7.4055
     # against the printed 7.4034).
-    Xp = T[0]
+    X = T[0]
     none = np.int64(-1)  # no row to exclude (not a literal: see the module docstring)
-    found = knn(T, Xp[xr].copy(), 2 * k - 1, xr, nb_pos, nb_d)
+    found = knn(T, X[xr].copy(), 2 * k - 1, xr, nb_pos, nb_d)
     _take(T, total, state, labels, xr)
     size = 1
     for i in range(min(k - 1, found)):
@@ -115,7 +116,7 @@ def _extend_ivmdav(T, total, state, labels, xr, k, gamma, nb_pos, nb_d, z_pos, z
         if size >= 2 * k - 1:
             break
         y = nb_pos[j]
-        nz = knn(T, Xp[y].copy(), k, none, z_pos, z_d)
+        nz = knn(T, X[y].copy(), k, none, z_pos, z_d)
         if nz < k:
             break
         d1 = math.sqrt(nb_d[j])
@@ -131,10 +132,10 @@ def _extend_vmdav(T, total, state, labels, e, k, gamma, members, near_pos, near_
     # V-MDAV (Solanas & Martinez-Balleste 2006): e and its k-1 nearest form a group,
     # then the remaining record u nearest to the group joins while
     # d_in(u) < gamma * d_out(u), up to 2k-1 records.
-    Xp, ids, alive = T[0], T[1], T[2]
+    X, alive = T[0], T[4]
     one = np.int64(1)  # (not literals: see the module docstring)
     none = np.int64(-1)
-    found = knn(T, Xp[e].copy(), k - 1, e, tmp_pos, tmp_d)
+    found = knn(T, X[e].copy(), k - 1, e, tmp_pos, tmp_d)
     members[0] = e
     size = 1
     for i in range(found):
@@ -151,14 +152,14 @@ def _extend_vmdav(T, total, state, labels, e, k, gamma, members, near_pos, near_
         best_d = np.inf
         for i in range(size):
             if near_pos[i] < 0 or not alive[near_pos[i]]:
-                knn(T, Xp[members[i]].copy(), one, none, tmp_pos, tmp_d)
+                knn(T, X[members[i]].copy(), one, none, tmp_pos, tmp_d)
                 near_pos[i] = tmp_pos[0]
                 near_d[i] = tmp_d[0]
             u = near_pos[i]
-            if near_d[i] < best_d or (near_d[i] == best_d and ids[u] < ids[best_u]):
+            if near_d[i] < best_d or (near_d[i] == best_d and u < best_u):
                 best_d = near_d[i]
                 best_u = u
-        nf = knn(T, Xp[best_u].copy(), one, best_u, tmp_pos, tmp_d)
+        nf = knn(T, X[best_u].copy(), one, best_u, tmp_pos, tmp_d)
         d_out = math.sqrt(tmp_d[0]) if nf > 0 else np.inf
         if math.sqrt(best_d) < gamma * d_out:
             _take(T, total, state, labels, best_u)
@@ -174,8 +175,8 @@ def _extend_vmdav(T, total, state, labels, e, k, gamma, members, near_pos, near_
 def _vmdav_leftovers(T, state, labels):
     # Fewer than k records left: each joins the group of its nearest grouped record
     # (nearest among those grouped before this step, ties by lowest row index).
-    Xp, ids, alive = T[0], T[1], T[2]
-    n = Xp.shape[0]
+    X, alive = T[0], T[4]
+    n = X.shape[0]
     for p in range(n):
         if not alive[p]:
             continue
@@ -184,11 +185,11 @@ def _vmdav_leftovers(T, state, labels):
         for q in range(n):
             if alive[q]:
                 continue
-            dd = sq_dist(Xp, q, Xp[p])
-            if dd < best or (dd == best and ids[q] < ids[best_q]):
+            dd = sq_dist(X, q, X[p])
+            if dd < best or (dd == best and q < best_q):
                 best = dd
                 best_q = q
-        labels[ids[p]] = labels[ids[best_q]]
+        labels[p] = labels[best_q]
     state[0] = 0
 
 
@@ -211,7 +212,7 @@ def _last_groups(T, total, state, labels, k, nb_pos, nb_d):
 @njit(cache=True, nogil=True)
 def _run_mdav(T, A, total, state, labels, method, k, budget):
     # MDAV (method 0) or MDAV-single-group (1)
-    Xp = T[0]
+    X = T[0]
     nb_pos = np.empty(2 * k, np.int64)
     nb_d = np.empty(2 * k)
     it = 0
@@ -220,7 +221,7 @@ def _run_mdav(T, A, total, state, labels, method, k, budget):
         _group_around(T, total, state, labels, r, k, nb_pos, nb_d)
         if method == MDAV:
             # x_s: farthest from x_r among the records still remaining
-            s = farthest(T, Xp[r].copy())
+            s = farthest(T, X[r].copy())
             _group_around(T, total, state, labels, s, k, nb_pos, nb_d)
         it += 1
     if state[0] < 3 * k:
@@ -292,7 +293,7 @@ def run(T, A, total, state, labels, method, k, gamma, budget):
 @njit(cache=True, nogil=True)
 def _start(X, leaf_size):
     n = X.shape[0]
-    T = build_kdtree(X, leaf_size)
+    T = build(X, leaf_size, np.int64(1), np.int64(PAR_MIN))  # leaves of the streamed pass: one thread each
     total = _column_sums(X)
     state = np.zeros(3, np.int64)
     state[0] = n
@@ -301,12 +302,23 @@ def _start(X, leaf_size):
     return T, A, total, state, labels
 
 
-def start(X, leaf_size):
+def start(X, leaf_size, threads=None, par_min=PAR_MIN):
     """Prepare a run over ``X`` (C-contiguous, writable float64: ``as_block``):
     returns ``(T, A, total, state, labels)``. (Python: ``_start`` for the kernels,
-    its steps one by one here, so no kernel compiles them all once more.)"""
+    its steps one by one here, so no kernel compiles them all once more.)
+
+    ``threads``: the farthest-point scans' threads; by default Numba's thread count
+    on the main thread (the in-memory exact path: ``--threads``) and 1 on any other
+    (the streamed pass aggregates blocks on worker threads, in parallel already);
+    ``par_min``: the fewest buckets a farthest scan needs to use them (tests lower it)."""
     n = X.shape[0]
-    T = build_kdtree(X, int(leaf_size))
+    if threads is None:
+        import threading
+
+        import numba
+
+        threads = numba.get_num_threads() if threading.current_thread() is threading.main_thread() else 1
+    T = build(X, int(leaf_size), int(threads), int(par_min))
     total = _column_sums(X)
     state = np.zeros(3, np.int64)
     state[0] = n
@@ -322,9 +334,10 @@ def as_block(X):
     return X if X.flags.writeable else X.copy()
 
 
-def microaggregate(X, method, k, gamma):
-    """Run ``method`` to completion on ``X`` and return the labels (no progress)."""
-    T, A, total, state, labels = start(as_block(X), LEAF_SIZE)
+def microaggregate(X, method, k, gamma, threads=None, par_min=PAR_MIN):
+    """Run ``method`` to completion on ``X`` and return the labels (no progress;
+    ``threads``, ``par_min``: as ``start``)."""
+    T, A, total, state, labels = start(as_block(X), LEAF_SIZE, threads, par_min)
     while state[2] == 0:
         A = run(T, A, total, state, labels, method, k, gamma, 1 << 40)
     return labels

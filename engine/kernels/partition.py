@@ -11,7 +11,7 @@ sample came from; every row has exactly one leaf whatever the chunking.
 import numpy as np
 from numba import njit, prange
 
-from .leaf import _select, _widest_column
+from .split import _select, _widest_column
 
 
 @njit(cache=True, nogil=True, inline="always")
