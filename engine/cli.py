@@ -69,6 +69,11 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
                    help="maxent: minimum class entropy in bits (default: the table's SA entropy)")
     p.add_argument("--numeric-output", choices=("range", "mean"), default=None,
                    help="maxent / mnqia: numeric QIs as <col>_min/<col>_max (default) or the class mean")
+    p.add_argument("--ordinal", action="append", default=None, metavar="COL=CAT1,CAT2,...",
+                   help="an ordinal quasi-identifier and its categories in order (repeatable); COL alone: an "
+                        "Enum column's own order; COL=@NUMCOL: ordered by a numeric column (e.g. education_num)")
+    p.add_argument("--weights", default=None, metavar="COL=W,...",
+                   help="weights of quasi-identifiers in the mixed distance (default 1 each)")
     p.add_argument("--gamma", type=float, default=None,
                    help="gamma of vmdav (default 0.2) or ivmdav (default 1.16)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all cores)")
@@ -293,7 +298,8 @@ def _settings(args, qi, seed=None) -> RunConfig:
                           seed=args.seed if seed is None else seed, select=args.select,
                           select_count=args.select_count, select_measure=args.measure, width=args.width,
                           bins=args.bins, sa=args.sa, epsilon=args.epsilon,
-                          numeric_output=args.numeric_output, csv=_csv(args) if hasattr(args, "separator") else None)
+                          numeric_output=args.numeric_output, ordinal=args.ordinal, weights=args.weights,
+                          csv=_csv(args) if hasattr(args, "separator") else None)
 
 
 def _start_group(stack, args, inputs, output, output_option="OUTPUT"):

@@ -27,6 +27,7 @@ from .io.sink import CommitGroup, atomic_output, check_csv_columns, check_destin
 from .io.schema import check_output_types
 from .io.source import open_source
 from .io.spill import BlockStore
+from . import mixed as mixed_types
 from .kernels.groups import count_labels
 from .parallel import numba_threads
 from .passes.profile import Moments, check_columns, profile_columns
@@ -78,7 +79,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         # CSV: QIs read as numbers; other columns as the file's text for a CSV output, else
         # with types inferred from the whole file
         t = time.perf_counter()
-        typed = source.with_types({c: pl.Float64 for c in cfg.qi}, text=fmt == "csv")
+        typed = source.with_types(mixed_types.csv_types(source, cfg), text=fmt == "csv")
         if typed is not source and fmt != "csv":
             passes["infer"] = time.perf_counter() - t  # the whole-file type inference of a CSV input
         source = typed
@@ -91,7 +92,13 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         rows = source.count_rows()
         if rows == 0:
             raise EngineError(f"{source.label} has no rows")
-        check_columns(source, cfg.qi)  # dtypes: after the row count, as a header-only CSV has no types
+        # dtypes: after the row count, as a header-only CSV has no types. Mixed-type QIs
+        # (engine.mixed): their dictionaries learnt, grouped on the encoded columns
+        mixed = mixed_types.plan(source, cfg, cfg.chunk_rows)
+        if mixed is None:
+            check_columns(source, cfg.qi)
+        else:
+            source, cfg = mixed.source, mixed.cfg
         if cfg.k > rows:
             raise EngineError(f"k={cfg.k} is larger than the number of rows ({rows})")
         threads = cfg.threads or numba.get_num_threads()
@@ -115,7 +122,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
             passes["sample"] = time.perf_counter() - t
             log.info("sampled %d rows from the row groups", sampled[0].shape[0])
         release_memory()
-        cols = np.arange(len(cfg.qi))  # the grouping columns
+        cols = np.arange(len(cfg.qi)) if mixed is None else mixed.grouping  # the grouping columns
         key = None
         metrics: dict = {}
         if cfg.selects:
@@ -132,7 +139,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
             passes["select"] = time.perf_counter() - t
             log.info("key attributes: %s", ", ".join(key))
         refined: dict = {}
-        dist = Distributions(cfg.qi) if distributions else None
+        dist = Distributions(cfg.qi) if distributions and mixed is None else None
         polished: dict = {}
 
         if single:
@@ -150,15 +157,22 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         t = time.perf_counter()
         table = None
         verified: dict = {}  # the write pass's own count of the published classes
+        publisher = None
+        if mixed is not None:  # published per QI kind, from the input's own QI columns
+            source, cfg, publisher = source.base, mixed.original, mixed.publisher(groups)
         if dest is None:
             sse, sst, table, col_sse, col_sst = write_pass(source, None, "parquet", profile, groups, cfg.group_column,
-                                         budget.chunk_rows, cfg.progress, k=cfg.k, verified=verified)
+                                         budget.chunk_rows, cfg.progress, k=cfg.k, verified=verified,
+                                                         publisher=publisher)
         else:
             with atomic_output(dest, tmp_dir, group) as tmp:
                 sse, sst, _, col_sse, col_sst = write_pass(source, tmp, fmt, profile, groups, cfg.group_column,
-                                         budget.chunk_rows, cfg.progress, k=cfg.k, verified=verified)
+                                         budget.chunk_rows, cfg.progress, k=cfg.k, verified=verified,
+                                                         publisher=publisher)
         passes["write"] = time.perf_counter() - t
         rss.sample()
+        if mixed is not None:
+            metrics["mixed"] = mixed.summary(col_sse, col_sst)
 
     sizes, counts = np.unique(groups.sizes, return_counts=True)
     report = Report(
