@@ -179,7 +179,7 @@ def plan(source, cfg, chunk_rows: int):
     for c, by in by_cols.items():
         if by not in schema:
             raise EngineError(f"ordinal (--ordinal): column {by!r} (the order of {c!r}) not found in {source.label}")
-        if not is_number(schema[by]):
+        if not is_number(schema[by]) and not (source.kind == "csv" and schema[by] == pl.String):
             raise EngineError(f"ordinal (--ordinal): column {by!r} (the order of {c!r}) is not numeric ({schema[by]})")
     cats = [q for q in qis if q.kind in ("ordinal", "nominal")]
     found = _dictionaries(source, cats, by_cols, ordinal, chunk_rows)
@@ -218,6 +218,12 @@ def _dictionaries(source, cats: list, by_cols: dict, ordinal: dict, chunk_rows: 
                 b = frame.get_column(by)
                 if b.null_count():
                     raise _first_null_error(by, b, offset)
+                if b.dtype == pl.String:  # a CSV's pass-through column, kept as text
+                    b = b.str.strip_chars().cast(pl.Float64, strict=False)
+                    if b.null_count():
+                        i = int(b.is_null().arg_true()[0])
+                        raise EngineError(f"column {by!r} (the order of {q.name!r}) has a value that is not a "
+                                          f"number at row {offset + i + 1}")
                 pairs = pl.DataFrame({"c": t, "b": b.cast(pl.Float64)}).group_by("c").agg(pl.col("b").min())
                 for c, v in pairs.iter_rows():
                     mins[c] = min(v, mins.get(c, v))
