@@ -51,8 +51,10 @@ import polars as pl
 
 from .errors import EngineError
 from .io.source import frame_to_array, numeric_values
+from .kernels.groups import column_sums
 from .parallel import read_ahead
 from .passes.profile import Profile
+from .passes.write import finish_sums
 
 # A nominal or ordinal QI is one-hot encoded: its categories widen every block, the
 # spill and the kernels' distance scans. Above these the run is refused (one line).
@@ -392,44 +394,46 @@ class Publisher:
             else:
                 self.pub[q.name] = group_categories(q, groups.centroid, groups.sizes)
         self.domains = {q.name: q.domain() for q in mixed.qis if q.categories is not None}
-        d = len(mixed.qis)
-        self.sse = np.zeros(d)
-        self.sst = np.zeros(d)
-        # the numeric columns' measured mean and sd in their own units
-        self.mean = raw.mean * raw.scale
-        self.sd = raw.sd * raw.scale
+        e = len(mixed.names)
+        # numeric and date QIs: the write pass's row-order sums (``kernels.groups.column_sums``)
+        # by encoded column; categorical QIs: whole counts. Neither depends on the chunking.
+        self.sums = (np.zeros(e), np.zeros(e), np.zeros(e))
+        self.changed = np.zeros(len(mixed.qis), np.int64)  # nominal: values changed; ordinal: |rank change|
 
     def publish(self, frame: pl.DataFrame, lab: np.ndarray, offset: int) -> pl.DataFrame:
         """``frame`` (every input column) with the QIs replaced by their group's published values."""
         out = []
-        h = frame.height
         for j, q in enumerate(self.mixed.qis):
             s = frame.get_column(q.name)
             p = self.pub[q.name][lab]
             if q.kind in ("numeric", "date"):
                 x = numeric_values(s if q.kind == "numeric" else s.to_physical()).astype(np.float64, copy=False)
-                sd = self.sd[q.first]
-                if sd > 0:
-                    self.sse[j] += float(np.sum(((x - p) / sd) ** 2))
-                    self.sst[j] += float(np.sum(((x - self.mean[q.first]) / sd) ** 2))
+                raw = self.mixed.raw
+                column_sums(x, p.astype(np.float64, copy=False), raw.scale, raw.mean, q.first, *self.sums)
                 if q.kind == "numeric":
                     out.append(pl.Series(q.name, p, dtype=pl.Float64))
                 else:
                     out.append(pl.Series(q.name, p, dtype=pl.Int64).cast(q.dtype))
             else:
                 code = self.mixed.codes(q, s, offset)
-                if q.m > 1:
-                    if q.kind == "nominal":
-                        self.sse[j] += float(np.count_nonzero(code != p))
-                    else:
-                        self.sse[j] += float(np.abs(code - p).sum()) / (q.m - 1)
-                    self.sst[j] += h
+                self.changed[j] += int(np.count_nonzero(code != p)) if q.kind == "nominal" else int(np.abs(code - p).sum())
                 out.append(self.domains[q.name].gather(p).alias(q.name))
         return frame.with_columns(out)
 
     def finish(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per QI ``(loss, total)``: 100 x loss / total is the QI's information loss."""
-        return self.sse, self.sst
+        """Per QI ``(loss, total)``: 100 x loss / total is the QI's information loss
+        (numeric and date: SSE and SST on z-scores; nominal: values changed and rows;
+        ordinal: the sum of |rank change| / (m - 1) and rows; a QI of one value: 0, 0)."""
+        raw = self.mixed.raw
+        sse, sst = finish_sums(*self.sums, raw.sd, raw.rows)
+        loss, total = np.zeros(len(self.mixed.qis)), np.zeros(len(self.mixed.qis))
+        for j, q in enumerate(self.mixed.qis):
+            if q.kind in ("numeric", "date"):
+                loss[j], total[j] = sse[q.first], sst[q.first]
+            elif q.m > 1:
+                loss[j] = self.changed[j] / (1 if q.kind == "nominal" else q.m - 1)
+                total[j] = raw.rows
+        return loss, total
 
 
 @dataclass
