@@ -256,7 +256,8 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
 
             numeric = numeric_qi(source, cfg, tmp_dir)
             rep.risk = disclosure_risk(source, written_source(group.temp(sink), sink), numeric,
-                                       chunk_rows=chunk_rows, **csv).to_dict() if numeric else None
+                                       chunk_rows=chunk_rows, ordinal=cfg.ordinal if cfg.spec.centroids else None,
+                                       **csv).to_dict() if numeric else None
         if report_tmp is not None:
             text = rep.to_json()
             try:
@@ -273,8 +274,9 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
 
 
 def numeric_qi(source, cfg: RunConfig, tmp_dir=None) -> list[str]:
-    """The QIs the disclosure risk is measured on: the numeric ones (every QI of the
-    MDAV family; maxent's categorical QIs have no distance)."""
+    """The QIs the disclosure risk is measured on: every QI of the MDAV family
+    (categorical ones of a mixed-type release compared as categories); maxent's
+    numeric ones (its categorical QIs are published as sets)."""
     if cfg.spec.centroids:
         return list(cfg.qi)
     from .audit.verify import is_numeric

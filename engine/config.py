@@ -300,6 +300,8 @@ def parse_ordinal(value) -> tuple | None:
     (one per ``--ordinal``; a list of them, or one string)."""
     if value is None:
         return None
+    if isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 3 for v in value):
+        return value  # already normalized (RunConfig.ordinal)
     items = []
     if isinstance(value, dict):
         pairs = list(value.items())

@@ -374,7 +374,8 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
                    k: int, *, sa: str | None = None, l: int | None = None, epsilon: float | None = None,
                    original: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | None" = None,
                    chunk_rows: int = 100_000, separator: str | None = None,
-                   null_values: "str | Sequence[str] | None" = None, encoding: str | None = None) -> VerifyResult:
+                   null_values: "str | Sequence[str] | None" = None, encoding: str | None = None,
+                   mixed: bool = False, ordinal=None) -> VerifyResult:
     """Verify the release ``output`` (CSV/Parquet file, folder or glob); see the module docstring.
 
     Returns a :class:`VerifyResult` whose ``ok`` says whether every guarantee holds
@@ -383,8 +384,21 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
     ``epsilon`` (or with both), an empty release. ``separator``, ``null_values``,
     ``encoding``: how a CSV ``original`` is read (the release is read as the engine
     writes CSV: comma-separated UTF-8).
+
+    ``mixed`` (or ``ordinal``): a mixed-type MDAV release, whose categorical QIs
+    hold one published category each, not a set: with ``original``, every
+    published category must be a value of the original column (check
+    "categories"), and the information loss is measured per type (nominal: percent
+    of values changed; ordinal, ``ordinal={"col": [categories in order]}``, or
+    ``"@numcol"`` for the order of a numeric column of the original: 100 x mean
+    |rank change| / (m - 1); dates on their epoch value as numbers); the overall
+    figure is the mean over the QIs.
     """
+    from ..config import parse_ordinal
     from ..io.source import csv_options
+
+    ordinal = {c: (order, by) for c, order, by in parse_ordinal(ordinal) or ()}
+    mixed = mixed or bool(ordinal)
 
     csv = csv_options(separator, null_values, encoding)
     if csv is not None and original is None:
@@ -392,7 +406,7 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
                           f"and none is given")
     orig = open_source(original, csv=csv) if original is not None else None
     try:
-        return _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows)
+        return _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal)
     finally:
         if orig is not None:
             orig.close()
@@ -416,7 +430,7 @@ def _neg_zero(c: str) -> str:
     return f"__microagg_verify_negzero__{c}"
 
 
-def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows) -> VerifyResult:
+def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed=False, ordinal=None) -> VerifyResult:
     t0 = time.perf_counter()
     qi, k, l, epsilon, chunk_rows = _settings(qi, k, sa, l, epsilon, chunk_rows)
 
@@ -461,7 +475,8 @@ def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows) -> VerifyResult:
         for _, frame in out.iter_frames(keys + ([sa] if sa is not None else []), chunk_rows):
             counter.add(_sign_keys(frame, keys))
     if orig is not None:
-        later += _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows)
+        later += _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows,
+                                        mixed, ordinal or {})
 
     _class_checks(result, counter, group_keys, keys, k, sa, l, epsilon)
 
@@ -496,7 +511,8 @@ def _settings(qi, k, sa, l, epsilon, chunk_rows):
 
     return qi, k, l, epsilon, chunk_rows
 
-def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows) -> list:
+def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows, mixed=False,
+                           ordinal=None) -> list:
     """Read the release beside the original (counting its classes on the way): the row
     count, the columns passed through, the generalization of range and set QIs, the
     information loss. Returns the checks ``(name, ok, detail)`` to list after the class checks."""
@@ -522,24 +538,31 @@ def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, coun
         detail.append("values not compared (row counts differ)")
         later.append(("other columns", False, "; ".join(detail)))
     else:
+        # a mixed-type release: categorical QIs hold a category, dates are numbers
+        text_dates = _text_dates(orig, [c for c in qi if mixed and pub[c] == (c,)]) if orig.kind == "csv" else set()
+        dates = [c for c in qi if mixed and pub[c] == (c,) and (orig.schema[c].is_temporal() or c in text_dates)]
+        cats = [c for c in qi if mixed and pub[c] == (c,) and not is_numeric(orig.schema[c]) and c not in dates]
         for c in qi:
             if pub[c] != (c,):
                 result.information_loss_skipped[c] = "published as a range"
+            elif c in cats or c in dates:
+                continue
             elif not is_numeric(out.schema[c]) and not (out.kind == "csv" and out.schema[c] == pl.String):
                 result.information_loss_skipped[c] = f"not numeric in the release ({out.schema[c]})"
             elif not is_numeric(orig.schema[c]):
                 result.information_loss_skipped[c] = f"not numeric in the original ({orig.schema[c]})"
-        il_cols = [c for c in qi if c not in result.information_loss_skipped]
+        il_cols = [c for c in qi if c not in result.information_loss_skipped and c not in cats]
+        cat_il = _CategoryLoss(cats, _orders(orig, cats, ordinal or {}, chunk_rows)) if cats else None
         moments = ScaledMoments(len(il_cols)) if il_cols else None
         changed: dict[str, int] = {}
         bad_il: dict[str, int] = {}
         # QIs published as a range or as a set of categories: the original value must lie in it
         ranges = [c for c in qi if len(pub[c]) == 2]
         sets = [c for c in qi if pub[c] == (c,) and not is_numeric(orig.schema[c])
-                and out.schema[c] == pl.String]
+                and out.schema[c] == pl.String and c not in cats and c not in dates]
         outside: dict[str, int] = {}
         out_cols = list(dict.fromkeys(keys + ([sa] if sa is not None else []) + present))
-        orig_cols = list(dict.fromkeys(present + il_cols + ranges + sets)) or [qi[0]]
+        orig_cols = list(dict.fromkeys(present + il_cols + ranges + sets + cats)) or [qi[0]]
         for offset, f_out, f_orig in aligned_frames(out, orig, out_cols, orig_cols, chunk_rows):
             counter.add(_sign_keys(f_out, keys))
             for c in ranges + sets:
@@ -552,9 +575,12 @@ def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, coun
                     at = _first_difference(f_out.get_column(c), f_orig.get_column(c))
                     if at >= 0:
                         changed[c] = offset + at
+            if cat_il is not None:
+                cat_il.add(f_orig, f_out)
             if moments is not None and not bad_il:
-                X = np.column_stack([f_orig.get_column(c).cast(pl.Float64).to_numpy() for c in il_cols])
-                Y = np.column_stack([f_out.get_column(c).cast(pl.Float64, strict=False).to_numpy()
+                X = np.column_stack([_as_number(f_orig.get_column(c), pl.Date if c in text_dates else None)
+                                     for c in il_cols])
+                Y = np.column_stack([_as_number(f_out.get_column(c), pl.Date if c in text_dates else orig.schema[c])
                                      for c in il_cols])  # a CSV release's text: not a number -> NaN
                 fin = np.isfinite(X) & np.isfinite(Y)
                 if not fin.all():
@@ -573,6 +599,8 @@ def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, coun
                 else:
                     result.information_loss_skipped[c] = "constant in the original"
             result.information_loss_percent = float(per[keep].mean()) if keep.any() else 0.0
+        if cat_il is not None:
+            later += cat_il.finish(result, orig_rows)
         result.columns_changed = [c for c in present if c in changed]
         if result.columns_changed:
             first = min(result.columns_changed, key=lambda c: changed[c])
@@ -582,10 +610,12 @@ def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, coun
             what = ", ".join(ranges + sets)
             if outside:
                 first = min(outside, key=lambda c: outside[c])
+                hint = (" (a mixed-type MDAV release, whose categorical QIs hold one category each, "
+                        "is verified with --mixed)" if any(c in sets for c in outside) else "")
                 later.append(("generalization", False,
                               f"the original value is outside its published range or set in "
                               f"{', '.join(c for c in ranges + sets if c in outside)}; first: column "
-                              f"{first!r} at row {outside[first] + 1}"))
+                              f"{first!r} at row {outside[first] + 1}{hint}"))
             else:
                 later.append(("generalization", True, f"every original value lies in its published range "
                                                       f"or set ({what})"))
@@ -644,3 +674,109 @@ def _class_checks(result, counter, group_keys, keys, k, sa, l, epsilon) -> None:
             _check(result, "entropy l-diversity", bad.height == 0, detail)
 
 
+
+
+def _as_number(s: pl.Series, like=None) -> np.ndarray:
+    """A QI column as float64 for the information loss: dates on their epoch value; a
+    CSV release's text of a date column (``like``: the original's type) parsed."""
+    if s.dtype == pl.String and like is not None and like.is_temporal():
+        s = s.str.to_date(strict=False) if like == pl.Date else s.str.to_datetime(strict=False).cast(like)
+    if s.dtype.is_temporal():
+        s = s.to_physical()
+    return s.cast(pl.Float64, strict=False).to_numpy()
+
+
+def _text_dates(orig: Source, columns: list) -> set:
+    """The String columns of a CSV original whose first 1,000 values are all ISO dates
+    (as ``anonymize`` reads a CSV's QIs): dates, compared as numbers."""
+    text = [c for c in columns if orig.schema[c] == pl.String]
+    if not text:
+        return set()
+    head = next(iter(orig.iter_frames(text, 1000)), (0, None))[1]
+    if head is None:
+        return set()
+    return {c for c in text if head.get_column(c).drop_nulls().len()
+            and head.get_column(c).drop_nulls().str.to_date("%Y-%m-%d", strict=False).null_count() == 0}
+
+
+def _orders(orig: Source, cats: list, ordinal: dict, chunk_rows: int) -> dict:
+    """``{column: [categories in order]}`` for the ordinal QIs among ``cats``: as given,
+    an Enum's own order, or (``@numcol``) by the least value of a numeric column of
+    the original among each category's rows (ties by name)."""
+    out = {}
+    for c in cats:
+        if c not in ordinal:
+            continue
+        order, by = ordinal[c]
+        if order is not None:
+            out[c] = list(order)
+        elif by is not None:
+            if by not in orig.columns:
+                raise EngineError(f"ordinal (--ordinal): column {by!r} (the order of {c!r}) not found in {orig.label}")
+            mins: dict = {}
+            for _, f in orig.iter_frames([c, by], chunk_rows):
+                g = f.select(pl.col(c).cast(pl.String), pl.col(by).cast(pl.Float64, strict=False)) \
+                    .group_by(c).agg(pl.col(by).min())
+                for v, m in g.iter_rows():
+                    mins[v] = m if v not in mins or mins[v] is None or (m is not None and m < mins[v]) else mins[v]
+            out[c] = sorted(mins, key=lambda v: (mins[v] is None, mins[v] if mins[v] is not None else 0.0, v))
+        elif isinstance(orig.schema[c], pl.Enum):
+            out[c] = orig.schema[c].categories.to_list()
+        else:
+            raise EngineError(f"ordinal (--ordinal): give the order of column {c!r} (COL=CAT1,CAT2,...)")
+    return out
+
+
+class _CategoryLoss:
+    """Per categorical QI of a mixed release: values changed (nominal), the sum of
+    |rank change| (ordinal), and the domains of the original and published values."""
+
+    def __init__(self, cats: list, orders: dict):
+        self.cats, self.orders = cats, orders
+        self.changed = {c: 0 for c in cats}
+        self.orig_values = {c: set() for c in cats}
+        self.pub_values = {c: set() for c in cats}
+        self.bad_rank: dict = {}
+        self.offset = 0
+
+    def add(self, f_orig: pl.DataFrame, f_out: pl.DataFrame) -> None:
+        for c in self.cats:
+            a = f_orig.get_column(c).cast(pl.String)
+            b = f_out.get_column(c).cast(pl.String)
+            self.orig_values[c].update(a.unique().to_list())
+            self.pub_values[c].update(b.unique().to_list())
+            if c in self.orders:
+                order = self.orders[c]
+                ra = a.replace_strict(order, list(range(len(order))), default=None, return_dtype=pl.Int64)
+                rb = b.replace_strict(order, list(range(len(order))), default=None, return_dtype=pl.Int64)
+                if (ra.null_count() or rb.null_count()) and c not in self.bad_rank:
+                    self.bad_rank[c] = self.offset + int((ra.is_null() | rb.is_null()).arg_true()[0])
+                self.changed[c] += int((ra - rb).abs().sum() or 0)
+            else:
+                self.changed[c] += int((a != b).fill_null(True).sum())
+        self.offset += f_orig.height
+
+    def finish(self, result, rows: int) -> list:
+        per = {}
+        for c in self.cats:
+            if c in self.bad_rank:
+                result.information_loss_skipped[c] = (f"a value outside the ordinal order (or missing) at row "
+                                                      f"{self.bad_rank[c] + 1}")
+            elif len(self.orig_values[c]) < 2:
+                result.information_loss_skipped[c] = "constant in the original"
+            else:
+                m = len(self.orders[c]) if c in self.orders else 2
+                per[c] = 100.0 * self.changed[c] / (m - 1) / rows
+                result.information_loss_by_column[c] = per[c]
+        numeric = [v for c, v in result.information_loss_by_column.items() if c not in self.cats]
+        allv = numeric + list(per.values())
+        if allv:
+            result.information_loss_percent = float(np.mean(allv))
+        outside = {c: sorted(self.pub_values[c] - self.orig_values[c], key=str) for c in self.cats}
+        outside = {c: v for c, v in outside.items() if v}
+        if outside:
+            c = next(iter(outside))
+            return [("categories", False, f"published categories that are not values of the original: column "
+                                          f"{c!r}: {', '.join(map(repr, outside[c][:5]))}")]
+        return [("categories", True, f"every published category is a value of the original column "
+                                     f"({', '.join(self.cats)})")]
