@@ -103,7 +103,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
             raise EngineError(f"k={cfg.k} is larger than the number of rows ({rows})")
         threads = cfg.threads or numba.get_num_threads()
         budget = plan_budget(cfg, rows, len(cfg.qi), len(source.columns), threads, kind=source.kind,
-                             start_rss=start_rss)
+                             start_rss=start_rss, state=mixed.state(rows) if mixed is not None else None)
         source = source.bounded(budget.piece_bytes)
         single = rows <= budget.block_size
 

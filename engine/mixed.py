@@ -335,10 +335,26 @@ class Mixed:
                 sd[a + 1: b] = 0.0
         return dataclasses.replace(profile, mean=mean, sd=sd)
 
+    def state(self, rows: int) -> int | None:
+        """Bytes of the whole-table state beside the row -> group map, for the memory
+        budget (``budget.plan_budget(state=...)``): the group table of the encoded
+        columns, which the publisher then reduces to the published values (its
+        temporaries are bounded by ``_SLICE`` groups), and the 8-byte-a-row temporary
+        the numeric plan counts too. With ``refine`` (which compacts the table: twice
+        its size) None: the numeric plan's own figure."""
+        if self.original.refine is not None:
+            return None
+        return (rows // self.original.k + 1) * (8 * len(self.names) + 8) + 8 * rows
+
     # --- publishing ----------------------------------------------------------------------
 
     def publisher(self, groups) -> "Publisher":
-        return Publisher(self, groups)
+        """The write pass's publisher; it takes over ``groups.centroid`` (the encoded
+        means, a table of groups x encoded columns), keeps only the published values
+        (a number or a category code a group and QI), and drops it."""
+        pub = Publisher(self, groups)
+        groups.centroid = None
+        return pub
 
     def summary(self, col_sse: np.ndarray, col_sst: np.ndarray) -> dict:
         """``metrics["mixed"]``: each QI's kind, weight and categories; information loss by kind."""
@@ -369,11 +385,18 @@ def group_categories(q: QI, centroid: np.ndarray, sizes: np.ndarray) -> np.ndarr
     ordinal: the lower median (the first category whose cumulative count reaches half
     the group)."""
     a = q.first if q.kind == "nominal" else q.first + 1
-    counts = np.rint(centroid[:, a: a + q.m] * sizes[:, None])
-    if q.kind == "nominal":
-        return np.argmax(counts, axis=1)
-    cum = np.cumsum(counts, axis=1)
-    return np.argmax(2 * cum >= sizes[:, None], axis=1)
+    out = np.empty(sizes.shape[0], np.int64)
+    for g in range(0, sizes.shape[0], _SLICE):  # in slices: bounded temporaries
+        size = sizes[g: g + _SLICE, None]
+        counts = np.rint(centroid[g: g + _SLICE, a: a + q.m] * size)
+        if q.kind == "nominal":
+            out[g: g + _SLICE] = np.argmax(counts, axis=1)
+        else:
+            out[g: g + _SLICE] = np.argmax(2 * np.cumsum(counts, axis=1) >= size, axis=1)
+    return out
+
+
+_SLICE = 65_536  # groups at a time in ``group_categories``
 
 
 class Publisher:
@@ -388,7 +411,7 @@ class Publisher:
         for q in mixed.qis:
             c = groups.centroid[:, q.first]
             if q.kind == "numeric":
-                self.pub[q.name] = np.ascontiguousarray(c)
+                self.pub[q.name] = c.copy()
             elif q.kind == "date":
                 self.pub[q.name] = np.rint(c).astype(np.int64)
             else:
