@@ -32,30 +32,21 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_stream import timed  # noqa: E402
+
 DATA = HERE.parent / "tests" / "data" / "adult.csv"
 NUMERIC = ["age", "hours_per_week"]
 ORDINAL = ["education"]
 NOMINAL = ["sex", "race", "marital_status"]
 QI = ["age", "education", "sex", "race", "marital_status", "hours_per_week"]
 K = 5
-
-
-def timed(cmd: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one command, via /usr/bin/time."""
-    with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
-        t = time.perf_counter()
-        proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", tf.name, *cmd], capture_output=True, text=True)
-        wall = time.perf_counter() - t
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr}")
-        return wall, int(tf.read().strip().splitlines()[-1]) / 1024
 
 
 def anonymize(data: Path, out: Path, qi: list[str], extra: list[str]) -> tuple[float, float]:

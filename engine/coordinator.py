@@ -94,7 +94,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
             raise EngineError(f"{source.label} has no rows")
         # dtypes: after the row count, as a header-only CSV has no types. Mixed-type QIs
         # (engine.mixed): their dictionaries learnt, grouped on the encoded columns
-        mixed = mixed_types.plan(source, cfg, cfg.chunk_rows)
+        mixed = mixed_types.plan(source, cfg, cfg.chunk_rows, passes)
         if mixed is None:
             check_columns(source, cfg.qi)
         else:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -106,6 +107,13 @@ class QI:
     width: int = 1  # its encoded columns
 
     @property
+    def enum(self):
+        """The dictionary as an Enum type: a cast to it gives each value's code."""
+        if getattr(self, "_enum", None) is None:
+            self._enum = pl.Enum(self.categories)
+        return self._enum
+
+    @property
     def m(self) -> int:
         return len(self.categories) if self.categories is not None else 0
 
@@ -157,7 +165,7 @@ def csv_types(source, cfg) -> dict:
     return types
 
 
-def plan(source, cfg, chunk_rows: int):
+def plan(source, cfg, chunk_rows: int, passes: dict | None = None):
     """The mixed path of a run, or None when every QI is numeric and neither
     ``ordinal`` nor ``weights`` is given (the numeric path, unchanged).
 
@@ -184,7 +192,10 @@ def plan(source, cfg, chunk_rows: int):
         if not is_number(schema[by]) and not (source.kind == "csv" and schema[by] == pl.String):
             raise EngineError(f"ordinal (--ordinal): column {by!r} (the order of {c!r}) is not numeric ({schema[by]})")
     cats = [q for q in qis if q.kind in ("ordinal", "nominal")]
+    t = time.perf_counter()
     found = _dictionaries(source, cats, by_cols, ordinal, chunk_rows)
+    if passes is not None and cats:
+        passes["dictionary"] = time.perf_counter() - t
     first = 0
     for q in qis:
         q.first = first
@@ -288,13 +299,12 @@ class Mixed:
         if s.null_count():
             raise _first_null_error(q.name, s, offset)
         t = _texts(s)
-        codes = t.replace_strict(q.categories, list(range(q.m)), default=-1, return_dtype=pl.Int64).to_numpy()
-        bad = np.flatnonzero(codes < 0)
-        if bad.size:
-            i = int(bad[0])
+        codes = t.cast(q.enum, strict=False)  # an unseen value becomes null
+        if codes.null_count():
+            i = int(codes.is_null().arg_true()[0])
             raise EngineError(f"column {q.name!r} has the value {t[i]!r} at row {offset + i + 1}, which the first "
                               f"pass did not see: {self.source.label} changed during the run")
-        return codes
+        return codes.to_physical().to_numpy().astype(np.int64)
 
     def encode(self, frame: pl.DataFrame, offset: int, want: Sequence[str] | None = None) -> pl.DataFrame:
         """The encoded columns (Float64) of a chunk of the QI columns; ``want``: only those."""

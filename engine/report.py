@@ -98,7 +98,13 @@ class Report:
     are those of the numeric QIs around their class means, on z-scores (the loss
     had the classes published their means, comparable with the MDAV family), None
     when no QI is numeric; the method's own measures (NCP, LM, entropy) are in
-    ``metrics``."""
+    ``metrics``.
+
+    With mixed-type QIs (``engine.mixed``) ``information_loss_by_qi`` holds each QI's
+    loss by its kind (numeric and date: 100 SSE/SST on z-scores; nominal: percent of
+    values changed; ordinal: 100 x mean |rank change| / (m - 1)), ``sse`` and ``sst``
+    their sums (in row units), ``information_loss_percent`` their mean, and
+    ``metrics["mixed"]`` each QI's kind, weight and categories and the loss by kind."""
 
     rows: int
     groups: int
