@@ -324,8 +324,9 @@ class Mixed:
                 hot = names if q.kind == "nominal" else names[1:]
                 if q.kind == "ordinal":
                     cols[names[0]] = code.astype(np.float64)
+                onehot = (code[None, :] == np.arange(len(hot))[:, None]).astype(np.float64)  # one row a category
                 for j, n in enumerate(hot):
-                    cols[n] = (code == j).astype(np.float64)
+                    cols[n] = onehot[j]
         return pl.DataFrame({n: cols[n] for n in self.names if n in want and n in cols})
 
     def adjust(self, profile: Profile) -> Profile:
@@ -448,9 +449,12 @@ class Publisher:
                 else:
                     out.append(pl.Series(q.name, p, dtype=pl.Int64).cast(q.dtype))
             else:
-                code = self.mixed.codes(q, s, offset)
-                self.changed[j] += int(np.count_nonzero(code != p)) if q.kind == "nominal" else int(np.abs(code - p).sum())
-                out.append(self.domains[q.name].gather(p).alias(q.name))
+                published = self.domains[q.name].gather(p).alias(q.name)
+                if q.kind == "nominal":  # values compared as they are written (cheaper than codes)
+                    self.changed[j] += int((s != published).sum())
+                else:
+                    self.changed[j] += int(np.abs(self.mixed.codes(q, s, offset) - p).sum())
+                out.append(published)
         return frame.with_columns(out)
 
     def finish(self) -> tuple[np.ndarray, np.ndarray]:
