@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -33,15 +34,24 @@ NUMERIC = "age,education_years,hours_per_week,wage_income"
 QI = NUMERIC + ",sex,region,occupation"
 
 
+def cpu_timed(cmd: list[str]) -> tuple[float, float, float]:
+    """(wall s, peak RSS MiB, CPU s user + system) of one command: the CPU seconds
+    depend much less on the other jobs of a shared machine than the wall time."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, rss = timed(cmd)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, rss, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def engine_run(data: Path, out: Path, qi: str, extra: list[str]) -> dict:
     report = out.with_suffix(".json")
     cmd = [sys.executable, "-m", "engine", "anonymize", str(data), str(out), "--qi", qi, "--k", "5",
            "--report", str(report), "--quiet", "--no-progress", *extra]
-    wall, rss = timed(cmd)
+    wall, rss, cpu = cpu_timed(cmd)
     rep = json.loads(report.read_text())
     out.unlink()
     mixed = rep["metrics"].get("mixed", {})
-    return {"wall": wall, "rss": rss, "il": rep["information_loss_percent"], "passes": rep["passes"],
+    return {"wall": wall, "rss": rss, "cpu": cpu, "il": rep["information_loss_percent"], "passes": rep["passes"],
             "by_kind": mixed.get("information_loss_by_kind"), "min": rep["min_group_size"]}
 
 
@@ -65,12 +75,14 @@ def main() -> None:
             make(data, n)
         floors, runs, nums = [], [], []
         for _ in range(args.repeats):
-            floors.append(timed([sys.executable, "-c", FLOOR, str(data), str(work / "floor.parquet")])[0])
+            floors.append(cpu_timed([sys.executable, "-c", FLOOR, str(data), str(work / "floor.parquet")]))
             runs.append(engine_run(data, work / "out.parquet", QI, extra))
             nums.append(engine_run(data, work / "num.parquet", NUMERIC, extra))
-        floor = statistics.median(floors)
+        floor = statistics.median(f[0] for f in floors)
+        floor_cpu = statistics.median(f[2] for f in floors)
         wall = statistics.median(r["wall"] for r in runs)
-        pair = statistics.median(r["wall"] / f for r, f in zip(runs, floors))
+        cpu = statistics.median(r["cpu"] for r in runs)
+        pair = statistics.median(r["wall"] / f[0] for r, f in zip(runs, floors))
         rss = max(r["rss"] for r in runs)
         nwall = statistics.median(r["wall"] for r in nums)
         r = runs[0]
@@ -80,6 +92,8 @@ def main() -> None:
               f"{walls})  I/O floor {floor:6.2f} s  ratio {wall / floor:5.2f}x, "
               f"median of pairs {pair:5.2f}x (target <= 5x)  peak RSS {rss:6.0f} MiB (target <= "
               f"{args.memory_limit})  IL {r['il']:.4f} % ({kinds})  smallest group {r['min']}", flush=True)
+        print(f"{'':13s}  CPU seconds (user + system): mixed {cpu:.1f}, floor {floor_cpu:.1f}: "
+              f"{cpu / floor_cpu:.2f}x; numeric QIs alone {statistics.median(x['cpu'] for x in nums):.1f}", flush=True)
         print(f"{'':13s}  baseline, the 4 numeric QIs alone: wall {nwall:7.2f} s ({nwall / floor:5.2f}x floor)  "
               f"peak RSS {max(x['rss'] for x in nums):6.0f} MiB  IL {nums[0]['il']:.4f} %", flush=True)
         print(f"{'':13s}  passes (mixed): {r['passes']}", flush=True)
