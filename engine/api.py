@@ -150,8 +150,12 @@ def _as_input_kind(data, kind: str, table, qi: list, group_column: str | None):
         new[group_column] = table.get_column(group_column).to_numpy()
     if kind == "pandas":
         out = data.copy(deep=False)
+        import pandas as pd
+
         for c, values in new.items():
-            out[c] = values
+            # a string / category / bool / datetime QI of a mixed-type release keeps its pandas type
+            keep = c in data.columns and values.dtype.kind in "OUbMm"
+            out[c] = pd.array(values, dtype=data[c].dtype) if keep else values
         return out
     if kind == "dataset":
         return table.to_arrow()

@@ -179,3 +179,16 @@ def test_file_changed_between_passes(tmp_path, monkeypatch):
                                           r"pass did not see: .* changed during the run"):
         engine.anonymize(str(path), str(dest), QI[:4], 3, ordinal={"grade": ORDER})
     assert not dest.exists()
+
+
+def test_pandas_and_arrow_inputs_keep_types():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(4)
+    df = pd.DataFrame({"x": rng.normal(size=60), "c": rng.choice(["a", "b", "c"], 60),
+                       "d": pd.Categorical(rng.choice(["u", "v"], 60)), "b": rng.random(60) < 0.5,
+                       "t": pd.to_datetime("2020-01-01") + pd.to_timedelta(rng.integers(0, 300, 60), unit="D"),
+                       "keep": range(60)})
+    res = engine.microaggregate(df, ["x", "c", "d", "b", "t"], 5)
+    assert res.table.dtypes.to_dict() == df.dtypes.to_dict()
+    assert set(res.table["c"]) <= set(df["c"]) and set(res.table["d"]) <= set(df["d"])
+    assert res.table.groupby(["x", "c", "d", "b", "t"], observed=True).size().min() >= 5
