@@ -34,7 +34,8 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
                    select_count: int | None = None,
                    select_measure: str | None = None, width: float | None = None,
                    bins: int | None = None, sa: str | None = None, epsilon: float | None = None,
-                   numeric_output: str | None = None, separator: str | None = None, null_values=None,
+                   numeric_output: str | None = None, ordinal=None, weights=None,
+                   separator: str | None = None, null_values=None,
                    encoding: str | None = None) -> RunResult:
     """Microaggregate ``data`` in memory and return ``RunResult(report, labels, table)``.
 
@@ -45,7 +46,10 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
         files or a glob. pandas and pyarrow tables are read through Arrow
         (numeric columns without a copy), a pyarrow dataset lazily.
     qi : list of str
-        Quasi-identifier columns (numeric). For a NumPy array, ``qi`` names its
+        Quasi-identifier columns: numeric, dates and datetimes (on their epoch
+        value), and for the MDAV family (not ama) also nominal (String,
+        Categorical, Enum, Boolean: published as the group's mode) and ordinal
+        ones (published as the group's median category); see ``engine.mixed``. For a NumPy array, ``qi`` names its
         columns (default ``x0, x1, ...``, all used).
     k : int
         Minimum group size (>= 2).
@@ -90,6 +94,13 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
         maxent: the sensitive attribute and the minimum class entropy in bits
         (default: the table's SA entropy); maxent and mnqia: numeric QIs published as
         ``<col>_min``/``<col>_max`` (``"range"``, default) or the class mean (``"mean"``).
+    ordinal : dict, optional
+        Ordinal QIs: ``{"education": ["Preschool", "1st-4th", ...]}`` (the order),
+        ``{"grade": None}`` (an Enum's own order) or ``{"education": "@education_num"}``
+        (ordered by a numeric column). Other non-numeric QIs are nominal.
+    weights : dict or str, optional
+        Weight of each QI in the mixed distance, ``{"age": 2}`` or ``"age=2,sex=1"``
+        (default 1 each).
     separator, null_values, encoding : optional
         How a CSV input is read: e.g. ``separator=";"``, ``null_values=["NA"]``,
         ``encoding="latin-1"`` (``engine.io.source.CsvOptions``); refused for other inputs.
@@ -119,7 +130,8 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
                          refine_seconds=refine_seconds, polish_rounds=polish_rounds,
                          seed=seed, select=select, select_count=select_count,
                          select_measure=select_measure, width=width, bins=bins, sa=sa, epsilon=epsilon,
-                         numeric_output=numeric_output, csv=csv_options(separator, null_values, encoding))
+                         numeric_output=numeric_output, ordinal=ordinal, weights=weights,
+                         csv=csv_options(separator, null_values, encoding))
     result = run(data, cfg, None, names=names, tmp_dir=tmp_dir)
     if not cfg.spec.centroids:
         return result  # a range release: its own columns, as a Polars DataFrame
@@ -138,8 +150,12 @@ def _as_input_kind(data, kind: str, table, qi: list, group_column: str | None):
         new[group_column] = table.get_column(group_column).to_numpy()
     if kind == "pandas":
         out = data.copy(deep=False)
+        import pandas as pd
+
         for c, values in new.items():
-            out[c] = values
+            # a string / category / bool / datetime QI of a mixed-type release keeps its pandas type
+            keep = c in data.columns and values.dtype.kind in "OUbMm"
+            out[c] = pd.array(values, dtype=data[c].dtype) if keep else values
         return out
     if kind == "dataset":
         return table.to_arrow()
@@ -162,7 +178,8 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
               select: str | None = None,
               select_count: int | None = None, select_measure: str | None = None, width: float | None = None,
               bins: int | None = None, risk: bool = False, sa: str | None = None, epsilon: float | None = None,
-              numeric_output: str | None = None, report: PathLike | None = None, html: PathLike | None = None,
+              numeric_output: str | None = None, ordinal=None, weights=None,
+              report: PathLike | None = None, html: PathLike | None = None,
               separator: str | None = None,
               null_values: str | Sequence[str] | None = None,
               encoding: str | None = None) -> Report:
@@ -232,7 +249,7 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
                              polish_rounds=polish_rounds,
                              seed=seed, select=select, select_count=select_count,
                              select_measure=select_measure, width=width, bins=bins, sa=sa, epsilon=epsilon,
-                             numeric_output=numeric_output, csv=csv_opts)
+                             numeric_output=numeric_output, ordinal=ordinal, weights=weights, csv=csv_opts)
         rep = run(source, cfg, sink, tmp_dir=tmp_dir, group=group,
                   distributions=prerender.distributions if prerender is not None else report is not None).report
         from .html_report import describe_input
@@ -243,7 +260,8 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
 
             numeric = numeric_qi(source, cfg, tmp_dir)
             rep.risk = disclosure_risk(source, written_source(group.temp(sink), sink), numeric,
-                                       chunk_rows=chunk_rows, **csv).to_dict() if numeric else None
+                                       chunk_rows=chunk_rows, ordinal=cfg.ordinal if cfg.spec.centroids else None,
+                                       **csv).to_dict() if numeric else None
         if report_tmp is not None:
             rep.write_json(report_tmp, report)
         if html_tmp is not None:
@@ -253,8 +271,9 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
 
 
 def numeric_qi(source, cfg: RunConfig, tmp_dir=None) -> list[str]:
-    """The QIs the disclosure risk is measured on: the numeric ones (every QI of the
-    MDAV family; maxent's categorical QIs have no distance)."""
+    """The QIs the disclosure risk is measured on: every QI of the MDAV family
+    (categorical ones of a mixed-type release compared as categories); maxent's
+    numeric ones (its categorical QIs are published as sets)."""
     if cfg.spec.centroids:
         return list(cfg.qi)
     from .audit.verify import is_numeric

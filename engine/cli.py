@@ -69,6 +69,11 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
                    help="maxent: minimum class entropy in bits (default: the table's SA entropy)")
     p.add_argument("--numeric-output", choices=("range", "mean"), default=None,
                    help="maxent / mnqia: numeric QIs as <col>_min/<col>_max (default) or the class mean")
+    p.add_argument("--ordinal", action="append", default=None, metavar="COL=CAT1,CAT2,...",
+                   help="an ordinal quasi-identifier and its categories in order (repeatable); COL alone: an "
+                        "Enum column's own order; COL=@NUMCOL: ordered by a numeric column (e.g. education_num)")
+    p.add_argument("--weights", default=None, metavar="COL=W,...",
+                   help="weights of quasi-identifiers in the mixed distance (default 1 each)")
     p.add_argument("--gamma", type=float, default=None,
                    help="gamma of vmdav (default 0.2) or ivmdav (default 1.16)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all cores)")
@@ -176,18 +181,27 @@ def build_parser() -> argparse.ArgumentParser:
     vg.add_argument("--epsilon", type=float, default=None, help="entropy l-diversity: class SA entropy in bits")
     v.add_argument("--original", metavar="INPUT", default=None,
                    help="the table the release was made from: check rows and non-QI columns, report IL")
+    v.add_argument("--mixed", action="store_true",
+                   help="a mixed-type MDAV release: categorical QIs hold one category each (not a set); "
+                        "with --original, information loss per type")
+    v.add_argument("--ordinal", action="append", default=None, metavar="COL=CAT1,CAT2,...",
+                   help="with --mixed: an ordinal QI's order (as for anonymize; implies --mixed)")
     v.add_argument("--chunk-rows", type=int, default=100_000, help="rows per streamed chunk (default 100000)")
     v.add_argument("--json", metavar="FILE", help="also write the result as JSON")
     _add_csv_args(v, "--original")
 
     r = sub.add_parser("risk", help="disclosure risk of a release: DBRL and interval disclosure",
                        description="Distance-based record linkage and interval disclosure of MASKED against "
-                                   "ORIGINAL on numeric quasi-identifiers (rows in the same order).")
+                                   "ORIGINAL on the quasi-identifiers (rows in the same order; categorical "
+                                   "ones compared as categories).")
     r.add_argument("original", help="the original table (CSV/Parquet)")
     r.add_argument("masked", help="the release (CSV/Parquet), rows in the original's order")
-    r.add_argument("--qi", required=True, help="comma-separated numeric quasi-identifiers")
+    r.add_argument("--qi", required=True, help="comma-separated quasi-identifiers")
     r.add_argument("--p", type=float, default=0.05,
                    help="interval disclosure half-width in standard deviations (default 0.05)")
+    r.add_argument("--ordinal", action="append", default=None, metavar="COL=CAT1,CAT2,...",
+                   help="an ordinal QI of a mixed-type release and its order (as for anonymize); other "
+                        "categorical QIs are compared as categories")
     r.add_argument("--chunk-rows", type=int, default=100_000, help="rows per streamed chunk (default 100000)")
     r.add_argument("--json", metavar="FILE", help="also write the result as JSON")
     _add_csv_args(r, "ORIGINAL")
@@ -228,7 +242,8 @@ def _cmd_verify(args) -> int:
 
     _check_json(args, args.output, args.original)
     res = verify_release(args.output, args.qi, args.k, sa=args.sa, l=args.l, epsilon=args.epsilon,
-                         original=args.original, chunk_rows=args.chunk_rows, **_csv_kw(args))
+                         original=args.original, chunk_rows=args.chunk_rows, mixed=args.mixed,
+                         ordinal=args.ordinal, **_csv_kw(args))
     if args.json:
         _write_json(args.json, res.to_json())
     print(res.summary())
@@ -242,6 +257,7 @@ def _cmd_risk(args) -> int:
 
     _check_json(args, args.original, args.masked)
     res = disclosure_risk(args.original, args.masked, args.qi, p=args.p, chunk_rows=args.chunk_rows,
+                          ordinal=args.ordinal,
                           **_csv_kw(args))
     if args.json:
         _write_json(args.json, res.to_json())
@@ -261,7 +277,8 @@ def _anonymize_risk(args, cfg, group):
     if not numeric:
         return None
     masked = written_source(group.temp(args.output), args.output)
-    return disclosure_risk(args.input, masked, numeric, chunk_rows=args.chunk_rows, **_csv_kw(args))
+    return disclosure_risk(args.input, masked, numeric, chunk_rows=args.chunk_rows,
+                           ordinal=cfg.ordinal if cfg.spec.centroids else None, **_csv_kw(args))
 
 
 def _cmd_profile(args) -> int:
@@ -293,7 +310,8 @@ def _settings(args, qi, seed=None) -> RunConfig:
                           seed=args.seed if seed is None else seed, select=args.select,
                           select_count=args.select_count, select_measure=args.measure, width=args.width,
                           bins=args.bins, sa=args.sa, epsilon=args.epsilon,
-                          numeric_output=args.numeric_output, csv=_csv(args) if hasattr(args, "separator") else None)
+                          numeric_output=args.numeric_output, ordinal=args.ordinal, weights=args.weights,
+                          csv=_csv(args) if hasattr(args, "separator") else None)
 
 
 def _start_group(stack, args, inputs, output, output_option="OUTPUT"):

@@ -83,6 +83,10 @@ class RunConfig:
     sa: str | None = None
     epsilon: float | None = None
     numeric_output: str | None = None  # ranges: "range" (default) or "mean"
+    # mixed-type QIs (engine.mixed): ((column, order or None, by-column or None), ...) and
+    # ((column, weight), ...), normalized by ``make`` (``parse_ordinal``, ``parse_weights``)
+    ordinal: tuple | None = None
+    weights: tuple | None = None
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -148,7 +152,7 @@ class RunConfig:
              refine_rounds=None, refine_seconds=None, polish_rounds=None, seed=None,
              select=None, select_count=None,
              select_measure=None, width=None, bins=None, csv=None, sa=None, epsilon=None,
-             numeric_output=None) -> "RunConfig":
+             numeric_output=None, ordinal=None, weights=None) -> "RunConfig":
         if isinstance(qi, str):
             qi = [c.strip() for c in qi.split(",")] if qi.strip() else []
         try:
@@ -157,13 +161,15 @@ class RunConfig:
             raise EngineError("qi must be a list of column names") from None
         if memory_limit is not None:
             memory_limit = parse_bytes(memory_limit)
+        ordinal = parse_ordinal(ordinal)
+        weights = parse_weights(weights)
         cfg = cls(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
                   chunk_rows=chunk_rows, threads=threads, progress=progress, memory_limit=memory_limit,
                   block_size=block_size, leaf_size=leaf_size, refine=refine, refine_rounds=refine_rounds,
                   refine_seconds=refine_seconds, polish_rounds=polish_rounds, seed=seed,
                   select=select, select_count=select_count,
                   select_measure=select_measure, width=width, bins=bins, csv=csv, sa=sa, epsilon=epsilon,
-                  numeric_output=numeric_output)
+                  numeric_output=numeric_output, ordinal=ordinal, weights=weights)
         cfg._check()
         return cfg
 
@@ -241,6 +247,25 @@ class RunConfig:
             raise EngineError(f"epsilon must be a non-negative number of bits, got {self.epsilon!r}")
         if self.numeric_output is not None and self.numeric_output not in NUMERIC_OUTPUTS:
             raise EngineError(f"numeric_output: 'range' or 'mean', got {self.numeric_output!r}")
+        for c, order, by in self.ordinal or ():
+            if c not in self.qi:
+                raise EngineError(f"ordinal (--ordinal): column {c!r} is not a quasi-identifier")
+            if order is not None and not order:
+                raise EngineError(f"ordinal (--ordinal): the order of column {c!r} is empty")
+            if order is not None and len(set(order)) != len(order):
+                dup = next(v for v in order if order.count(v) > 1)
+                raise EngineError(f"ordinal (--ordinal): the order of column {c!r} lists {dup!r} twice")
+            if by is not None and (by == c or by in self.qi):
+                raise EngineError(f"ordinal (--ordinal): column {c!r} cannot be ordered by {by!r}, a quasi-identifier")
+        if self.ordinal and len({c for c, _, _ in self.ordinal}) != len(self.ordinal):
+            raise EngineError("ordinal (--ordinal) names a column twice")
+        for c, w in self.weights or ():
+            if c not in self.qi:
+                raise EngineError(f"weights (--weights): column {c!r} is not a quasi-identifier")
+            if not math.isfinite(w) or w <= 0:
+                raise EngineError(f"weights (--weights): the weight of column {c!r} must be a positive number, got {w!r}")
+        if self.weights and len({c for c, _ in self.weights}) != len(self.weights):
+            raise EngineError("weights (--weights) names a column twice")
 
     def _check_applies(self, spec) -> None:
         """Every option given takes effect with this method, or the run stops here,
@@ -264,6 +289,69 @@ class RunConfig:
         if self.seed is not None and spec.centroids and self.refine != "ga":
             raise EngineError(f"{_name('seed')} takes effect only with refine='ga' (--refine ga) for method "
                               f"{self.method}: its other steps are deterministic")
+
+
+def parse_ordinal(value) -> tuple | None:
+    """``ordinal`` as ``((column, order or None, by-column or None), ...)``.
+
+    Accepted: a dict ``{column: [categories in order]}`` (None: an Enum column's own
+    order; ``"@other"``: categories ordered by the numeric column ``other``), or the
+    command line's texts ``"column=cat1,cat2,..."``, ``"column"``, ``"column=@other"``
+    (one per ``--ordinal``; a list of them, or one string)."""
+    if value is None:
+        return None
+    if isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 3 for v in value):
+        return value  # already normalized (RunConfig.ordinal)
+    items = []
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    else:
+        texts = [value] if isinstance(value, str) else list(value)
+        pairs = []
+        for t in texts:
+            if not isinstance(t, str):
+                raise EngineError(f"ordinal (--ordinal): expected COLUMN=CAT1,CAT2,... got {t!r}")
+            name, eq, rest = t.partition("=")
+            pairs.append((name.strip(), (rest if rest.startswith("@") else
+                                         [v for v in rest.split(",")] if rest.strip() else []) if eq else None))
+    for c, order in pairs:
+        if not isinstance(c, str) or not c:
+            raise EngineError(f"ordinal (--ordinal): invalid column name {c!r}")
+        if order is None:
+            items.append((c, None, None))
+        elif isinstance(order, str) and order.startswith("@"):
+            items.append((c, None, order[1:].strip()))
+        elif isinstance(order, str):
+            raise EngineError(f"ordinal (--ordinal): the order of column {c!r} must be a list of categories")
+        else:
+            items.append((c, tuple(str(v) if not isinstance(v, (str, bool)) else v for v in order), None))
+    return tuple(items)
+
+
+def parse_weights(value) -> tuple | None:
+    """``weights`` as ``((column, weight), ...)`` from a dict or the text ``"age=2,sex=1"``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        pairs = []
+        for part in value.split(","):
+            name, eq, w = part.partition("=")
+            try:
+                pairs.append((name.strip(), float(w)))
+            except ValueError:
+                raise EngineError(f"weights (--weights): expected COLUMN=NUMBER,..., got {part!r}") from None
+            if not eq:
+                raise EngineError(f"weights (--weights): expected COLUMN=NUMBER,..., got {part!r}")
+    elif isinstance(value, dict):
+        pairs = list(value.items())
+    else:
+        raise EngineError(f"weights must be a dict of column: weight or a text 'age=2,sex=1', got {value!r}")
+    out = []
+    for c, w in pairs:
+        if isinstance(w, bool) or not isinstance(w, numbers.Real):
+            raise EngineError(f"weights (--weights): the weight of column {c!r} must be a positive number, got {w!r}")
+        out.append((c, float(w)))
+    return tuple(out)
 
 
 def _name(option: str) -> str:

@@ -98,7 +98,13 @@ class Report:
     are those of the numeric QIs around their class means, on z-scores (the loss
     had the classes published their means, comparable with the MDAV family), None
     when no QI is numeric; the method's own measures (NCP, LM, entropy) are in
-    ``metrics``."""
+    ``metrics``.
+
+    With mixed-type QIs (``engine.mixed``) ``information_loss_by_qi`` holds each QI's
+    loss by its kind (numeric and date: 100 SSE/SST on z-scores; nominal: percent of
+    values changed; ordinal: 100 x mean |rank change| / (m - 1)), ``sse`` and ``sst``
+    their sums (in row units), ``information_loss_percent`` their mean, and
+    ``metrics["mixed"]`` each QI's kind, weight and categories and the loss by kind."""
 
     rows: int
     groups: int
@@ -162,6 +168,10 @@ class Report:
         timing = ", ".join(f"{p} {t:.2f}s" for p, t in self.passes.items())
         il = ("information loss: no numeric QI" if self.information_loss_percent is None else
               f"information loss {self.information_loss_percent:.4f} %  (SSE {self.sse:.4f} / SST {self.sst:.4f})")
+        mixed = self.metrics.get("mixed") if self.metrics else None
+        if mixed is not None and self.information_loss_percent is not None:
+            il = (f"information loss {self.information_loss_percent:.4f} %  (mean of the per-QI losses: " +
+                  ", ".join(f"{k} {v:.2f} %" for k, v in mixed["information_loss_by_kind"].items()) + ")")
         lines = [
             f"rows {self.rows:,}  groups {self.groups:,}  group size {self.min_group_size}..{self.max_group_size}"
             f"  (k={self.k}, method {self.method}{'' if self.gamma is None else f', gamma {self.gamma}'})",
@@ -169,7 +179,7 @@ class Report:
             f"wall {self.wall_seconds:.2f} s  peak RSS {self.peak_rss_bytes / 2**20:.0f} MiB  [{timing}]",
             f"groups by size: {sizes}",
         ]
-        if self.metrics:
+        if any(not isinstance(v, (dict, list)) for v in self.metrics.values()):
             lines.append(f"{self.method}: " + ", ".join(
                 f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in self.metrics.items()
                 if not isinstance(v, (dict, list))))

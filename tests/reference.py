@@ -40,6 +40,9 @@ class _Run:
     def count(self):
         return int(self.remaining.sum())
 
+    def dists(self, rows, q):
+        return sq_dists(self.X[rows], q)
+
     def centroid(self):
         return self.total / self.count()
 
@@ -79,9 +82,9 @@ class _Run:
             self.close_group()
 
 
-def mdav(X, k):
+def mdav(X, k, run=_Run):
     """Centroid-based MDAV (Domingo-Ferrer & Torra 2005)."""
-    R = _Run(X)
+    R = run(X)
     while R.count() >= 3 * k:
         r = R.farthest(R.centroid())
         R.group_around(r, k)
@@ -93,9 +96,9 @@ def mdav(X, k):
     return R.labels
 
 
-def mdav_single(X, k):
+def mdav_single(X, k, run=_Run):
     """MDAV-single-group: one group per iteration; seed 003 steps 3-4 at the end."""
-    R = _Run(X)
+    R = run(X)
     while R.count() >= 3 * k:
         R.group_around(R.farthest(R.centroid()), k)
     if R.count() >= 2 * k:
@@ -104,9 +107,9 @@ def mdav_single(X, k):
     return R.labels
 
 
-def ivmdav(X, k, gamma=1.16):
+def ivmdav(X, k, gamma=1.16, run=_Run):
     """IV-MDAV, seed 003 section IV."""
-    R = _Run(X)
+    R = run(X)
     while R.count() >= 3 * k:
         xr = R.farthest(R.centroid())
         ys, yd = R.nearest(R.X[xr], 2 * k - 1, exclude=xr)
@@ -133,9 +136,9 @@ def ivmdav(X, k, gamma=1.16):
     return R.labels
 
 
-def vmdav(X, k, gamma=0.2):
+def vmdav(X, k, gamma=0.2, run=_Run):
     """V-MDAV (Solanas & Martinez-Balleste 2006)."""
-    R = _Run(X)
+    R = run(X)
     while R.count() >= k:
         e = R.farthest(R.centroid())
         nb, _ = R.nearest(R.X[e], k - 1, exclude=e)
@@ -160,7 +163,7 @@ def vmdav(X, k, gamma=0.2):
     left = np.flatnonzero(R.remaining)
     grouped = np.flatnonzero(~R.remaining)
     for u in left:
-        d = sq_dists(R.X[grouped], R.X[u])
+        d = R.dists(grouped, R.X[u])
         best = grouped[np.lexsort((grouped, d))[0]]
         R.labels[u] = R.labels[best]
     return R.labels

@@ -123,9 +123,16 @@ CASES = {
                                   r"column 'a' is not numeric: 'abc' at row 12001 \(rows counted from 1\) "
                                   r"of .*late-text\.csv is not a number"),
     # column types
-    "non-numeric QI": (_parquet_copy, "a,name", "3", [], 2, r"column 'name' is not numeric \(String\)"),
-    "boolean QI": (_parquet_copy, "a,flag", "3", [], 2, r"column 'flag' is not numeric \(Boolean\)"),
-    "date QI": (_parquet_copy, "a,day", "3", [], 2, r"column 'day' is not numeric \(Date\)"),
+    # (the MDAV family takes String, Boolean and Date QIs: tests/test_mixed.py; ama does not)
+    "non-numeric QI": (_parquet_copy, "a,name", "3", ["--method", "ama"], 2,
+                       r"column 'name' is not numeric \(String\); method ama groups numeric"),
+    "boolean QI": (_parquet_copy, "a,flag", "3", ["--method", "ama"], 2, r"column 'flag' is not numeric \(Boolean\)"),
+    "date QI": (_parquet_copy, "a,day", "3", ["--method", "ama"], 2, r"column 'day' is not numeric \(Date\)"),
+    "list QI": (lambda d: _pq(d, "list.parquet", BASE.with_columns(pl.Series("tags", [[1, 2]] * 12))), "a,tags",
+                "3", [], 2, r"column 'tags' has type List\(Int64\): quasi-identifiers must be numbers, dates"),
+    "too many categories": (lambda d: _pq(d, "wide.parquet", pl.DataFrame({"a": list(range(150)),
+                                                                           "n": [f"n{i}" for i in range(150)]})),
+                            "a,n", "3", [], 2, r"column 'n' has more than 100 categories"),
     # empty tables
     "empty Parquet table": (lambda d: _pq(d, "empty.parquet", BASE.head(0)), "a,b", "3", [], 2,
                             r"empty\.parquet has no rows"),

@@ -103,13 +103,15 @@ def _bad_cases(tmp_path, csv):
     pl.DataFrame({"a": [1.0, 2.0, float("inf"), 4.0], "b": [1.0, 2, 3, 4]}).write_parquet(inf)
     empty = tmp_path / "empty.csv"
     empty.write_text("a,b\n")
+    wide = tmp_path / "wide.csv"  # a text QI of too many categories (tests/test_mixed.py: fewer run)
+    pl.DataFrame({"a": list(range(150)), "name": [f"n{i}" for i in range(150)]}).write_csv(wide)
     corrupt = tmp_path / "corrupt.parquet"
     corrupt.write_bytes(b"PAR1" + b"\x00garbage" * 50)
     return {
         "null": (nulls, "a,b", "3", "missing value at row 2"),
         "nan": (nan, "a,b", "3", "non-finite value"),
         "inf": (inf, "a,b", "3", "non-finite value"),
-        "non-numeric": (csv, "a,name", "3", "'name' is not numeric"),
+        "non-numeric": (wide, "a,name", "3", "column 'name' has more than 100 categories"),
         "k<2": (csv, "a,b", "1", "k must be at least 2"),
         "k>rows": (csv, "a,b", "13", "larger than the number of rows"),
         "unknown column": (csv, "a,zzz", "3", "'zzz' not found"),

@@ -28,8 +28,17 @@ of ``c`` is the midpoint of the published range, for both measures. (Asking
 whether the original lies inside the published range is no measure: it always
 does.) With the midpoint, a range no wider than ``2 p sd`` always counts as
 disclosed, and a wider one counts only if the original is near its middle, which
-matches what an intruder who guesses the midpoint learns. Categorical QIs are
-rejected: give the numeric ones.
+matches what an intruder who guesses the midpoint learns.
+
+Mixed-type releases (``microagg anonymize`` with categorical QIs): the same
+distance as the grouping, with weights 1. A date or datetime QI is a number (its
+epoch value); a categorical QI (String, Categorical, Enum, Boolean) is compared as a
+category: one-hot over the original's sorted categories, scaled so that two
+different categories are at squared distance 1 (a published category that is not
+a value of the original matches none); an ordinal QI (``ordinal``, as for
+``anonymize``) is its rank, standardized as a number. For interval disclosure a
+categorical value counts as inside only when it is unchanged (the sdcMicro
+variant counts a changed category as two values outside).
 
 How it scales. The original's QIs are held in memory (about ``8 d`` bytes per row,
 standardized) and indexed by the engine's kd-tree (``engine.kernels.kdtree``,
@@ -123,7 +132,10 @@ def _standardize(X: np.ndarray, scale: np.ndarray, mean: np.ndarray, sd: np.ndar
     return np.ascontiguousarray(Z)
 
 
-def _masked_values(frame: pl.DataFrame, pub: dict, qi: list[str], offset: int, label: str) -> np.ndarray:
+def _masked_values(frame: pl.DataFrame, pub: dict, qi: list[str], offset: int, label: str,
+                   cats: "_Categories | None" = None) -> np.ndarray:
+    if cats is not None:
+        return cats.expand(frame, [pub[c][0] for c in qi], offset, label)
     out = np.empty((frame.height, len(qi)))
     for j, c in enumerate(qi):
         cols = pub[c]
@@ -145,7 +157,10 @@ def _check_finite(X: np.ndarray, names: list[str], offset: int, label: str) -> N
                           f"{offset + int(i) + 1} (rows counted from 1)")
 
 
-def _original_values(frame: pl.DataFrame, qi: list[str], offset: int, label: str) -> np.ndarray:
+def _original_values(frame: pl.DataFrame, qi: list[str], offset: int, label: str,
+                     cats: "_Categories | None" = None) -> np.ndarray:
+    if cats is not None:
+        return cats.expand(frame, qi, offset, label)
     X = np.column_stack([frame.get_column(c).cast(pl.Float64).fill_null(np.nan).to_numpy() for c in qi])
     _check_finite(X, qi, offset, label)
     return X
@@ -155,7 +170,7 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
                     masked: str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | Source,
                     qi: str | Sequence[str], *, p: float = 0.05, chunk_rows: int = 100_000,
                     separator: str | None = None, null_values: str | Sequence[str] | None = None,
-                    encoding: str | None = None) -> RiskResult:
+                    encoding: str | None = None, ordinal=None) -> RiskResult:
     """DBRL and interval disclosure of ``masked`` against ``original`` on ``qi``.
 
     ``original`` and ``masked``: CSV/Parquet paths (or anything ``open_source``
@@ -163,6 +178,9 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
     columns of the original, published in ``masked`` as ``c`` or ``c_min``/``c_max``.
     ``separator``, ``null_values``, ``encoding``: how a CSV ``original`` is read
     (``engine.io.source.CsvOptions``; ``masked`` is read as the engine writes CSV).
+    ``ordinal``: the ordinal QIs of a mixed-type release (``{"col": [order]}``,
+    ``"@numcol"``, or None for an Enum), as for ``anonymize``; other categorical
+    QIs are nominal.
     See the module docstring for the definitions, ties, and memory.
     Raises ``EngineError`` on bad input.
     """
@@ -170,12 +188,12 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
 
     osrc = open_source(original, csv=csv_options(separator, null_values, encoding))
     try:
-        return _disclosure_risk(osrc, masked, qi, p, chunk_rows)
+        return _disclosure_risk(osrc, masked, qi, p, chunk_rows, ordinal)
     finally:
         osrc.close()
 
 
-def _disclosure_risk(original, masked, qi, p, chunk_rows) -> RiskResult:
+def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None) -> RiskResult:
     t0 = time.perf_counter()
     qi = parse_columns(qi)
     chunk_rows = check_whole(chunk_rows, "chunk_rows", 1)
@@ -193,7 +211,17 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows) -> RiskResult:
     n = osrc.count_rows()
     if n == 0:
         raise EngineError(f"{osrc.label} has no rows")
+    cats = None
+    if ordinal or any(not is_numeric(osrc.schema[c]) for c in qi):  # a mixed-type release
+        cats = _Categories(osrc, qi, ordinal, chunk_rows)
     for c in qi:
+        if cats is not None and c in cats.kinds:
+            if len(pub[c]) != 1:
+                raise EngineError(f"column {c!r} is not numeric in {osrc.label} ({osrc.schema[c]}) but published "
+                                  f"as a range in {msrc.label}")
+            continue
+        if cats is not None and c in cats.dates:
+            continue
         if not is_numeric(osrc.schema[c]):
             raise EngineError(f"column {c!r} is not numeric in {osrc.label} ({osrc.schema[c]}); "
                               f"disclosure risk needs numeric quasi-identifiers")
@@ -205,20 +233,24 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows) -> RiskResult:
     if nm != n:
         raise EngineError(f"{msrc.label} has {nm:,} rows but {osrc.label} has {n:,}; "
                           f"the release must keep the original's rows in order")
-    d = len(qi)
+    d = len(qi) if cats is None else cats.width
     mcols = list(dict.fromkeys(c for c in qi for c in pub[c]))
 
     # the original's QIs, in memory, then standardized in place
     X = np.empty((n, d))
     mom = ScaledMoments(d)
     for offset, frame in osrc.iter_frames(qi, chunk_rows):
-        x = _original_values(frame, qi, offset, osrc.label)
+        x = _original_values(frame, qi, offset, osrc.label, cats)
         X[offset: offset + x.shape[0]] = x
         mom.add(x)
     scale, mean = mom.scale, mom.mean
     constant = mom.min == mom.max
     sd0 = np.where(constant, 0.0, np.sqrt(np.maximum(mom.m2, 0.0) / n))
     sd1 = np.where(constant, 0.0, np.sqrt(np.maximum(mom.m2, 0.0) / (n - 1))) if n > 1 else np.zeros(d)
+    if cats is not None:  # one-hot columns: x / sqrt(2) (different categories: squared distance 1)
+        hot = cats.one_hot
+        mean = np.where(hot, 0.0, mean)
+        sd0 = np.where(hot, np.sqrt(2.0) / scale, sd0)
     for a in range(0, n, chunk_rows):
         X[a: a + chunk_rows] = _standardize(X[a: a + chunk_rows], scale, mean, sd0)
     tree = build_kdtree(X, LEAF_SIZE)
@@ -228,7 +260,7 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows) -> RiskResult:
     counter = ClassCounter([str(j) for j in range(d)], max(chunk_rows, 1 << 16))
     mmom = ScaledMoments(d)
     for offset, frame in msrc.iter_frames(mcols, chunk_rows):
-        M = _masked_values(frame, pub, qi, offset, msrc.label)
+        M = _masked_values(frame, pub, qi, offset, msrc.label, cats)
         mmom.add(M)
         counter.add(pl.DataFrame({str(j): M[:, j] for j in range(d)}))
     points = counter.finish()
@@ -244,10 +276,13 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows) -> RiskResult:
     msd1 = np.sqrt(np.maximum(mmom.m2, 0.0) / (n - 1)) * (mmom.scale / scale) if n > 1 else np.zeros(d)
     msd1[mmom.min == mmom.max] = 0.0
     half_m = p * msd1
+    if cats is not None:  # a category is inside only when unchanged
+        half = np.where(cats.one_hot, 0.0, half)
+        half_m = np.where(cats.one_hot, 0.0, half_m)
     credit, inside, inside_sdc = 0.0, 0, 0
     for offset, fo, fm in aligned_frames(osrc, msrc, qi, mcols, chunk_rows):
-        x = _original_values(fo, qi, offset, osrc.label)
-        M = _masked_values(fm, pub, qi, offset, msrc.label)
+        x = _original_values(fo, qi, offset, osrc.label, cats)
+        M = _masked_values(fm, pub, qi, offset, msrc.label, cats)
         idx = np.empty(M.shape[0], np.int64)
         find_rows(U, M, idx)
         if (idx < 0).any():  # pragma: no cover - the first pass saw every point
@@ -261,3 +296,91 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows) -> RiskResult:
                       dbrl_linked=float(credit), masked_points=int(U.shape[0]), tied_points=int((ties > 1).sum()),
                       interval_disclosure=inside / n, interval_disclosure_sdcmicro=inside_sdc / n,
                       range_qis=[c for c in qi if len(pub[c]) == 2], wall_seconds=time.perf_counter() - t0)
+
+
+class _Categories:
+    """A mixed-type release's QIs as numbers (see the module docstring): numeric and
+    date QIs one column each, ordinal QIs their rank, nominal QIs one-hot over the
+    original's sorted categories (``one_hot`` marks those columns)."""
+
+    def __init__(self, osrc: Source, qi: list[str], ordinal, chunk_rows: int):
+        from ..config import parse_ordinal
+
+        orders = {c: (order, by) for c, order, by in parse_ordinal(ordinal) or ()}
+        for c in orders:
+            if c not in qi:
+                raise EngineError(f"ordinal (--ordinal): column {c!r} is not a quasi-identifier")
+        from .verify import _text_dates
+
+        schema = osrc.schema
+        self.qi = qi
+        self.dates = {c for c in qi if schema[c].is_temporal() and c not in orders}
+        if osrc.kind == "csv":  # a CSV's ISO dates, as anonymize reads them
+            self.dates |= _text_dates(osrc, [c for c in qi if c not in orders])
+        self.kinds = {c: ("ordinal" if c in orders else "nominal") for c in qi
+                      if c in orders or not (is_numeric(schema[c]) or c in self.dates)}
+        values: dict = {c: set() for c in self.kinds}
+        mins: dict = {c: {} for c in self.kinds}
+        by_cols = {c: orders[c][1] for c in self.kinds if c in orders and orders[c][1] is not None}
+        for by in by_cols.values():
+            if by not in osrc.columns:
+                raise EngineError(f"ordinal (--ordinal): column {by!r} not found in {osrc.label}")
+        read = list(dict.fromkeys(list(self.kinds) + list(by_cols.values())))
+        for _, f in osrc.iter_frames(read, chunk_rows):
+            for c in self.kinds:
+                t = f.get_column(c).cast(pl.String)
+                if c in by_cols:
+                    g = pl.DataFrame({"c": t, "b": f.get_column(by_cols[c]).cast(pl.Float64, strict=False)}) \
+                        .group_by("c").agg(pl.col("b").min())
+                    for v, m in g.iter_rows():
+                        old = mins[c].get(v)
+                        mins[c][v] = m if old is None or (m is not None and m < old) else old
+                values[c].update(t.drop_nulls().unique().to_list())
+        self.categories = {}
+        for c, kind in self.kinds.items():
+            if kind == "nominal":
+                self.categories[c] = sorted(values[c])
+            elif orders[c][0] is not None:
+                self.categories[c] = list(orders[c][0])
+            elif c in by_cols:
+                self.categories[c] = sorted(values[c], key=lambda v: (mins[c].get(v) is None, mins[c].get(v) or 0, v))
+            elif isinstance(schema[c], pl.Enum):
+                self.categories[c] = schema[c].categories.to_list()
+            else:
+                raise EngineError(f"ordinal (--ordinal): give the order of column {c!r} (COL=CAT1,CAT2,...)")
+        hot = []
+        for c in qi:
+            hot += [True] * len(self.categories[c]) if self.kinds.get(c) == "nominal" else [False]
+        self.one_hot = np.array(hot, dtype=bool)
+        self.width = len(hot)
+
+    def expand(self, frame: pl.DataFrame, columns: list[str], offset: int, label: str) -> np.ndarray:
+        parts = []
+        for c, name in zip(self.qi, columns):
+            s = frame.get_column(name)
+            kind = self.kinds.get(c)
+            if kind is None:
+                if s.dtype == pl.String and c in self.dates:  # a CSV's date text
+                    s = s.str.to_date(strict=False)
+                if s.dtype.is_temporal():
+                    s = s.to_physical()
+                v = s.cast(pl.Float64, strict=False).fill_null(np.nan).to_numpy()
+                _check_finite(v[:, None], [name], offset, label)
+                parts.append(v[:, None])
+                continue
+            if s.null_count():
+                i = int(s.is_null().arg_true()[0])
+                raise EngineError(f"column {name!r} of {label} has a missing value at row {offset + i + 1} "
+                                  f"(rows counted from 1)")
+            cats = self.categories[c]
+            code = s.cast(pl.String).replace_strict(cats, list(range(len(cats))), default=-1,
+                                                    return_dtype=pl.Int64).to_numpy()
+            if kind == "ordinal":
+                if (code < 0).any():
+                    i = int(np.flatnonzero(code < 0)[0])
+                    raise EngineError(f"column {name!r} of {label} has the value {s.cast(pl.String)[i]!r} at row "
+                                      f"{offset + i + 1}, which its ordinal order does not list")
+                parts.append(code.astype(np.float64)[:, None])
+            else:
+                parts.append((code[:, None] == np.arange(len(cats))[None, :]).astype(np.float64))
+        return np.ascontiguousarray(np.hstack(parts))

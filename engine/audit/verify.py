@@ -374,7 +374,8 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
                    k: int, *, sa: str | None = None, l: int | None = None, epsilon: float | None = None,
                    original: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | None" = None,
                    chunk_rows: int = 100_000, separator: str | None = None,
-                   null_values: "str | Sequence[str] | None" = None, encoding: str | None = None) -> VerifyResult:
+                   null_values: "str | Sequence[str] | None" = None, encoding: str | None = None,
+                   mixed: bool = False, ordinal=None) -> VerifyResult:
     """Verify the release ``output`` (CSV/Parquet file, folder or glob); see the module docstring.
 
     Returns a :class:`VerifyResult` whose ``ok`` says whether every guarantee holds
@@ -383,8 +384,21 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
     ``epsilon`` (or with both), an empty release. ``separator``, ``null_values``,
     ``encoding``: how a CSV ``original`` is read (the release is read as the engine
     writes CSV: comma-separated UTF-8).
+
+    ``mixed`` (or ``ordinal``): a mixed-type MDAV release, whose categorical QIs
+    hold one published category each, not a set: with ``original``, every
+    published category must be a value of the original column (check
+    "categories"), and the information loss is measured per type (nominal: percent
+    of values changed; ordinal, ``ordinal={"col": [categories in order]}``, or
+    ``"@numcol"`` for the order of a numeric column of the original: 100 x mean
+    |rank change| / (m - 1); dates on their epoch value as numbers); the overall
+    figure is the mean over the QIs.
     """
+    from ..config import parse_ordinal
     from ..io.source import csv_options
+
+    ordinal = {c: (order, by) for c, order, by in parse_ordinal(ordinal) or ()}
+    mixed = mixed or bool(ordinal)
 
     csv = csv_options(separator, null_values, encoding)
     if csv is not None and original is None:
@@ -392,7 +406,7 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
                           f"and none is given")
     orig = open_source(original, csv=csv) if original is not None else None
     try:
-        return _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows)
+        return _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal)
     finally:
         if orig is not None:
             orig.close()
@@ -416,7 +430,7 @@ def _neg_zero(c: str) -> str:
     return f"__microagg_verify_negzero__{c}"
 
 
-def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows) -> VerifyResult:
+def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed=False, ordinal=None) -> VerifyResult:
     t0 = time.perf_counter()
     qi, k, l, epsilon, chunk_rows = _settings(qi, k, sa, l, epsilon, chunk_rows)
 
@@ -461,7 +475,8 @@ def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows) -> VerifyResult:
         for _, frame in out.iter_frames(keys + ([sa] if sa is not None else []), chunk_rows):
             counter.add(_sign_keys(frame, keys))
     if orig is not None:
-        later += _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows)
+        later += _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows,
+                                        mixed, ordinal or {})
 
     _class_checks(result, counter, group_keys, keys, k, sa, l, epsilon)
 
@@ -496,6 +511,7 @@ def _settings(qi, k, sa, l, epsilon, chunk_rows):
 
     return qi, k, l, epsilon, chunk_rows
 
+
 @dataclass
 class _Scan:
     """What one read of the release beside the original found (``_scan_aligned``)."""
@@ -506,7 +522,8 @@ class _Scan:
     moments: "ScaledMoments | None" = None
 
 
-def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows) -> list:
+def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows, mixed=False,
+                           ordinal=None) -> list:
     """Read the release beside the original (counting its classes on the way): the row
     count, the columns passed through, the generalization of range and set QIs, the
     information loss. Returns the checks ``(name, ok, detail)`` to list after the class checks."""
@@ -528,45 +545,80 @@ def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, coun
     if orig_rows != rows:
         detail.append("values not compared (row counts differ)")
         return later + [("other columns", False, "; ".join(detail))]
-    il_cols = _information_loss_columns(result, out, orig, qi, pub)
+    kinds = _mixed_kinds(orig, qi, pub, ordinal, chunk_rows) if mixed else _MixedKinds()
+    il_cols = _information_loss_columns(result, out, orig, qi, pub, kinds)
     # QIs published as a range or as a set of categories: the original value must lie in it
     ranges = [c for c in qi if len(pub[c]) == 2]
-    sets = [c for c in qi if pub[c] == (c,) and not is_numeric(orig.schema[c]) and out.schema[c] == pl.String]
-    scan = _scan_aligned(out, orig, counter, keys, sa, present, il_cols, ranges + sets, pub, chunk_rows, qi[0])
+    sets = [c for c in qi if pub[c] == (c,) and not is_numeric(orig.schema[c]) and out.schema[c] == pl.String
+            and c not in kinds.cats and c not in kinds.dates]
+    scan = _scan_aligned(out, orig, counter, keys, sa, present, il_cols, ranges + sets, pub, chunk_rows, qi[0], kinds)
     _information_loss(result, scan, il_cols)
+    if kinds.loss is not None:
+        later += kinds.loss.finish(result, orig_rows)
     result.columns_changed = [c for c in present if c in scan.changed]
     if result.columns_changed:
         first = min(result.columns_changed, key=lambda c: scan.changed[c])
         detail.append(f"{len(result.columns_changed)} changed ({', '.join(result.columns_changed)}); "
                       f"first: column {first!r} at row {scan.changed[first] + 1}")
     if ranges or sets:
-        later.append(_generalization_check(ranges + sets, scan.outside))
+        later.append(_generalization_check(ranges + sets, scan.outside, sets))
     later.append(("other columns", not detail,
                   "; ".join(detail) if detail else (f"{len(present)} unchanged, same order" if present
                                                        else "none besides the QIs")))
     return later
 
 
-def _information_loss_columns(result, out, orig, qi, pub) -> list[str]:
-    """The QIs whose information loss can be measured (numeric, published as one
-    value); the others are listed in ``result.information_loss_skipped`` with why."""
+@dataclass
+class _MixedKinds:
+    """A mixed-type release's QIs (``verify --mixed``): dates compared as numbers
+    (``text_dates``: a CSV original's ISO-date text), categorical ones holding a
+    category (their loss measured by ``loss``)."""
+
+    dates: list = field(default_factory=list)
+    cats: list = field(default_factory=list)
+    text_dates: set = field(default_factory=set)
+    loss: "_CategoryLoss | None" = None
+
+    def like(self, c, orig_type):
+        """The original's type a release column is read as (``_as_number``)."""
+        return pl.Date if c in self.text_dates else orig_type
+
+
+def _mixed_kinds(orig, qi, pub, ordinal, chunk_rows) -> _MixedKinds:
+    single = [c for c in qi if pub[c] == (c,)]
+    text_dates = _text_dates(orig, single) if orig.kind == "csv" else set()
+    dates = [c for c in single if orig.schema[c].is_temporal() or c in text_dates]
+    cats = [c for c in single if not is_numeric(orig.schema[c]) and c not in dates]
+    loss = _CategoryLoss(cats, _orders(orig, cats, ordinal or {}, chunk_rows)) if cats else None
+    return _MixedKinds(dates, cats, text_dates, loss)
+
+
+def _information_loss_columns(result, out, orig, qi, pub, kinds: _MixedKinds) -> list[str]:
+    """The QIs whose information loss is measured as numbers (numeric, or a mixed
+    release's dates, published as one value); the others are listed in
+    ``result.information_loss_skipped`` with why (a mixed release's categorical QIs
+    are measured by ``_CategoryLoss``)."""
     for c in qi:
         if pub[c] != (c,):
             result.information_loss_skipped[c] = "published as a range"
+        elif c in kinds.cats or c in kinds.dates:
+            continue
         elif not is_numeric(out.schema[c]) and not (out.kind == "csv" and out.schema[c] == pl.String):
             result.information_loss_skipped[c] = f"not numeric in the release ({out.schema[c]})"
         elif not is_numeric(orig.schema[c]):
             result.information_loss_skipped[c] = f"not numeric in the original ({orig.schema[c]})"
-    return [c for c in qi if c not in result.information_loss_skipped]
+    return [c for c in qi if c not in result.information_loss_skipped and c not in kinds.cats]
 
 
-def _scan_aligned(out, orig, counter, keys, sa, present, il_cols, generalized, pub, chunk_rows, first_qi) -> _Scan:
+def _scan_aligned(out, orig, counter, keys, sa, present, il_cols, generalized, pub, chunk_rows, first_qi,
+                  kinds: _MixedKinds) -> _Scan:
     """One read of the release beside the original: its classes counted, the first
     changed row of every passed-through column, the first original value outside its
-    published range or set, the information loss's moments."""
+    published range or set, the information loss's moments (and a mixed release's
+    category changes)."""
     scan = _Scan(moments=ScaledMoments(len(il_cols)) if il_cols else None)
     out_cols = list(dict.fromkeys(keys + ([sa] if sa is not None else []) + present))
-    orig_cols = list(dict.fromkeys(present + il_cols + generalized)) or [first_qi]
+    orig_cols = list(dict.fromkeys(present + il_cols + generalized + kinds.cats)) or [first_qi]
     for offset, f_out, f_orig in aligned_frames(out, orig, out_cols, orig_cols, chunk_rows):
         counter.add(_sign_keys(f_out, keys))
         for c in generalized:
@@ -579,9 +631,11 @@ def _scan_aligned(out, orig, counter, keys, sa, present, il_cols, generalized, p
                 at = _first_difference(f_out.get_column(c), f_orig.get_column(c))
                 if at >= 0:
                     scan.changed[c] = offset + at
+        if kinds.loss is not None:
+            kinds.loss.add(f_orig, f_out)
         if scan.moments is not None and not scan.bad_il:
-            X = np.column_stack([f_orig.get_column(c).cast(pl.Float64).to_numpy() for c in il_cols])
-            Y = np.column_stack([f_out.get_column(c).cast(pl.Float64, strict=False).to_numpy()
+            X = np.column_stack([_as_number(f_orig.get_column(c), kinds.like(c, None)) for c in il_cols])
+            Y = np.column_stack([_as_number(f_out.get_column(c), kinds.like(c, orig.schema[c]))
                                  for c in il_cols])  # a CSV release's text: not a number -> NaN
             fin = np.isfinite(X) & np.isfinite(Y)
             if not fin.all():
@@ -609,13 +663,15 @@ def _information_loss(result, scan: _Scan, il_cols) -> None:
     result.information_loss_percent = float(per[keep].mean()) if keep.any() else 0.0
 
 
-def _generalization_check(generalized, outside) -> tuple[str, bool, str]:
+def _generalization_check(generalized, outside, sets=()) -> tuple[str, bool, str]:
     if outside:
         first = min(outside, key=lambda c: outside[c])
+        hint = (" (a mixed-type MDAV release, whose categorical QIs hold one category each, "
+                "is verified with --mixed)" if any(c in sets for c in outside) else "")
         return ("generalization", False,
                 f"the original value is outside its published range or set in "
                 f"{', '.join(c for c in generalized if c in outside)}; first: column "
-                f"{first!r} at row {outside[first] + 1}")
+                f"{first!r} at row {outside[first] + 1}{hint}")
     return ("generalization", True, f"every original value lies in its published range "
                                     f"or set ({', '.join(generalized)})")
 
@@ -669,3 +725,109 @@ def _class_checks(result, counter, group_keys, keys, k, sa, l, epsilon) -> None:
             _check(result, "entropy l-diversity", bad.height == 0, detail)
 
 
+
+
+def _as_number(s: pl.Series, like=None) -> np.ndarray:
+    """A QI column as float64 for the information loss: dates on their epoch value; a
+    CSV release's text of a date column (``like``: the original's type) parsed."""
+    if s.dtype == pl.String and like is not None and like.is_temporal():
+        s = s.str.to_date(strict=False) if like == pl.Date else s.str.to_datetime(strict=False).cast(like)
+    if s.dtype.is_temporal():
+        s = s.to_physical()
+    return s.cast(pl.Float64, strict=False).to_numpy()
+
+
+def _text_dates(orig: Source, columns: list) -> set:
+    """The String columns of a CSV original whose first 1,000 values are all ISO dates
+    (as ``anonymize`` reads a CSV's QIs): dates, compared as numbers."""
+    text = [c for c in columns if orig.schema[c] == pl.String]
+    if not text:
+        return set()
+    head = next(iter(orig.iter_frames(text, 1000)), (0, None))[1]
+    if head is None:
+        return set()
+    return {c for c in text if head.get_column(c).drop_nulls().len()
+            and head.get_column(c).drop_nulls().str.to_date("%Y-%m-%d", strict=False).null_count() == 0}
+
+
+def _orders(orig: Source, cats: list, ordinal: dict, chunk_rows: int) -> dict:
+    """``{column: [categories in order]}`` for the ordinal QIs among ``cats``: as given,
+    an Enum's own order, or (``@numcol``) by the least value of a numeric column of
+    the original among each category's rows (ties by name)."""
+    out = {}
+    for c in cats:
+        if c not in ordinal:
+            continue
+        order, by = ordinal[c]
+        if order is not None:
+            out[c] = list(order)
+        elif by is not None:
+            if by not in orig.columns:
+                raise EngineError(f"ordinal (--ordinal): column {by!r} (the order of {c!r}) not found in {orig.label}")
+            mins: dict = {}
+            for _, f in orig.iter_frames([c, by], chunk_rows):
+                g = f.select(pl.col(c).cast(pl.String), pl.col(by).cast(pl.Float64, strict=False)) \
+                    .group_by(c).agg(pl.col(by).min())
+                for v, m in g.iter_rows():
+                    mins[v] = m if v not in mins or mins[v] is None or (m is not None and m < mins[v]) else mins[v]
+            out[c] = sorted(mins, key=lambda v: (mins[v] is None, mins[v] if mins[v] is not None else 0.0, v))
+        elif isinstance(orig.schema[c], pl.Enum):
+            out[c] = orig.schema[c].categories.to_list()
+        else:
+            raise EngineError(f"ordinal (--ordinal): give the order of column {c!r} (COL=CAT1,CAT2,...)")
+    return out
+
+
+class _CategoryLoss:
+    """Per categorical QI of a mixed release: values changed (nominal), the sum of
+    |rank change| (ordinal), and the domains of the original and published values."""
+
+    def __init__(self, cats: list, orders: dict):
+        self.cats, self.orders = cats, orders
+        self.changed = {c: 0 for c in cats}
+        self.orig_values = {c: set() for c in cats}
+        self.pub_values = {c: set() for c in cats}
+        self.bad_rank: dict = {}
+        self.offset = 0
+
+    def add(self, f_orig: pl.DataFrame, f_out: pl.DataFrame) -> None:
+        for c in self.cats:
+            a = f_orig.get_column(c).cast(pl.String)
+            b = f_out.get_column(c).cast(pl.String)
+            self.orig_values[c].update(a.unique().to_list())
+            self.pub_values[c].update(b.unique().to_list())
+            if c in self.orders:
+                order = self.orders[c]
+                ra = a.replace_strict(order, list(range(len(order))), default=None, return_dtype=pl.Int64)
+                rb = b.replace_strict(order, list(range(len(order))), default=None, return_dtype=pl.Int64)
+                if (ra.null_count() or rb.null_count()) and c not in self.bad_rank:
+                    self.bad_rank[c] = self.offset + int((ra.is_null() | rb.is_null()).arg_true()[0])
+                self.changed[c] += int((ra - rb).abs().sum() or 0)
+            else:
+                self.changed[c] += int((a != b).fill_null(True).sum())
+        self.offset += f_orig.height
+
+    def finish(self, result, rows: int) -> list:
+        per = {}
+        for c in self.cats:
+            if c in self.bad_rank:
+                result.information_loss_skipped[c] = (f"a value outside the ordinal order (or missing) at row "
+                                                      f"{self.bad_rank[c] + 1}")
+            elif len(self.orig_values[c]) < 2:
+                result.information_loss_skipped[c] = "constant in the original"
+            else:
+                m = len(self.orders[c]) if c in self.orders else 2
+                per[c] = 100.0 * self.changed[c] / (m - 1) / rows
+                result.information_loss_by_column[c] = per[c]
+        numeric = [v for c, v in result.information_loss_by_column.items() if c not in self.cats]
+        allv = numeric + list(per.values())
+        if allv:
+            result.information_loss_percent = float(np.mean(allv))
+        outside = {c: sorted(self.pub_values[c] - self.orig_values[c], key=str) for c in self.cats}
+        outside = {c: v for c, v in outside.items() if v}
+        if outside:
+            c = next(iter(outside))
+            return [("categories", False, f"published categories that are not values of the original: column "
+                                          f"{c!r}: {', '.join(map(repr, outside[c][:5]))}")]
+        return [("categories", True, f"every published category is a value of the original column "
+                                     f"({', '.join(self.cats)})")]

@@ -29,13 +29,15 @@ from dataclasses import dataclass
 # (threads, chunk_rows, memory_limit, block_size, tmp_dir, progress, risk, report and
 # the CSV options) apply to every method and are not listed
 OPTIONS = ("gamma", "group_column", "leaf_size", "polish_rounds", "refine", "refine_rounds", "refine_seconds", "select",
-           "select_count", "select_measure", "width", "bins", "seed", "sa", "epsilon", "numeric_output")
+           "select_count", "select_measure", "width", "bins", "seed", "sa", "epsilon", "numeric_output", "ordinal",
+           "weights")
 
 # how each option is spelled on the command line, for the one-line refusals
 CLI_FLAG = {"refine_seconds": "--refine-budget", "select_measure": "--measure"}
 
 _CENTROID_OPTIONS = frozenset({"group_column", "leaf_size", "polish_rounds", "refine", "refine_rounds", "refine_seconds",
-                               "select", "select_count", "select_measure", "width", "bins", "seed"})
+                               "select", "select_count", "select_measure", "width", "bins", "seed",
+                               "ordinal", "weights"})  # ordinal, weights: mixed-type QIs (engine.mixed)
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("ivmdav", "centroids", _RB, _CENTROID_OPTIONS | {"gamma"}, code=3, default_gamma=1.16),
     # AMA: MDAV on the key attributes of the MI-distance tree (it selects its own)
     Method("ama", "centroids", "Sun, Wang, Li & Zhang, \"An Approximate Microaggregation Approach for "
-           "Microdata Protection\"", _CENTROID_OPTIONS - {"select", "select_count"}, code=0),
+           "Microdata Protection\"", _CENTROID_OPTIONS - {"select", "select_count", "ordinal", "weights"}, code=0),
     Method("maxent", "ranges", "Tsiafoulis, Zorkadis & Pimenidis, \"Maximum Entropy Oriented Anonymization "
            "Algorithm for Privacy Preserving Data Mining\"",
            frozenset({"group_column", "seed", "sa", "epsilon", "numeric_output"}), needs_sa=True, needs_k=False,

@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-import polars as pl
 
+from .. import mixed as mixed_types
 from ..config import POLISH_ROTATIONS, POLISH_UNIT_ROWS, polish_near
 from ..errors import EngineError
 from ..io.schema import check_output_types
@@ -62,17 +62,19 @@ class CentroidFlow:
         self.sums = None
         self.seams = None
         self.polish_rounds = 0
+        self.mixed = None  # mixed-type QIs (``engine.mixed.Mixed``): self.cfg is then its encoded config
 
     # ------------------------------------------------------------ boundary
 
     def check_input(self, source, fmt, dest, passes):
-        """CSV: QIs read as numbers; other columns as the file's text for a CSV output,
-        else with types inferred from the whole file."""
+        """CSV: QIs read as numbers (or as text, Boolean or dates: ``mixed.csv_types``);
+        other columns as the file's text for a CSV output, else with types inferred from
+        the whole file. Mixed-type QIs: returns the encoded source (``_plan_mixed``)."""
         import time
 
         cfg = self.cfg
         t = time.perf_counter()
-        typed = source.with_types({c: pl.Float64 for c in cfg.qi}, text=fmt == "csv")
+        typed = source.with_types(mixed_types.csv_types(source, cfg), text=fmt == "csv")
         if typed is not source and fmt != "csv":
             passes["infer"] = time.perf_counter() - t  # the whole-file type inference of a CSV input
         source = typed
@@ -83,16 +85,31 @@ class CentroidFlow:
             others = [c for c in source.columns if c not in set(cfg.qi)]
             check_output_types(source.schema, fmt, others)
             check_csv_columns(dest, source.schema, others)
-        return source
+        return self._plan_mixed(source, passes)
+
+    def _plan_mixed(self, source, passes):
+        """Mixed-type QIs (``engine.mixed``): their dictionaries learnt; the passes up to
+        the stitch then group the encoded columns (``self.cfg``: the encoded config) of
+        the encoded source, on the grouping columns; the write pass publishes from the
+        input's own QI columns. None of it when every QI is numeric (and no ``ordinal``
+        or ``weights``)."""
+        self.mixed = mixed_types.plan(source, self.cfg, self.cfg.chunk_rows, passes)
+        if self.mixed is None:
+            return source
+        self.cfg = self.budget_cfg = self.mixed.cfg
+        self.cols = self.mixed.grouping
+        self.dist = None  # (histograms of the numeric path only)
+        return self.mixed.source
 
     def check_rows(self, source, rows):
-        check_columns(source, self.cfg.qi)  # dtypes: after the row count, as a header-only CSV has no types
+        if self.mixed is None:  # dtypes: after the row count, as a header-only CSV has no types
+            check_columns(source, self.cfg.qi)
         if self.cfg.k > rows:
             raise EngineError(f"k={self.cfg.k} is larger than the number of rows ({rows})")
         self.rows = rows
 
     def budget_args(self, source, rows) -> dict:
-        return {"d": len(self.cfg.qi)}
+        return {"d": len(self.cfg.qi), "state": self.mixed.state(rows) if self.mixed is not None else None}
 
     # ------------------------------------------------------------ pass 1
 
@@ -230,17 +247,22 @@ class CentroidFlow:
     def write(self, source, path, fmt, groups, chunk_rows, profile):
         from ..coordinator import Written
 
+        cfg, publisher = self.cfg, None
+        if self.mixed is not None:  # published per QI kind, from the input's own QI columns
+            source, cfg, publisher = source.base, self.mixed.original, self.mixed.publisher(groups)
         verified: dict = {}  # the write pass's own count of the published classes
         sse, sst, table, col_sse, col_sst = write_pass(source, path, fmt, profile, groups,
-                                                       self.cfg.group_column, chunk_rows, self.cfg.progress,
-                                                       k=self.cfg.k, verified=verified)
-        return Written(table, verified, col_sse, col_sst, list(self.cfg.qi))
+                                                       cfg.group_column, chunk_rows, cfg.progress,
+                                                       k=cfg.k, verified=verified, publisher=publisher)
+        return Written(table, verified, col_sse, col_sst, list(cfg.qi))
 
     def report_fields(self, inp, blocks, groups, written) -> dict:
         cfg, cols = self.cfg, self.cols
         projected = None
         if self.key is not None and written.col_sst[cols].sum() > 0:
             projected = float(100.0 * written.col_sse[cols].sum() / written.col_sst[cols].sum())
+        if self.mixed is not None:
+            self.metrics["mixed"] = self.mixed.summary(written.col_sse, written.col_sst)
         return dict(
             gamma=cfg.effective_gamma if cfg.method in ("vmdav", "ivmdav") else None,
             leaf_size=None if inp.single else cfg.effective_leaf_size(inp.rows),

@@ -196,4 +196,5 @@ def profile_columns(source: Source, qi: Sequence[str], chunk_rows: int, progress
     if scale is not None:  # measure again in units of a power of two (exact, so the
         # standardized values do not change otherwise)
         m, sample = _moment_pass(source, qi, chunk_rows, scale, total, progress, sample_stride)
-    return m.profile(sample)
+    adjust = getattr(source, "adjust_profile", None)  # mixed-type QIs (engine.mixed): the distance's scales
+    return adjust(m.profile(sample)) if adjust is not None else m.profile(sample)

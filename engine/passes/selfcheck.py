@@ -64,11 +64,12 @@ class ClassCounter:
         h = np.full(frame.height, _SEED, np.uint64)
         for c in self.qi:
             s = frame.get_column(c)
-            if s.dtype == pl.String:  # a range release's set of categories: its text's hash
-                v = s.hash(seed=_STR_SEED).to_numpy().view(np.float64)
+            if s.dtype == pl.String or isinstance(s.dtype, (pl.Categorical, pl.Enum)):
+                # a range release's set of categories, a mixed release's category: its text's hash
+                v = s.cast(pl.String).hash(seed=_STR_SEED).to_numpy().view(np.float64)
             else:
                 if s.dtype != pl.Float64 or s.null_count():
-                    s = s.cast(pl.Float64).fill_null(float("nan"))
+                    s = (s.to_physical() if s.dtype.is_temporal() else s).cast(pl.Float64).fill_null(float("nan"))
                 v = s.to_numpy()
             hash_column(np.ascontiguousarray(v, dtype=np.float64), h)
         self._insert(h, np.ones(h.shape[0], np.int64))

@@ -163,7 +163,7 @@ publish = gather_columns  # the gather of the published values (a test hook)
 
 def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, groups: Groups,
                group_column: str | None, chunk_rows: int, progress: bool = False, *,
-               k: int | None = None, verified: dict | None = None):
+               k: int | None = None, verified: dict | None = None, publisher=None):
     """Returns ``(sse, sst, frame, sse per QI, sst per QI)``; ``frame`` is the whole result
     when ``path`` is None.
 
@@ -172,8 +172,11 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     closed (and so before ``atomic_output`` renames it), a VerificationError is
     raised if a class has fewer than ``k`` rows or the row count differs from the
     input's; a Parquet file's footer row count is checked after closing. The
-    counts go to ``verified`` (a dict) when given."""
-    qi = list(profile.columns)
+    counts go to ``verified`` (a dict) when given.
+
+    ``publisher`` (``engine.mixed.Publisher``, mixed-type QIs): it publishes each
+    chunk's QI values and measures their loss per QI (then returned as SSE and SST)."""
+    qi = list(profile.columns) if publisher is None else publisher.columns
     d = len(qi)
     col_sse = np.zeros(d)
     zs = np.zeros(d)
@@ -181,7 +184,7 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     # the squared errors measured by the blocks' workers (``Groups.sse``): the QI values
     # are not needed here, so only the other columns are read (the first QI stands in
     # for a table of QIs only, for the row count)
-    measured = groups.sse is not None
+    measured = groups.sse is not None and publisher is None
     order = list(source.columns)
     read = None
     if measured:
@@ -200,17 +203,21 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
                 # centroids gathered (column-major: each row of ``out`` becomes a column
                 # without a copy); SSE of the published values against the input, both
                 # standardized (exactly what is written), and the sums for SST
-                out = np.empty((d, h))
-                publish(lab, groups.centroid, out)
-                if not measured:
-                    for j, c in enumerate(qi):
-                        if profile.scale[j] == 1.0:
-                            column_sums(numeric_values(frame.get_column(c)), out[j], profile.scale, profile.mean, j, col_sse, zs, zq)
-                        else:  # huge values: differences in units of the scale (x - v itself may overflow)
-                            inv = 1.0 / profile.scale[j]
-                            column_sums(numeric_values(frame.get_column(c)).astype(np.float64) * inv, out[j] * inv,
-                                        unit_scale, profile.mean, j, col_sse, zs, zq)
-                frame = frame.with_columns(pl.Series(c, out[j], dtype=pl.Float64) for j, c in enumerate(qi))
+                if publisher is not None:  # mixed-type QIs (engine.mixed)
+                    frame = publisher.publish(frame, lab, offset)
+                else:
+                    out = np.empty((d, h))
+                    publish(lab, groups.centroid, out)
+                    if not measured:
+                        for j, c in enumerate(qi):
+                            if profile.scale[j] == 1.0:
+                                column_sums(numeric_values(frame.get_column(c)), out[j], profile.scale, profile.mean,
+                                            j, col_sse, zs, zq)
+                            else:  # huge values: differences in units of the scale (x - v itself may overflow)
+                                inv = 1.0 / profile.scale[j]
+                                column_sums(numeric_values(frame.get_column(c)).astype(np.float64) * inv,
+                                            out[j] * inv, unit_scale, profile.mean, j, col_sse, zs, zq)
+                    frame = frame.with_columns(pl.Series(c, out[j], dtype=pl.Float64) for j, c in enumerate(qi))
                 if measured:
                     frame = frame.select(order)  # the input's column order (no copy)
                 if group_column is not None:
@@ -233,7 +240,9 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     except BaseException:
         writer.abort()
         raise
-    if measured:
+    if publisher is not None:
+        col_sse, col_sst = publisher.finish()
+    elif measured:
         col_sse, col_sst = measured_sums(groups.sse, profile.sd, profile.rows)
     else:
         col_sse, col_sst = finish_sums(col_sse, zs, zq, profile.sd, profile.rows)

@@ -1,0 +1,528 @@
+"""Mixed-type quasi-identifiers for the MDAV family (heterogeneous microaggregation).
+
+After Domingo-Ferrer & Torra, "Ordinal, continuous and heterogeneous k-anonymity
+through microaggregation" (Data Mining and Knowledge Discovery 11, 2005). Each QI
+has a kind:
+
+* **numeric** (integers, floats): z-score, published as the group's mean (Float64);
+* **date** (Date, Datetime): numeric on the epoch value (days, or the Datetime's
+  unit), published as the group's mean rounded to the nearest unit (half to even),
+  in the column's own type;
+* **ordinal** (``--ordinal``): distance by rank difference, published as the
+  group's (lower) median category;
+* **nominal** (String, Categorical, Enum, Boolean): distance 0 (equal) or 1
+  (different), published as the group's mode, ties to the first category of the
+  sorted dictionary.
+
+Every record is *encoded* into a numeric vector whose squared Euclidean distances
+are the heterogeneous distance, so that every grouping kernel (exact MDAV, leaves,
+polish, refinement, stitching) runs unchanged on the encoded columns:
+
+* numeric / date: ``z * sqrt(w)``;
+* ordinal: the rank z-scored, ``* sqrt(w)``; i.e. ``rank / (m-1) * c * sqrt(w)``
+  with ``c = 1 / sd(rank / (m-1))``, so an ordinal QI has unit variance as a
+  numeric one does; plus m "carry" columns (one-hot, weight 0, not in the
+  distance) whose group means are the per-(group, category) frequencies, from
+  which the median is read;
+* nominal: one-hot ``* sqrt(w / 2)`` (two different categories: squared distance
+  ``w``; equal: 0).
+
+The weights ``w`` default to 1. The grouping centroid is the encoded mean: for a
+nominal QI the vector of category frequencies, for an ordinal QI the mean rank;
+it approximates the paper's mode / median centroid during grouping only (see
+docs/notes/mixed-types.md); what is published is the mode / median.
+
+What the MDAV family's flow (``engine.methods.centroids.CentroidFlow``) calls:
+``csv_types`` (how a CSV input's QIs are read),
+``plan`` (after the schema checks: the dictionary pass and the encoded source, or
+None when every QI is numeric and no option asks for the mixed path),
+``Mixed.publisher`` (the write pass's published values and information loss) and
+``Mixed.summary`` (the report's ``metrics["mixed"]``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import polars as pl
+
+from .errors import EngineError
+from .io.source import frame_to_array, numeric_values
+from .kernels.groups import column_sums
+from .parallel import read_ahead
+from .passes.profile import Profile
+from .passes.write import finish_sums
+
+# A nominal or ordinal QI is one-hot encoded: its categories widen every block, the
+# spill and the kernels' distance scans. Above these the run is refused (one line).
+MAX_CATEGORIES = 100  # per QI
+MAX_ENCODED = 256  # encoded columns in all
+KINDS = ("numeric", "date", "ordinal", "nominal")
+_SEP = "\x1f"  # in the encoded columns' names (never shown: the errors name the QI)
+
+
+def is_categorical(dt) -> bool:
+    return dt == pl.String or dt == pl.Boolean or isinstance(dt, (pl.Categorical, pl.Enum))
+
+
+def is_temporal(dt) -> bool:
+    return dt == pl.Date or isinstance(dt, pl.Datetime)
+
+
+def is_number(dt) -> bool:
+    return dt.is_numeric() and dt != pl.Boolean
+
+
+def kind_of(column: str, dt, ordinal: bool) -> str:
+    """The QI kind of a column of type ``dt`` (``ordinal``: named by ``--ordinal``)."""
+    if ordinal:
+        if not is_categorical(dt) or dt == pl.Boolean:
+            raise EngineError(f"column {column!r} is ordinal (--ordinal) but of type {dt}: an ordinal "
+                              f"quasi-identifier must be a String, Categorical or Enum column")
+        return "ordinal"
+    if is_number(dt):
+        return "numeric"
+    if is_temporal(dt):
+        return "date"
+    if is_categorical(dt):
+        return "nominal"
+    raise EngineError(f"column {column!r} has type {dt}: quasi-identifiers must be numbers, dates, "
+                      f"strings, categories or booleans")
+
+
+@dataclass
+class QI:
+    """One quasi-identifier: its kind, input type, weight, dictionary and encoded columns."""
+
+    name: str
+    kind: str
+    dtype: object
+    weight: float = 1.0
+    categories: list | None = None  # texts: nominal sorted, ordinal in order (Boolean: "false"/"true")
+    first: int = 0  # its first encoded column
+    width: int = 1  # its encoded columns
+
+    @property
+    def enum(self):
+        """The dictionary as an Enum type: a cast to it gives each value's code."""
+        if getattr(self, "_enum", None) is None:
+            self._enum = pl.Enum(self.categories)
+        return self._enum
+
+    @property
+    def m(self) -> int:
+        return len(self.categories) if self.categories is not None else 0
+
+    def domain(self) -> pl.Series:
+        """The categories as a Series of the column's own type (published values are gathered from it)."""
+        if self.dtype == pl.Boolean:
+            return pl.Series(self.name, [c == "true" for c in self.categories], dtype=pl.Boolean)
+        return pl.Series(self.name, self.categories, dtype=pl.String).cast(self.dtype)
+
+
+def _texts(s: pl.Series) -> pl.Series:
+    return s.cast(pl.String)
+
+
+def _first_null_error(c: str, s: pl.Series, offset: int) -> EngineError:
+    i = int(s.is_null().arg_true()[0])
+    return EngineError(f"column {c!r} has a missing value at row {offset + i + 1} (rows counted from 1)")
+
+
+def csv_types(source, cfg) -> dict:
+    """How a CSV input's QIs are read: Float64 (as every numeric QI always was), or for
+    a QI whose first 1,000 values are not all numbers (or one named by ``--ordinal``)
+    String, Boolean (every value true/false) or Date (every value an ISO date). A
+    value further down that does not fit the type read is then an error naming it."""
+    types = {c: pl.Float64 for c in cfg.qi}
+    if source.kind != "csv" or not cfg.spec.centroids:
+        return types
+    ordinal = {c for c, _, _ in cfg.ordinal or ()}
+    try:
+        head = source._scan(schema=pl.Schema({c: pl.String for c in source.columns})) \
+            .select([c for c in cfg.qi if c in set(source.columns)]).head(1000).collect()
+    except Exception:
+        return types  # reading fails later with the reader's own message
+    nulls = list(source.csv.null_values) if source.csv is not None else []
+    for c in head.columns:
+        v = head.get_column(c)
+        v = v.filter(~v.is_in(nulls)) if nulls else v
+        v = v.drop_nulls()
+        if c in ordinal:
+            types[c] = pl.String
+        elif v.len() == 0 or v.str.strip_chars().cast(pl.Float64, strict=False).null_count() == 0:
+            continue
+        elif v.str.to_lowercase().is_in(["true", "false"]).all():
+            types[c] = pl.Boolean
+        elif v.str.to_date("%Y-%m-%d", strict=False).null_count() == 0:
+            types[c] = pl.Date
+        else:
+            types[c] = pl.String
+    return types
+
+
+def plan(source, cfg, chunk_rows: int, passes: dict | None = None):
+    """The mixed path of a run, or None when every QI is numeric and neither
+    ``ordinal`` nor ``weights`` is given (the numeric path, unchanged).
+
+    Learns each categorical QI's dictionary in one pass over those columns (and an
+    ``@column`` order's column), checks it (missing values, values outside an
+    ordinal order, too many categories), and returns ``Mixed``."""
+    schema = source.schema
+    ordinal = {c: (order, by) for c, order, by in cfg.ordinal or ()}
+    weights = dict(cfg.weights or ())
+    qis = [QI(c, kind_of(c, schema[c], c in ordinal), schema[c], weights.get(c, 1.0)) for c in cfg.qi]
+    if all(q.kind == "numeric" for q in qis) and not ordinal and not weights:
+        return None
+    mixed = [q.name for q in qis if q.kind != "numeric"]
+    if mixed and cfg.method == "ama":
+        raise EngineError(f"column {mixed[0]!r} is not numeric ({schema[mixed[0]]}); method ama groups numeric "
+                          f"quasi-identifiers only (mixed types: mdav, mdav-single, vmdav, ivmdav)")
+    if mixed and cfg.select is not None:
+        raise EngineError(f"select (--select) does not apply to mixed-type quasi-identifiers (column "
+                          f"{mixed[0]!r} is {schema[mixed[0]]}): the dependency tree is measured on numbers")
+    by_cols = {c: by for c, (order, by) in ordinal.items() if by is not None}
+    for c, by in by_cols.items():
+        if by not in schema:
+            raise EngineError(f"ordinal (--ordinal): column {by!r} (the order of {c!r}) not found in {source.label}")
+        if not is_number(schema[by]) and not (source.kind == "csv" and schema[by] == pl.String):
+            raise EngineError(f"ordinal (--ordinal): column {by!r} (the order of {c!r}) is not numeric ({schema[by]})")
+    cats = [q for q in qis if q.kind in ("ordinal", "nominal")]
+    t = time.perf_counter()
+    found = _dictionaries(source, cats, by_cols, ordinal, chunk_rows)
+    if passes is not None and cats:
+        passes["dictionary"] = time.perf_counter() - t
+    first = 0
+    for q in qis:
+        q.first = first
+        if q.kind == "nominal":
+            q.categories = sorted(found[q.name][0])
+            q.width = q.m
+        elif q.kind == "ordinal":
+            q.categories = _order(q, ordinal[q.name][0], found[q.name], source.label)
+            q.width = 1 + q.m  # the rank, then the carry columns
+        first += q.width
+    if first > MAX_ENCODED:
+        raise EngineError(f"the quasi-identifiers encode to {first} columns (categories one-hot), more than "
+                          f"{MAX_ENCODED}: use fewer or coarser categorical quasi-identifiers")
+    return Mixed(source, cfg, qis)
+
+
+def _dictionaries(source, cats: list, by_cols: dict, ordinal: dict, chunk_rows: int) -> dict:
+    """``{column: (set of texts, {text: least by-value})}`` over the whole input."""
+    out = {q.name: (set(), {}) for q in cats}
+    if not cats:
+        return out
+    read = list(dict.fromkeys([q.name for q in cats] + list(by_cols.values())))
+    allowed = {c: set(order) for c, (order, _) in ordinal.items() if order is not None}
+    for offset, frame in source.iter_frames(read, chunk_rows, native=True):
+        for q in cats:
+            s = frame.get_column(q.name)
+            if s.null_count():
+                raise _first_null_error(q.name, s, offset)
+            t = _texts(s)
+            values, mins = out[q.name]
+            by = by_cols.get(q.name)
+            if by is not None:
+                b = frame.get_column(by)
+                if b.null_count():
+                    raise _first_null_error(by, b, offset)
+                if b.dtype == pl.String:  # a CSV's pass-through column, kept as text
+                    b = b.str.strip_chars().cast(pl.Float64, strict=False)
+                    if b.null_count():
+                        i = int(b.is_null().arg_true()[0])
+                        raise EngineError(f"column {by!r} (the order of {q.name!r}) has a value that is not a "
+                                          f"number at row {offset + i + 1}")
+                pairs = pl.DataFrame({"c": t, "b": b.cast(pl.Float64)}).group_by("c").agg(pl.col("b").min())
+                for c, v in pairs.iter_rows():
+                    mins[c] = min(v, mins.get(c, v))
+                    values.add(c)
+            else:
+                values.update(t.unique().to_list())
+            if q.name in allowed and not values <= allowed[q.name]:
+                bad = t.is_in(list(allowed[q.name])).not_()
+                i = int(bad.arg_true()[0])
+                raise EngineError(f"column {q.name!r} has the value {t[i]!r} at row {offset + i + 1}, which its "
+                                  f"--ordinal order does not list")
+            if len(values) > MAX_CATEGORIES:
+                raise EngineError(f"column {q.name!r} has more than {MAX_CATEGORIES} categories: a categorical "
+                                  f"quasi-identifier is one-hot encoded; group its values first, or use a numeric code")
+    return out
+
+
+def _order(q: QI, order, found, label: str) -> list:
+    values, mins = found
+    if order is not None:
+        return list(order)
+    if mins:  # ordered by the least value of the ``@column`` among each category's rows, ties by name
+        return sorted(values, key=lambda c: (mins[c], c))
+    if isinstance(q.dtype, pl.Enum):
+        return [c for c in q.dtype.categories.to_list()]
+    raise EngineError(f"column {q.name!r} is ordinal but has no order: give it as --ordinal "
+                      f"{q.name}=CAT1,CAT2,... (only an Enum column has its own)")
+
+
+class Mixed:
+    """A run's mixed QIs: the encoded source and config the grouping runs on, the
+    grouping columns, and the publisher of the write pass."""
+
+    def __init__(self, base, cfg, qis: list[QI]):
+        self.qis = qis
+        self.original = cfg
+        self.names = []
+        grouping = []
+        for q in qis:
+            if q.kind in ("numeric", "date"):
+                self.names.append(q.name)
+                grouping.append(q.first)
+            elif q.kind == "ordinal":
+                self.names.append(q.name + _SEP + "rank")
+                self.names += [q.name + _SEP + "carry" + _SEP + c for c in q.categories]
+                grouping.append(q.first)
+            else:
+                self.names += [q.name + _SEP + c for c in q.categories]
+                grouping += range(q.first, q.first + q.width)
+        self.grouping = np.array(grouping, np.int64)
+        self.cfg = dataclasses.replace(cfg, qi=tuple(self.names))
+        self.source = EncodedSource(base, self)
+        self.raw: Profile | None = None  # the encoded columns' measured profile (before the weights)
+
+    # --- encoding ----------------------------------------------------------------------
+
+    def codes(self, q: QI, s: pl.Series, offset: int) -> np.ndarray:
+        """Category codes (int64) of ``s``; a missing value or one the dictionary pass
+        did not see (the input changed during the run) is an error naming the row."""
+        if s.null_count():
+            raise _first_null_error(q.name, s, offset)
+        t = _texts(s)
+        codes = t.cast(q.enum, strict=False)  # an unseen value becomes null
+        if codes.null_count():
+            i = int(codes.is_null().arg_true()[0])
+            raise EngineError(f"column {q.name!r} has the value {t[i]!r} at row {offset + i + 1}, which the first "
+                              f"pass did not see: {self.source.label} changed during the run")
+        return codes.to_physical().to_numpy().astype(np.int64)
+
+    def encode(self, frame: pl.DataFrame, offset: int, want: Sequence[str] | None = None) -> pl.DataFrame:
+        """The encoded columns (Float64) of a chunk of the QI columns; ``want``: only those."""
+        cols: dict = {}
+        want = set(self.names if want is None else want)
+        for q in self.qis:
+            names = self.names[q.first: q.first + q.width]
+            if not want.intersection(names):
+                continue
+            s = frame.get_column(q.name)
+            if q.kind == "numeric":
+                cols[names[0]] = numeric_values(s)
+            elif q.kind == "date":
+                cols[names[0]] = numeric_values(s.to_physical())
+            else:
+                code = self.codes(q, s, offset)
+                hot = names if q.kind == "nominal" else names[1:]
+                if q.kind == "ordinal":
+                    cols[names[0]] = code.astype(np.float64)
+                onehot = (code[None, :] == np.arange(len(hot))[:, None]).astype(np.float64)  # one row a category
+                for j, n in enumerate(hot):
+                    cols[n] = onehot[j]
+        return pl.DataFrame({n: cols[n] for n in self.names if n in want and n in cols})
+
+    def adjust(self, profile: Profile) -> Profile:
+        """The measured profile of the encoded columns -> the one that standardizes
+        them into the mixed distance's coordinates (``z = (x / scale - mean) / sd``):
+        numeric, date, ordinal rank: sd / sqrt(w); one-hot: mean 0, sd sqrt(2 / w);
+        carry columns: sd 0 (standardized to 0; not grouping columns either)."""
+        self.raw = profile
+        mean, sd = profile.mean.copy(), profile.sd.copy()
+        for q in self.qis:
+            a, b = q.first, q.first + q.width
+            if q.kind == "nominal":
+                mean[a:b] = 0.0
+                sd[a:b] = math.sqrt(2.0 / q.weight)
+            else:
+                sd[a] = sd[a] / math.sqrt(q.weight)
+                sd[a + 1: b] = 0.0
+        return dataclasses.replace(profile, mean=mean, sd=sd)
+
+    def state(self, rows: int) -> int | None:
+        """Bytes of the whole-table state beside the row -> group map, for the memory
+        budget (``budget.plan_budget(state=...)``): the group table of the encoded
+        columns, which the publisher then reduces to the published values (its
+        temporaries are bounded by ``_SLICE`` groups), and the 8-byte-a-row temporary
+        the numeric plan counts too. With ``refine`` (which compacts the table: twice
+        its size) None: the numeric plan's own figure."""
+        if self.original.refine is not None:
+            return None
+        return (rows // self.original.k + 1) * (8 * len(self.names) + 8) + 8 * rows
+
+    # --- publishing ----------------------------------------------------------------------
+
+    def publisher(self, groups) -> "Publisher":
+        """The write pass's publisher; it takes over ``groups.centroid`` (the encoded
+        means, a table of groups x encoded columns), keeps only the published values
+        (a number or a category code a group and QI), and drops it."""
+        pub = Publisher(self, groups)
+        groups.centroid = None
+        return pub
+
+    def summary(self, col_sse: np.ndarray, col_sst: np.ndarray) -> dict:
+        """``metrics["mixed"]``: each QI's kind, weight and categories; information loss by kind."""
+        il = {q.name: float(100.0 * col_sse[j] / col_sst[j]) if col_sst[j] > 0 else 0.0
+              for j, q in enumerate(self.qis)}
+        by_kind = {}
+        for kind in KINDS:
+            v = [il[q.name] for q in self.qis if q.kind == kind]
+            if v:
+                by_kind[kind] = float(np.mean(v))
+        return {
+            "kinds": {q.name: q.kind for q in self.qis},
+            "weights": {q.name: q.weight for q in self.qis},
+            "categories": {q.name: q.m for q in self.qis if q.categories is not None},
+            "encoded_columns": len(self.names),
+            "information_loss_by_kind": by_kind,
+            "information_loss_measure": {"numeric": "100 SSE/SST on z-scores", "date": "100 SSE/SST on z-scores",
+                                         "nominal": "percent of values changed",
+                                         "ordinal": "100 x mean |rank change| / (m - 1)",
+                                         "combined": "mean of the per-QI figures (QIs of one value count 0)"},
+        }
+
+
+def group_categories(q: QI, centroid: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Each group's published category code from its encoded mean: the per-category
+    counts are ``mean x size`` of the one-hot (nominal) or carry (ordinal) columns.
+    Nominal: the mode, ties to the lowest code (the first in the sorted dictionary);
+    ordinal: the lower median (the first category whose cumulative count reaches half
+    the group)."""
+    a = q.first if q.kind == "nominal" else q.first + 1
+    out = np.empty(sizes.shape[0], np.int64)
+    for g in range(0, sizes.shape[0], _SLICE):  # in slices: bounded temporaries
+        size = sizes[g: g + _SLICE, None]
+        counts = np.rint(centroid[g: g + _SLICE, a: a + q.m] * size)
+        if q.kind == "nominal":
+            out[g: g + _SLICE] = np.argmax(counts, axis=1)
+        else:
+            out[g: g + _SLICE] = np.argmax(2 * np.cumsum(counts, axis=1) >= size, axis=1)
+    return out
+
+
+_SLICE = 65_536  # groups at a time in ``group_categories``
+
+
+class Publisher:
+    """The write pass's published QI values and information loss, chunk by chunk
+    (``passes.write.write_pass(publisher=...)``)."""
+
+    def __init__(self, mixed: Mixed, groups):
+        self.mixed = mixed
+        self.columns = [q.name for q in mixed.qis]
+        raw = mixed.raw
+        self.pub = {}
+        for q in mixed.qis:
+            c = groups.centroid[:, q.first]
+            if q.kind == "numeric":
+                self.pub[q.name] = c.copy()
+            elif q.kind == "date":
+                self.pub[q.name] = np.rint(c).astype(np.int64)
+            else:
+                self.pub[q.name] = group_categories(q, groups.centroid, groups.sizes)
+        self.domains = {q.name: q.domain() for q in mixed.qis if q.categories is not None}
+        e = len(mixed.names)
+        # numeric and date QIs: the write pass's row-order sums (``kernels.groups.column_sums``)
+        # by encoded column; categorical QIs: whole counts. Neither depends on the chunking.
+        self.sums = (np.zeros(e), np.zeros(e), np.zeros(e))
+        self.changed = np.zeros(len(mixed.qis), np.int64)  # nominal: values changed; ordinal: |rank change|
+
+    def publish(self, frame: pl.DataFrame, lab: np.ndarray, offset: int) -> pl.DataFrame:
+        """``frame`` (every input column) with the QIs replaced by their group's published values."""
+        out = []
+        for j, q in enumerate(self.mixed.qis):
+            s = frame.get_column(q.name)
+            p = self.pub[q.name][lab]
+            if q.kind in ("numeric", "date"):
+                x = numeric_values(s if q.kind == "numeric" else s.to_physical()).astype(np.float64, copy=False)
+                raw = self.mixed.raw
+                column_sums(x, p.astype(np.float64, copy=False), raw.scale, raw.mean, q.first, *self.sums)
+                if q.kind == "numeric":
+                    out.append(pl.Series(q.name, p, dtype=pl.Float64))
+                else:
+                    out.append(pl.Series(q.name, p, dtype=pl.Int64).cast(q.dtype))
+            else:
+                published = self.domains[q.name].gather(p).alias(q.name)
+                if q.kind == "nominal":  # values compared as they are written (cheaper than codes)
+                    self.changed[j] += int((s != published).sum())
+                else:
+                    self.changed[j] += int(np.abs(self.mixed.codes(q, s, offset) - p).sum())
+                out.append(published)
+        return frame.with_columns(out)
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per QI ``(loss, total)``: 100 x loss / total is the QI's information loss
+        (numeric and date: SSE and SST on z-scores; nominal: values changed and rows;
+        ordinal: the sum of |rank change| / (m - 1) and rows; a QI of one value: 0, 0)."""
+        raw = self.mixed.raw
+        sse, sst = finish_sums(*self.sums, raw.sd, raw.rows)
+        loss, total = np.zeros(len(self.mixed.qis)), np.zeros(len(self.mixed.qis))
+        for j, q in enumerate(self.mixed.qis):
+            if q.kind in ("numeric", "date"):
+                loss[j], total[j] = sse[q.first], sst[q.first]
+            elif q.m > 1:
+                loss[j] = self.changed[j] / (1 if q.kind == "nominal" else q.m - 1)
+                total[j] = raw.rows
+        return loss, total
+
+
+@dataclass
+class EncodedSource:
+    """The input as the grouping passes see it: the encoded columns (Float64) of the
+    QIs, computed chunk by chunk from ``base``'s QI columns. Other columns, and the
+    write pass, use ``base``."""
+
+    base: object
+    mixed: Mixed
+    kind: str = field(default="encoded")
+
+    @property
+    def label(self) -> str:
+        return self.base.label
+
+    @property
+    def paths(self):
+        return self.base.paths
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.mixed.names)
+
+    @property
+    def schema(self) -> pl.Schema:
+        return pl.Schema({n: pl.Float64 for n in self.mixed.names})
+
+    def count_rows(self) -> int:
+        return self.base.count_rows()
+
+    def bounded(self, piece_bytes):
+        return dataclasses.replace(self, base=self.base.bounded(piece_bytes))
+
+    def adjust_profile(self, profile: Profile) -> Profile:
+        """Called by ``passes.profile.profile_columns`` on the measured profile."""
+        return self.mixed.adjust(profile)
+
+    def iter_frames(self, columns, chunk_rows: int, prefetch: bool = False, native: bool = False):
+        names = self.mixed.names if columns is None else list(columns)
+        want = set(names)
+        read = [q.name for q in self.mixed.qis
+                if want.intersection(self.mixed.names[q.first: q.first + q.width])]
+        # text columns through Polars' own Parquet reader (``Source.iter_frames(native=True)``):
+        # it decodes strings with about half pyarrow's CPU time
+        native = any(q.kind in ("ordinal", "nominal") for q in self.mixed.qis if q.name in read)
+        frames = ((offset, self.mixed.encode(frame, offset, names).select(names))
+                  for offset, frame in self.base.iter_frames(read, chunk_rows, native=native))
+        return read_ahead(frames) if prefetch else frames
+
+    def iter_arrays(self, columns, chunk_rows: int, prefetch: bool = False):
+        cols = list(columns)
+        arrays = ((offset, frame_to_array(frame, cols)) for offset, frame in self.iter_frames(cols, chunk_rows))
+        return read_ahead(arrays) if prefetch else arrays
