@@ -70,6 +70,12 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
             check_destination(dest)
             fmt = output_format(dest)
         check_tmp_dir(tmp_dir)
+        backend = None
+        if cfg.scheduler is not None:  # the passes as Dask tasks (engine.cluster)
+            from . import cluster
+
+            cluster.check_output(dest)
+            backend = cluster.open_backend(cfg, _tmp_folder(tmp_dir, dest), cleanup)
         source = open_source(data, names=names, csv=cfg.csv, tmp_dir=_tmp_folder(tmp_dir, dest))
         cleanup.callback(source.close)  # a transcoded CSV's temporary copy
         if dest is not None:
@@ -82,6 +88,8 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         if typed is not source and fmt != "csv":
             passes["infer"] = time.perf_counter() - t  # the whole-file type inference of a CSV input
         source = typed
+        if backend is not None:
+            backend.check_source(source)
         check_columns(source, cfg.qi, numeric=False)
         if cfg.group_column is not None and cfg.group_column in source.columns:
             raise EngineError(f"group column {cfg.group_column!r} already exists in {source.label}")
@@ -140,7 +148,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
             blocks = [rows]
         else:
             groups, blocks, profile = _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads,
-                                              cleanup, refined, sampled, rows, polished, dist)
+                                              cleanup, refined, sampled, rows, polished, dist, backend)
         _verify_groups(groups.labels, groups.sizes, cfg.k, rows)
         release_memory()
         dist = dist.finish(groups.centroid, groups.sizes) if dist is not None else None
@@ -155,7 +163,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
                                          budget.chunk_rows, cfg.progress, k=cfg.k, verified=verified)
         else:
             with atomic_output(dest, tmp_dir, group) as tmp:
-                sse, sst, _, col_sse, col_sst = write_pass(source, tmp, fmt, profile, groups, cfg.group_column,
+                sse, sst, _, col_sse, col_sst = (write_pass if backend is None else backend.write_pass)(source, tmp, fmt, profile, groups, cfg.group_column,
                                          budget.chunk_rows, cfg.progress, k=cfg.k, verified=verified)
         passes["write"] = time.perf_counter() - t
         rss.sample()
@@ -260,7 +268,7 @@ def _one_block(source, cfg, profile, budget, passes, refined, cols, dist=None) -
 
 
 def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, cleanup, refined, sampled, total,
-            polished, dist=None):
+            polished, dist=None, backend=None):
     """Partition into spilled blocks, aggregate them in parallel, stitch; returns
     ``(groups, block sizes, profile)``.
 
@@ -271,8 +279,11 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
     in a power-of-two scale, the pass 1 that was skipped runs after all.
 
     The spill folder is removed when ``cleanup`` closes (after the write pass, which
-    may read the label map from it), also on errors and Ctrl-C.
+    may read the label map from it), also on errors and Ctrl-C. With ``backend``
+    (``engine.cluster``) the partition and aggregate passes run as its tasks.
     """
+    new_store, partition = (BlockStore, partition_pass) if backend is None else (backend.store,
+                                                                                  backend.partition_pass)
     folder = tmp_dir if tmp_dir is not None else (os.path.dirname(os.path.abspath(dest)) if dest else None)
     t = time.perf_counter()
     store = None
@@ -280,13 +291,13 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         X, ids = sampled
         sprof = sample_profile(cfg.qi, X)
         plan = plan_blocks(standardized(X, sprof, cols), ids, total, budget.block_size)
-        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder, budget.spill_buffer,
-                                                             rows=total))
+        store = cleanup.enter_context(new_store(plan.n_blocks, len(cfg.qi), folder, budget.spill_buffer,
+                                                rows=total))
         moments = Moments(cfg.qi, np.ones(len(cfg.qi)))
         if dist is not None:  # bins over the sample's range (the columns' own is not known yet)
             dist.start(sprof.min, sprof.max)
-        partition_pass(source, sprof, cols, plan, store, budget.chunk_rows, cfg.progress, moments=moments,
-                       rows=total, dist=dist)
+        partition(source, sprof, cols, plan, store, budget.chunk_rows, cfg.progress, moments=moments,
+                  rows=total, dist=dist)
         if moments.n == 0:
             raise EngineError(f"{source.label} has no rows")
         too_big = budget.block_limit is not None and int(store.rows.max()) > budget.block_limit
@@ -312,11 +323,11 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         Zs = standardized(profile.sample, profile, cols)
         plan = plan_blocks(Zs, profile.sample_ids, profile.rows, budget.block_size)
         del Zs
-        store = cleanup.enter_context(BlockStore(plan.n_blocks, len(cfg.qi), folder, budget.spill_buffer,
-                                                 rows=profile.rows))
+        store = cleanup.enter_context(new_store(plan.n_blocks, len(cfg.qi), folder, budget.spill_buffer,
+                                                rows=profile.rows))
         if dist is not None:
             dist.start(profile.min, profile.max)
-        partition_pass(source, profile, cols, plan, store, budget.chunk_rows, cfg.progress, dist=dist)
+        partition(source, profile, cols, plan, store, budget.chunk_rows, cfg.progress, dist=dist)
     rows = profile.rows
     polish_rounds = cfg.effective_polish_rounds(rows)
     # polished runs aggregate units of several blocks (fewer seams); else one block a unit
@@ -344,7 +355,7 @@ def _blocks(source, cfg, profile, cols, budget, passes, dest, tmp_dir, threads, 
         n_groups = aggregate_blocks(store, units, profile, cols, cfg.method_code, cfg.k,
                                     cfg.effective_gamma, labels, threads, bar, leaf=cfg.effective_leaf_size(rows),
                                     sums=sums, polish_rounds=polish_rounds, polish_near=polish_near(cfg.k),
-                                    polish_rotations=POLISH_ROTATIONS, seams=seams)
+                                    polish_rotations=POLISH_ROTATIONS, seams=seams, backend=backend)
     passes["aggregate"] = time.perf_counter() - t
     if polish_rounds > 0:
         polished.update(rounds=polish_rounds, near=polish_near(cfg.k))

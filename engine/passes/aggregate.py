@@ -60,7 +60,7 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
                      labels: np.ndarray, threads: int, progress: Progress | None = None, leaf: int = 0,
                      sums: tuple[np.ndarray, np.ndarray] | None = None, polish_rounds: int = 0,
                      polish_near: int = 12, polish_rotations: int = 0,
-                     seams: tuple[np.ndarray, list] | None = None) -> int:
+                     seams: tuple[np.ndarray, list] | None = None, backend=None) -> int:
     """Run the method on every unit of spilled blocks (``store.units``), ``threads`` at a time; write global
     group ids into ``labels`` (by row id) and return the number of groups.
 
@@ -83,75 +83,94 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
 
     Blocks are stitched in block order whatever order they finish in, so group ids
     do not depend on the thread count. Workers call only serial (``nogil``) kernels.
+    With ``backend`` (``engine.cluster.DaskBackend``) the units run as Dask tasks.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ..kernels.groups import accumulate_scaled_sums, published_sse
-    from ..kernels.leaf import aggregate_leaves
     from ..kernels.partition import scatter_labels
-    from .partition import standardized
 
-    if polish_rounds > 0:
-        from ..kernels.polish import polish, rotations  # imported when used: start-up time
-
-        polish_rot = rotations(cols.shape[0], polish_rotations)
-
-    def work(unit):
-        ids, X = store.read_many(unit, contiguous=False)  # views into the records read
-        Z = standardized(X, profile, cols)
-        local = aggregate_leaves(Z, method_code, k, gamma, leaf) if leaf else aggregate_block(Z, method_code, k, gamma)
-        if polish_rounds > 0:
-            polish(Z, local, k, polish_rounds, polish_near, polish_rot, stop)
-        if seams is None:
-            del Z
-        else:
-            part_z = Z
-        g = int(local.max()) + 1
-        part = None
-        if sums is not None:
-            c, cnt = np.zeros((g, X.shape[1])), np.zeros(g, np.int64)
-            inv = 1.0 / profile.scale
-            accumulate_scaled_sums(X, inv, local, c, cnt)  # exact: powers of two
-            c /= cnt[:, None]  # as groups_from_sums
-            c *= profile.scale
-            err = np.zeros(X.shape[1])
-            if (profile.scale == 1.0).all():
-                published_sse(X, inv, local, c, err)
-            else:  # huge values: differences in units of the scale (X - c itself may overflow)
-                published_sse(X * inv, np.ones_like(inv), local, c * inv, err)
-            part = (c, cnt, err)
-        return ids, local, g, part, (part_z if seams is not None else None)
-
+    stop = np.zeros(1, np.int64)  # set on an error or a signal: running polish kernels return soon
+    args = (store, profile, cols, method_code, k, gamma, leaf, sums is not None, polish_rounds, polish_near,
+            polish_rotations, seams is not None)
+    if backend is not None:  # Dask tasks (engine.cluster), results in unit order
+        results = backend.map_ordered(aggregate_unit, units, *args)
+    else:
+        results = _threaded(aggregate_unit, units, threads, stop, *args)
     next_id = 0
     done = 0
     done_units = 0
-    stop = np.zeros(1, np.int64)  # set on an error or a signal: running polish kernels return soon
+    for ids, local, g, part, Zu in results:
+        scatter_labels(ids, local, next_id, labels)
+        if seams is not None:
+            seams[0][ids] = Zu
+            seams[1].extend([done_units] * g)
+            del Zu
+        done_units += 1
+        if part is not None:
+            sums[0][next_id: next_id + g] = part[0]
+            sums[1][next_id: next_id + g] = part[1]
+            sums[2][:] += part[2]
+        next_id += g
+        done += ids.shape[0]
+        if progress is not None:
+            progress.update(done)
+    return next_id
+
+
+def aggregate_unit(unit, store, profile, cols, method_code, k, gamma, leaf, want_sums, polish_rounds, polish_near,
+                   polish_rotations, want_z, stop=None):
+    """One unit of ``aggregate_blocks``: read its blocks, run the method (and the
+    polish), and with ``want_sums`` each group's centroid, size and the squared error
+    of the published centroids. Returns ``(row ids, local labels, groups, sums or
+    None, standardized rows when want_z)``. A pure function of its arguments and the
+    spilled blocks, so a Dask task that is run again gives the same result."""
+    from ..kernels.groups import accumulate_scaled_sums, published_sse
+    from ..kernels.leaf import aggregate_leaves
+    from .partition import standardized
+
+    if stop is None:
+        stop = np.zeros(1, np.int64)
+    ids, X = store.read_many(unit, contiguous=False)  # views into the records read
+    Z = standardized(X, profile, cols)
+    local = aggregate_leaves(Z, method_code, k, gamma, leaf) if leaf else aggregate_block(Z, method_code, k, gamma)
+    if polish_rounds > 0:
+        from ..kernels.polish import polish, rotations  # imported when used: start-up time
+
+        polish(Z, local, k, polish_rounds, polish_near, rotations(cols.shape[0], polish_rotations), stop)
+    if not want_z:
+        del Z
+        Z = None
+    g = int(local.max()) + 1
+    part = None
+    if want_sums:
+        c, cnt = np.zeros((g, X.shape[1])), np.zeros(g, np.int64)
+        inv = 1.0 / profile.scale
+        accumulate_scaled_sums(X, inv, local, c, cnt)  # exact: powers of two
+        c /= cnt[:, None]  # as groups_from_sums
+        c *= profile.scale
+        err = np.zeros(X.shape[1])
+        if (profile.scale == 1.0).all():
+            published_sse(X, inv, local, c, err)
+        else:  # huge values: differences in units of the scale (X - c itself may overflow)
+            published_sse(X * inv, np.ones_like(inv), local, c * inv, err)
+        part = (c, cnt, err)
+    return ids, local, g, part, Z
+
+
+def _threaded(fn, units, threads, stop, *args):
+    """``fn(unit, *args, stop)`` for every unit, ``threads`` at a time, results in unit
+    order (at most ``threads + 1`` pending)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=threads) as pool:
         pending = []
         b = 0
         try:
             while b < len(units) or pending:
                 while b < len(units) and len(pending) < threads + 1:
-                    pending.append(pool.submit(work, units[b]))
+                    pending.append(pool.submit(fn, units[b], *args, stop))
                     b += 1
-                ids, local, g, part, Zu = pending.pop(0).result()
-                scatter_labels(ids, local, next_id, labels)
-                if seams is not None:
-                    seams[0][ids] = Zu
-                    seams[1].extend([done_units] * g)
-                    del Zu
-                done_units += 1
-                if part is not None:
-                    sums[0][next_id: next_id + g] = part[0]
-                    sums[1][next_id: next_id + g] = part[1]
-                    sums[2][:] += part[2]
-                next_id += g
-                done += ids.shape[0]
-                if progress is not None:
-                    progress.update(done)
+                yield pending.pop(0).result()
         except BaseException:  # an error or Ctrl-C / SIGTERM: queued blocks never start, so the
             stop[0] = 1  # pool's shutdown waits only for the blocks already running (polish stops early)
             for f in pending:
                 f.cancel()
             raise
-    return next_id
