@@ -46,7 +46,7 @@ from .parallel import read_ahead
 
 log = logging.getLogger("engine")
 
-CONNECT_SECONDS = 5     # an unreachable scheduler: the run stops after this long
+CONNECT_SECONDS = 3     # an unreachable scheduler: the run stops after this long
 WORKER_WAIT_SECONDS = 30  # a scheduler without workers
 PART_ROWS = 4_000_000   # rows per partition / write task (at least one task per worker)
 HOOKS: dict = {}        # tests: HOOKS["aggregate"](client) after the first unit's result
