@@ -142,6 +142,7 @@ class DaskBackend:
         """``fn(item, *args)`` as Dask tasks, results in the order of ``items`` (at most
         two per worker waiting, so finished results do not pile up on the workers)."""
         window = 2 * self.workers() + 1
+        args = [_lean(a) for a in args]
         pending, i, first = [], 0, True
         try:
             while i < len(items) or pending:
@@ -170,7 +171,7 @@ class DaskBackend:
         """``passes.partition.partition_pass`` as tasks (one per range of row groups); the
         client does ``moments`` (pass 1's checks and sums, in row order) and ``dist``
         on its way meanwhile."""
-        futures = [self.client.submit(_partition_task, r, profile, cols, plan, store, i, chunk_rows, pure=False)
+        futures = [self.client.submit(_partition_task, r, _lean(profile), cols, plan, store, i, chunk_rows, pure=False)
                    for i, r in enumerate(self.ranges(source))]
         try:
             if moments is not None or dist is not None:
@@ -208,7 +209,7 @@ class DaskBackend:
         arrays = {}
         for name, a in (("labels", groups.labels), ("centroid", groups.centroid), ("sizes", groups.sizes)):
             arrays[name] = _save(self.run_dir, name, a)
-        futures = [self.client.submit(_write_task, r, self.run_dir, i, profile, arrays, groups.sse, group_column,
+        futures = [self.client.submit(_write_task, r, self.run_dir, i, _lean(profile), arrays, groups.sse, group_column,
                                       chunk_rows, k or 2, pure=False)
                    for i, r in enumerate(self.ranges(source))]
         try:
@@ -267,6 +268,16 @@ def open_backend(cfg, folder, cleanup: contextlib.ExitStack) -> DaskBackend:
 def check_output(dest) -> None:
     if dest is None or not os.fspath(dest).lower().endswith((".parquet", ".pq", ".parq")):
         raise EngineError(f"scheduler (--scheduler) writes a Parquet OUTPUT (.parquet), not {dest}")
+
+
+def _lean(arg):
+    """A task's argument without what the task does not use: a profile's sample (the
+    plan's, up to millions of rows) would be serialized into every task."""
+    from .passes.profile import Profile
+
+    if isinstance(arg, Profile) and arg.sample is not None:
+        return dataclasses.replace(arg, sample=None, sample_ids=None)
+    return arg
 
 
 def _save(folder: str, name: str, a: np.ndarray) -> str:
@@ -441,7 +452,7 @@ def _write_task(src: RangeSource, folder: str, index: int, profile, arrays: dict
     groups = Groups(labels, np.asarray(np.load(arrays["sizes"], mmap_mode="r")),
                     np.asarray(np.load(arrays["centroid"], mmap_mode="r")), sse=sse)
     src = dataclasses.replace(src, first=0)  # offsets into this range's labels
-    part = dataclasses.replace(profile, rows=src.rows, sample=None, sample_ids=None)
+    part = dataclasses.replace(profile, rows=src.rows)
     counter = ClassCounter(profile.columns, min(groups.count, src.rows // max(k, 1) + 1))
     raw: dict = {}
     try:

@@ -1,0 +1,139 @@
+"""The streamed passes on a 2-worker Dask LocalCluster against the single-machine run.
+
+    python benchmarks/bench_dask.py [--rows 10000000] [--repeats 3] [--memory-limit 1GiB]
+
+Data: ``make_census.py`` (10 Parquet files of 1M rows, row groups of 100,000), made
+once under benchmarks/data/. In one run, alternating (so both see the same load on
+a shared machine), each in a fresh CLI process with the same settings (k = 5,
+``--memory-limit``):
+
+* the I/O floor: a plain Polars read and write of the same files (as bench_stream.py);
+* the single-machine run: ``microagg anonymize DATA OUT ...``;
+* the Dask run: the same with ``--scheduler tcp://...`` of a ``LocalCluster(n_workers=2,
+  processes=True, threads_per_worker=1, memory_limit=--memory-limit)`` started by this
+  script (workers restarted before each run, so a worker's peak RSS is that run's, then
+  warmed by a 50,000-row run: imports and cached kernels loaded, as on a long-lived cluster).
+
+Printed: median walls, the overhead (Dask / single machine, median of the pairs),
+the client's peak RSS (``/usr/bin/time``), each worker's peak RSS (its
+``ru_maxrss``) against ``--memory-limit``, the IL of both, whether the outputs are
+byte-identical, each pass's seconds, and the measured per-block costs that
+docs/scaling.md extrapolates from. On a 2-core machine no speed-up is expected:
+the two workers share the cores the single-machine run already uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+from bench_stream import FLOOR, QI, timed  # noqa: E402
+from make_census import make  # noqa: E402
+
+
+def digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for b in iter(lambda: fh.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def run(data: Path, out: Path, extra: list[str]) -> dict:
+    report = out.with_suffix(".json")
+    cmd = [sys.executable, "-m", "engine", "anonymize", str(data), str(out), "--qi", QI, "--k", "5",
+           "--report", str(report), "--quiet", "--no-progress", *extra]
+    wall, rss = timed(cmd)
+    rep = json.loads(report.read_text())
+    res = {"wall": wall, "rss": rss, "il": rep["information_loss_percent"], "passes": rep["passes"],
+           "blocks": rep["blocks"], "groups": rep["groups"], "digest": digest(out), "bytes": out.stat().st_size}
+    out.unlink()
+    report.unlink()
+    return res
+
+
+def worker_peaks(client) -> list[float]:
+    import resource
+
+    def peak():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB
+
+    return sorted(client.run(peak).values())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--memory-limit", default="1GiB")
+    args = ap.parse_args()
+    import distributed
+
+    from engine.config import parse_bytes
+
+    os.environ.setdefault("NUMBA_CACHE_DIR", str(HERE.parent / "build" / "numba-cache"))
+    os.environ["PYTHONPATH"] = str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    (HERE / "data").mkdir(exist_ok=True)
+    data = HERE / "data" / f"census_{args.rows}"
+    if not data.exists():
+        make(data, args.rows)
+    work = Path(tempfile.mkdtemp(prefix="bench_dask_", dir=HERE / "data"))
+    extra = ["--memory-limit", args.memory_limit, "--tmp-dir", str(work)]
+    limit = parse_bytes(args.memory_limit)
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, memory_limit=limit,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        dask = extra + ["--scheduler", cluster.scheduler_address]
+        warm = HERE / "data" / "census_warm"
+        if not warm.exists():
+            make(warm, 50_000, 50_000)
+        run(warm, work / "warm.parquet", dask + ["--block-size", "10000"])  # kernels compiled and cached
+        floors, local, remote, peaks = [], [], [], []
+        for _ in range(args.repeats):
+            floors.append(timed([sys.executable, "-c", FLOOR, str(data), str(work / "floor.parquet")])[0])
+            local.append(run(data, work / "local.parquet", extra))
+            client.restart()  # each worker's peak RSS is then this run's (and the warm run's, smaller)
+            run(warm, work / "warm.parquet", dask + ["--block-size", "10000"])  # imports, kernels loaded
+            remote.append(run(data, work / "dask.parquet", dask))
+            peaks.append(worker_peaks(client))
+            print(f"  pair: single {local[-1]['wall']:.2f} s, dask {remote[-1]['wall']:.2f} s, floor {floors[-1]:.2f} s",
+                  flush=True)
+    (work / "floor.parquet").unlink(missing_ok=True)
+    med = statistics.median
+    lw, dw, fl = med(r["wall"] for r in local), med(r["wall"] for r in remote), med(floors)
+    over = med(d["wall"] / s["wall"] for d, s in zip(remote, local))
+    same = all(d["digest"] == local[0]["digest"] for d in local + remote)
+    s, d = local[0], remote[0]
+    print(f"rows {args.rows:,}, k=5, --memory-limit {args.memory_limit}, 2 workers x 1 thread, {os.cpu_count()} cores")
+    print(f"I/O floor      {fl:7.2f} s  (runs {', '.join(f'{w:.2f}' for w in floors)})")
+    lwalls = ", ".join(f"{r['wall']:.1f}" for r in local)
+    dwalls = ", ".join(f"{r['wall']:.1f}" for r in remote)
+    print(f"single machine {lw:7.2f} s  (runs {lwalls})  "
+          f"peak RSS {max(r['rss'] for r in local):.0f} MiB  IL {s['il']:.4f} %  blocks {s['blocks']}")
+    print(f"dask, 2 workers{dw:7.2f} s  (runs {dwalls})  "
+          f"client peak RSS {max(r['rss'] for r in remote):.0f} MiB  worker peak RSS "
+          f"{max(p[-1] for p in peaks):.0f} MiB (limit {args.memory_limit})  IL {d['il']:.4f} %")
+    print(f"overhead: dask / single = {dw / lw:.2f}x (median of pairs {over:.2f}x); "
+          f"outputs byte-identical: {same}")
+    print(f"passes, single: {s['passes']}")
+    print(f"passes, dask:   {d['passes']}")
+    rows, blocks = args.rows, s["blocks"]
+    agg = med(r["passes"]["aggregate"] for r in local)
+    print(f"per block (single machine, {blocks} blocks of {rows / blocks:,.0f} rows): aggregate "
+          f"{1000 * agg / blocks:.2f} ms wall ({os.cpu_count()} threads), partition "
+          f"{1000 * med(r['passes']['partition'] for r in local) / blocks:.2f} ms, write "
+          f"{1000 * med(r['passes']['write'] for r in local) / blocks:.2f} ms; output {s['bytes'] / rows:.1f} bytes/row")
+    os.rmdir(work) if not any(work.iterdir()) else None
+
+
+if __name__ == "__main__":
+    main()
