@@ -91,7 +91,7 @@ def main() -> None:
     extra = ["--memory-limit", args.memory_limit, "--tmp-dir", str(work)]
     limit = parse_bytes(args.memory_limit)
     with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, memory_limit=limit,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
         dask = extra + ["--scheduler", cluster.scheduler_address]
         warm = HERE / "data" / "census_warm"
         if not warm.exists():

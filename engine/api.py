@@ -217,7 +217,7 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
     csv_opts = csv_options(**csv)
     sink = os.fspath(sink)
     inputs = input_files(source)
-    check_destination(sink, inputs)
+    check_destination(sink, inputs, folder=scheduler is not None)
     with CommitGroup() as group, contextlib.ExitStack() as stack:
         report_tmp = None
         if report is not None:

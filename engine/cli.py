@@ -308,7 +308,7 @@ def _start_group(stack, args, inputs, output, output_option="OUTPUT"):
     from .io.sink import CommitGroup, check_destination, check_side_output
 
     if output is not None:
-        check_destination(output, inputs)
+        check_destination(output, inputs, folder=getattr(args, "scheduler", None) is not None)
     group = stack.enter_context(CommitGroup())
     report_tmp = None
     if args.report:

@@ -64,7 +64,7 @@ def connect(scheduler, memory_limit: int | None = None):
     stack = contextlib.ExitStack()
     if scheduler == "local":
         cluster = stack.enter_context(distributed.LocalCluster(
-            threads_per_worker=1, processes=True, memory_limit=memory_limit or "auto", dashboard_address=None,
+            threads_per_worker=1, processes=True, memory_limit=memory_limit or "auto", dashboard_address=":0",
             silence_logs=logging.ERROR))
         client = stack.enter_context(distributed.Client(cluster, set_as_default=False))
         return client, stack
@@ -201,10 +201,10 @@ class DaskBackend:
         """``passes.write.write_pass`` as tasks, each writing a Parquet part of a range of
         rows; the parts are copied in order into ``path``. Same return value."""
         from .passes.selfcheck import ClassCounter
-        from .passes.write import ROW_GROUP_ROWS, _Writer, finish_sums, measured_sums
+        from .passes.write import ROW_GROUP_ROWS, _Writer
         import pyarrow.parquet as pq
 
-        if path is None or fmt != "parquet":  # checked up front (check_output): a bug if reached
+        if path is None or fmt not in ("parquet", "folder"):  # checked up front (check_output): a bug if reached
             raise EngineError("scheduler (--scheduler) writes a Parquet OUTPUT")
         arrays = {}
         for name, a in (("labels", groups.labels), ("centroid", groups.centroid), ("sizes", groups.sizes)):
@@ -226,6 +226,14 @@ class DaskBackend:
             s += raw["s"]
             q += raw["q"]
         checked = counter.check(k, profile.rows)
+        if fmt == "folder":  # the parts themselves, in input order (renamed with the folder at the commit)
+            for i, (part, rows, *_) in enumerate(parts):
+                shutil.move(part, os.path.join(path, f"part-{i:05d}.parquet"))
+                if pq.read_metadata(os.path.join(path, f"part-{i:05d}.parquet")).num_rows != rows:
+                    from .errors import VerificationError
+
+                    raise VerificationError(f"verification failed: part {i} of {path} does not hold {rows:,} rows")
+            return self._sums(groups, profile, sse, s, q, checked, verified)
         writer = _Writer(path, "parquet")
         try:
             for part, *_ in parts:
@@ -241,6 +249,12 @@ class DaskBackend:
             from .errors import VerificationError
 
             raise VerificationError(f"verification failed: the file holds {written:,} rows, the input {profile.rows:,}")
+        return self._sums(groups, profile, sse, s, q, checked, verified)
+
+    @staticmethod
+    def _sums(groups, profile, sse, s, q, checked, verified):
+        from .passes.write import finish_sums, measured_sums
+
         if verified is not None:
             verified.update(checked)
         if groups.sse is not None:
@@ -266,8 +280,11 @@ def open_backend(cfg, folder, cleanup: contextlib.ExitStack) -> DaskBackend:
 
 
 def check_output(dest) -> None:
-    if dest is None or not os.fspath(dest).lower().endswith((".parquet", ".pq", ".parq")):
-        raise EngineError(f"scheduler (--scheduler) writes a Parquet OUTPUT (.parquet), not {dest}")
+    from .io.sink import output_format
+
+    if dest is None or output_format(dest) not in ("parquet", "folder"):
+        raise EngineError(f"scheduler (--scheduler) writes a Parquet OUTPUT (.parquet, or a folder of part files: "
+                          f"a name ending in '/'), not {dest}")
 
 
 def _lean(arg):

@@ -67,7 +67,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
         fmt = None
         if dest is not None:
-            check_destination(dest)
+            check_destination(dest, folder=cfg.scheduler is not None)  # a folder of parts: engine.cluster
             fmt = output_format(dest)
         check_tmp_dir(tmp_dir)
         backend = None
@@ -79,7 +79,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         source = open_source(data, names=names, csv=cfg.csv, tmp_dir=_tmp_folder(tmp_dir, dest))
         cleanup.callback(source.close)  # a transcoded CSV's temporary copy
         if dest is not None:
-            check_destination(dest, source.paths)
+            check_destination(dest, source.paths, folder=cfg.scheduler is not None)
         source = source.bounded(early_piece(cfg.memory_limit))  # a CSV read in pieces under a limit
         # CSV: QIs read as numbers; other columns as the file's text for a CSV output, else
         # with types inferred from the whole file

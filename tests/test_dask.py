@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as c, \
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as c, \
             distributed.Client(c, set_as_default=False) as cl:
         yield cl
 
@@ -63,6 +63,24 @@ def test_same_output_as_single_machine(client, table, tmp_path, opts):
     assert local.blocks == dask.blocks > 1 and local.groups == dask.groups
     assert dask.verified == local.verified
     assert dask.information_loss_percent == pytest.approx(local.information_loss_percent, rel=1e-12)
+
+
+def test_folder_output(client, table, tmp_path):
+    """OUTPUT ending in '/': a folder of Parquet parts, rows in input order across them,
+    the values of the single-file run; committed with the report."""
+    _run(table, tmp_path / "local.parquet", tmp_path / "t1", polish_rounds=0)
+    out = tmp_path / "parts"
+    rep = _run(table, str(out) + "/", tmp_path / "t2", polish_rounds=0, scheduler=client,
+               report=tmp_path / "r.json")
+    parts = sorted(out.iterdir())
+    assert len(parts) >= 2 and all(p.name.startswith("part-") and p.suffix == ".parquet" for p in parts)
+    assert pl.read_parquet(parts).equals(pl.read_parquet(tmp_path / "local.parquet"))
+    assert rep.verified["rows"] == 60_000 and (tmp_path / "r.json").exists()
+    with pytest.raises(EngineError, match="already exists and is not an empty folder"):
+        engine.anonymize(table, str(out) + "/", QI, k=5, scheduler=client)
+    with pytest.raises(EngineError, match="written by --scheduler runs only"):
+        engine.anonymize(table, str(tmp_path / "other") + "/", QI, k=5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["local.parquet", "parts", "r.json", "t1", "t2"]
 
 
 def test_profile_pass_path(client, tmp_path):
