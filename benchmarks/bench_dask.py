@@ -9,10 +9,11 @@ a shared machine), each in a fresh CLI process with the same settings (k = 5,
 
 * the I/O floor: a plain Polars read and write of the same files (as bench_stream.py);
 * the single-machine run: ``microagg anonymize DATA OUT ...``;
-* the Dask run: the same with ``--scheduler tcp://...`` of a ``LocalCluster(n_workers=2,
+* the Dask runs: the same with ``--scheduler tcp://...`` of a ``LocalCluster(n_workers=2,
   processes=True, threads_per_worker=1, memory_limit=--memory-limit)`` started by this
   script (workers restarted before each run, so a worker's peak RSS is that run's, then
-  warmed by a 50,000-row run: imports and cached kernels loaded, as on a long-lived cluster).
+  warmed by a 50,000-row run: imports and cached kernels loaded, as on a long-lived cluster),
+  to one Parquet file, and to a folder of part files (OUTPUT ending in "/").
 
 Printed: median walls, the overhead (Dask / single machine, median of the pairs),
 the client's peak RSS (``/usr/bin/time``), each worker's peak RSS (its
@@ -28,6 +29,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -49,15 +51,26 @@ def digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def run(data: Path, out: Path, extra: list[str]) -> dict:
+def run(data: Path, out: Path, extra: list[str], single: Path | None = None, keep: bool = False) -> dict:
     report = out.with_suffix(".json")
-    cmd = [sys.executable, "-m", "engine", "anonymize", str(data), str(out), "--qi", QI, "--k", "5",
+    cmd = [sys.executable, "-m", "engine", "anonymize", str(data), str(out) + ("/" if out.suffix == "" else ""),
+           "--qi", QI, "--k", "5",
            "--report", str(report), "--quiet", "--no-progress", *extra]
     wall, rss = timed(cmd)
     rep = json.loads(report.read_text())
-    res = {"wall": wall, "rss": rss, "il": rep["information_loss_percent"], "passes": rep["passes"],
-           "blocks": rep["blocks"], "groups": rep["groups"], "digest": digest(out), "bytes": out.stat().st_size}
-    out.unlink()
+    if out.is_dir():  # a folder OUTPUT: its parts, read back, equal the single file's values
+        import polars as pl
+
+        parts = sorted(out.iterdir())
+        res = {"same_values": pl.read_parquet(parts).equals(pl.read_parquet(single)) if single else None,
+               "digest": None, "bytes": sum(p.stat().st_size for p in parts), "parts": len(parts)}
+        shutil.rmtree(out)
+    else:
+        res = {"digest": digest(out), "bytes": out.stat().st_size}
+        if not keep:
+            out.unlink()
+    res.update(wall=wall, rss=rss, il=rep["information_loss_percent"], passes=rep["passes"], blocks=rep["blocks"],
+               groups=rep["groups"])
     report.unlink()
     return res
 
@@ -97,16 +110,19 @@ def main() -> None:
         if not warm.exists():
             make(warm, 50_000, 50_000)
         run(warm, work / "warm.parquet", dask + ["--block-size", "10000"])  # kernels compiled and cached
-        floors, local, remote, peaks = [], [], [], []
+        floors, local, remote, peaks, folders = [], [], [], [], []
         for _ in range(args.repeats):
             floors.append(timed([sys.executable, "-c", FLOOR, str(data), str(work / "floor.parquet")])[0])
-            local.append(run(data, work / "local.parquet", extra))
+            # the first single-machine output is kept for the folder runs' comparison
+            local.append(run(data, work / ("single.parquet" if not local else "local.parquet"), extra,
+                             keep=not local))
             client.restart()  # each worker's peak RSS is then this run's (and the warm run's, smaller)
             run(warm, work / "warm.parquet", dask + ["--block-size", "10000"])  # imports, kernels loaded
             remote.append(run(data, work / "dask.parquet", dask))
             peaks.append(worker_peaks(client))
-            print(f"  pair: single {local[-1]['wall']:.2f} s, dask {remote[-1]['wall']:.2f} s, floor {floors[-1]:.2f} s",
-                  flush=True)
+            folders.append(run(data, work / "parts", dask, work / "single.parquet"))
+            print(f"  round: single {local[-1]['wall']:.2f} s, dask {remote[-1]['wall']:.2f} s, dask to a folder "
+                  f"{folders[-1]['wall']:.2f} s, floor {floors[-1]:.2f} s", flush=True)
     (work / "floor.parquet").unlink(missing_ok=True)
     med = statistics.median
     lw, dw, fl = med(r["wall"] for r in local), med(r["wall"] for r in remote), med(floors)
@@ -122,6 +138,10 @@ def main() -> None:
     print(f"dask, 2 workers{dw:7.2f} s  (runs {dwalls})  "
           f"client peak RSS {max(r['rss'] for r in remote):.0f} MiB  worker peak RSS "
           f"{max(p[-1] for p in peaks):.0f} MiB (limit {args.memory_limit})  IL {d['il']:.4f} %")
+    fw = med(r["wall"] for r in folders)
+    print(f"dask, to a folder of {folders[0]['parts']} parts {fw:7.2f} s  (runs "
+          f"{', '.join(str(round(r['wall'], 1)) for r in folders)})  same values as the single file: "
+          f"{all(r['same_values'] for r in folders)}; passes {folders[0]['passes']}")
     print(f"overhead: dask / single = {dw / lw:.2f}x (median of pairs {over:.2f}x); "
           f"outputs byte-identical: {same}")
     print(f"passes, single: {s['passes']}")
@@ -132,6 +152,7 @@ def main() -> None:
           f"{1000 * agg / blocks:.2f} ms wall ({os.cpu_count()} threads), partition "
           f"{1000 * med(r['passes']['partition'] for r in local) / blocks:.2f} ms, write "
           f"{1000 * med(r['passes']['write'] for r in local) / blocks:.2f} ms; output {s['bytes'] / rows:.1f} bytes/row")
+    (work / "single.parquet").unlink(missing_ok=True)
     os.rmdir(work) if not any(work.iterdir()) else None
 
 

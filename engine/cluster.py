@@ -37,7 +37,7 @@ import uuid
 import numpy as np
 import polars as pl
 
-from .errors import EngineError
+from .errors import EngineError, VerificationError
 from .io.schema import adapt
 from .io.source import _first_line, _row_group_slices
 from .io.spill import BlockStore, decode_records, units_of
@@ -199,7 +199,8 @@ class DaskBackend:
     def write_pass(self, source, path, fmt, profile, groups, group_column, chunk_rows, progress=False, *,
                    k=None, verified=None):
         """``passes.write.write_pass`` as tasks, each writing a Parquet part of a range of
-        rows; the parts are copied in order into ``path``. Same return value."""
+        rows; the parts are copied in order into ``path`` (or moved into the folder
+        ``path``, fmt "folder"). Same return value."""
         from .passes.selfcheck import ClassCounter
         from .passes.write import ROW_GROUP_ROWS, _Writer
         import pyarrow.parquet as pq
@@ -212,43 +213,42 @@ class DaskBackend:
         futures = [self.client.submit(_write_task, r, self.run_dir, i, _lean(profile), arrays, groups.sse, group_column,
                                       chunk_rows, k or 2, pure=False)
                    for i, r in enumerate(self.ranges(source))]
+        d = len(profile.columns)
+        counter = ClassCounter(profile.columns, groups.count)
+        sse, s, q = np.zeros(d), np.zeros(d), np.zeros(d)
+        writer = _Writer(path, "parquet") if fmt == "parquet" else None
         try:
-            parts = [f.result() for f in futures]
+            # parts in order as they finish: copied into OUTPUT while the later ones are written
+            for i, f in enumerate(futures):
+                part, rows, keys, counts, raw = f.result()
+                f.release()
+                counter.merge(keys, counts, rows)
+                sse += raw["sse"]
+                s += raw["s"]
+                q += raw["q"]
+                if writer is None:  # a folder OUTPUT: the parts themselves (renamed with it at the commit)
+                    name = os.path.join(path, f"part-{i:05d}.parquet")
+                    shutil.move(part, name)
+                    if pq.read_metadata(name).num_rows != rows:
+                        raise VerificationError(f"verification failed: {name} does not hold {rows:,} rows")
+                    continue
+                for frame in _row_group_slices(part, max(chunk_rows, ROW_GROUP_ROWS)):
+                    writer.add(frame)
+                os.unlink(part)
+            checked = counter.check(k, profile.rows)  # before the file is complete, as write_pass
+            if writer is not None:
+                writer.close()
         except BaseException:
             for f in futures:
                 f.cancel()
+            if writer is not None:
+                writer.abort()
             raise
-        counter = ClassCounter(profile.columns, groups.count)
-        sse, s, q = np.zeros(len(profile.columns)), np.zeros(len(profile.columns)), np.zeros(len(profile.columns))
-        for part, rows, keys, counts, raw in parts:
-            counter.merge(keys, counts, rows)
-            sse += raw["sse"]
-            s += raw["s"]
-            q += raw["q"]
-        checked = counter.check(k, profile.rows)
-        if fmt == "folder":  # the parts themselves, in input order (renamed with the folder at the commit)
-            for i, (part, rows, *_) in enumerate(parts):
-                shutil.move(part, os.path.join(path, f"part-{i:05d}.parquet"))
-                if pq.read_metadata(os.path.join(path, f"part-{i:05d}.parquet")).num_rows != rows:
-                    from .errors import VerificationError
-
-                    raise VerificationError(f"verification failed: part {i} of {path} does not hold {rows:,} rows")
-            return self._sums(groups, profile, sse, s, q, checked, verified)
-        writer = _Writer(path, "parquet")
-        try:
-            for part, *_ in parts:
-                for frame in _row_group_slices(part, ROW_GROUP_ROWS):
-                    writer.add(frame)
-                os.unlink(part)
-            writer.close()
-        except BaseException:
-            writer.abort()
-            raise
-        written = pq.read_metadata(path).num_rows
-        if written != profile.rows:
-            from .errors import VerificationError
-
-            raise VerificationError(f"verification failed: the file holds {written:,} rows, the input {profile.rows:,}")
+        if writer is not None:
+            written = pq.read_metadata(path).num_rows
+            if written != profile.rows:
+                raise VerificationError(f"verification failed: the file holds {written:,} rows, "
+                                        f"the input {profile.rows:,}")
         return self._sums(groups, profile, sse, s, q, checked, verified)
 
     @staticmethod
