@@ -75,6 +75,18 @@ def run(data: Path, out: Path, extra: list[str], single: Path | None = None, kee
     return res
 
 
+def task_costs(stream) -> dict:
+    """Per task kind (its function): count, median and total compute seconds, from the
+    scheduler's task stream."""
+    out: dict = {}
+    for t in stream:
+        name = t["key"][0] if isinstance(t["key"], tuple) else t["key"]
+        name = name.rsplit("-", 1)[0]
+        secs = sum(s["stop"] - s["start"] for s in t["startstops"] if s["action"] == "compute")
+        out.setdefault(name, []).append(secs)
+    return {k: (len(v), statistics.median(v), sum(v)) for k, v in out.items()}
+
+
 def worker_peaks(client) -> list[float]:
     import resource
 
@@ -110,7 +122,7 @@ def main() -> None:
         if not warm.exists():
             make(warm, 50_000, 50_000)
         run(warm, work / "warm.parquet", dask + ["--block-size", "10000"])  # kernels compiled and cached
-        floors, local, remote, peaks, folders = [], [], [], [], []
+        floors, local, remote, peaks, folders, tasks = [], [], [], [], [], []
         for _ in range(args.repeats):
             floors.append(timed([sys.executable, "-c", FLOOR, str(data), str(work / "floor.parquet")])[0])
             # the first single-machine output is kept for the folder runs' comparison
@@ -118,7 +130,9 @@ def main() -> None:
                              keep=not local))
             client.restart()  # each worker's peak RSS is then this run's (and the warm run's, smaller)
             run(warm, work / "warm.parquet", dask + ["--block-size", "10000"])  # imports, kernels loaded
-            remote.append(run(data, work / "dask.parquet", dask))
+            with distributed.get_task_stream(client) as ts:
+                remote.append(run(data, work / "dask.parquet", dask))
+            tasks.append(task_costs(ts.data))
             peaks.append(worker_peaks(client))
             folders.append(run(data, work / "parts", dask, work / "single.parquet"))
             print(f"  round: single {local[-1]['wall']:.2f} s, dask {remote[-1]['wall']:.2f} s, dask to a folder "
@@ -146,6 +160,8 @@ def main() -> None:
           f"outputs byte-identical: {same}")
     print(f"passes, single: {s['passes']}")
     print(f"passes, dask:   {d['passes']}")
+    for name, (n, m, tot) in sorted(tasks[len(tasks) // 2].items()):
+        print(f"tasks {name}: {n} tasks, median {1000 * m:.1f} ms, total {tot:.2f} s compute")
     rows, blocks = args.rows, s["blocks"]
     agg = med(r["passes"]["aggregate"] for r in local)
     print(f"per block (single machine, {blocks} blocks of {rows / blocks:,.0f} rows): aggregate "

@@ -147,10 +147,10 @@ class DaskBackend:
         try:
             while i < len(items) or pending:
                 while i < len(items) and len(pending) < window:
-                    pending.append(self.client.submit(fn, items[i], *args, pure=False))
+                    pending.append(self.client.submit(_narrowed, fn, items[i], *args, pure=False))
                     i += 1
                 fut = pending.pop(0)
-                result = fut.result()
+                result = _widened(fut.result())
                 fut.release()
                 if first and "aggregate" in HOOKS:
                     HOOKS["aggregate"](self.client)
@@ -285,6 +285,29 @@ def check_output(dest) -> None:
     if dest is None or output_format(dest) not in ("parquet", "folder"):
         raise EngineError(f"scheduler (--scheduler) writes a Parquet OUTPUT (.parquet, or a folder of part files: "
                           f"a name ending in '/'), not {dest}")
+
+
+def _narrowed(fn, *args):
+    """``fn(*args)`` with the int64 arrays of its (tuple) result sent as int32 when their
+    values fit (a unit's row ids and labels: half the bytes to the client)."""
+    out = fn(*args)
+
+    def narrow(a):
+        if isinstance(a, np.ndarray) and a.dtype == np.int64 and (a.size == 0 or (
+                int(a.min()) >= -2 ** 31 and int(a.max()) < 2 ** 31)):
+            return ("i32", a.astype(np.int32))
+        return a
+    return tuple(narrow(a) if not isinstance(a, tuple) else tuple(narrow(b) for b in a) for a in out)
+
+
+def _widened(out):
+    """``_narrowed``'s result as ``fn`` returned it."""
+    def marker(a):
+        return isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) and a[0] == "i32"
+
+    def widen(a):
+        return a[1].astype(np.int64) if marker(a) else a
+    return tuple(tuple(widen(b) for b in a) if isinstance(a, tuple) and not marker(a) else widen(a) for a in out)
 
 
 def _lean(arg):
