@@ -11,13 +11,13 @@ a shared machine), each in a fresh CLI process with the same settings (k = 5,
 * the single-machine run: ``microagg anonymize DATA OUT ...``;
 * the Dask runs: the same with ``--scheduler tcp://...`` of a ``LocalCluster(n_workers=2,
   processes=True, threads_per_worker=1, memory_limit=--memory-limit)`` started by this
-  script (workers restarted before each run, so a worker's peak RSS is that run's, then
+  script (workers restarted before each run, their RSS sampled during it, then
   warmed by a 50,000-row run: imports and cached kernels loaded, as on a long-lived cluster),
   to one Parquet file, and to a folder of part files (OUTPUT ending in "/").
 
 Printed: median walls, the overhead (Dask / single machine, median of the pairs),
-the client's peak RSS (``/usr/bin/time``), each worker's peak RSS (its
-``ru_maxrss``) against ``--memory-limit``, the IL of both, whether the outputs are
+the client's peak RSS (``/usr/bin/time``), the workers' peak RSS (sampled) against
+``--memory-limit``, the tasks' compute seconds (the scheduler's task stream), the IL of both, whether the outputs are
 byte-identical, each pass's seconds, and the measured per-block costs that
 docs/scaling.md extrapolates from. On a 2-core machine no speed-up is expected:
 the two workers share the cores the single-machine run already uses.
@@ -81,19 +81,43 @@ def task_costs(stream) -> dict:
     out: dict = {}
     for t in stream:
         name = t["key"][0] if isinstance(t["key"], tuple) else t["key"]
-        name = name.rsplit("-", 1)[0]
+        name = {"_narrowed": "aggregate_unit"}.get(name.split("-")[0], name.split("-")[0])
         secs = sum(s["stop"] - s["start"] for s in t["startstops"] if s["action"] == "compute")
         out.setdefault(name, []).append(secs)
     return {k: (len(v), statistics.median(v), sum(v)) for k, v in out.items()}
 
 
-def worker_peaks(client) -> list[float]:
-    import resource
+class WorkerPeaks:
+    """Peak RSS (MiB) of the workers' processes, sampled every 50 ms while the block runs
+    (psutil; the kernel's ``ru_maxrss`` of a worker forked by its nanny starts at the
+    nanny's)."""
 
-    def peak():
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB
+    def __init__(self, client):
+        import psutil
 
-    return sorted(client.run(peak).values())
+        self.procs = [psutil.Process(pid) for pid in client.run(os.getpid).values()]
+        self.peak = 0.0
+
+    def __enter__(self):
+        import threading
+
+        self._stop = threading.Event()
+
+        def sample():
+            while not self._stop.wait(0.05):
+                for p in self.procs:
+                    try:
+                        self.peak = max(self.peak, p.memory_info().rss / 2 ** 20)
+                    except Exception:  # a worker restarted
+                        pass
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        return False
 
 
 def main() -> None:
@@ -128,12 +152,12 @@ def main() -> None:
             # the first single-machine output is kept for the folder runs' comparison
             local.append(run(data, work / ("single.parquet" if not local else "local.parquet"), extra,
                              keep=not local))
-            client.restart()  # each worker's peak RSS is then this run's (and the warm run's, smaller)
+            client.restart()  # fresh workers, as a new cluster
             run(warm, work / "warm.parquet", dask + ["--block-size", "10000"])  # imports, kernels loaded
-            with distributed.get_task_stream(client) as ts:
+            with distributed.get_task_stream(client) as ts, WorkerPeaks(client) as wp:
                 remote.append(run(data, work / "dask.parquet", dask))
             tasks.append(task_costs(ts.data))
-            peaks.append(worker_peaks(client))
+            peaks.append(wp.peak)
             folders.append(run(data, work / "parts", dask, work / "single.parquet"))
             print(f"  round: single {local[-1]['wall']:.2f} s, dask {remote[-1]['wall']:.2f} s, dask to a folder "
                   f"{folders[-1]['wall']:.2f} s, floor {floors[-1]:.2f} s", flush=True)
@@ -151,7 +175,7 @@ def main() -> None:
           f"peak RSS {max(r['rss'] for r in local):.0f} MiB  IL {s['il']:.4f} %  blocks {s['blocks']}")
     print(f"dask, 2 workers{dw:7.2f} s  (runs {dwalls})  "
           f"client peak RSS {max(r['rss'] for r in remote):.0f} MiB  worker peak RSS "
-          f"{max(p[-1] for p in peaks):.0f} MiB (limit {args.memory_limit})  IL {d['il']:.4f} %")
+          f"{max(peaks):.0f} MiB (limit {args.memory_limit})  IL {d['il']:.4f} %")
     fw = med(r["wall"] for r in folders)
     print(f"dask, to a folder of {folders[0]['parts']} parts {fw:7.2f} s  (runs "
           f"{', '.join(str(round(r['wall'], 1)) for r in folders)})  same values as the single file: "

@@ -3,10 +3,11 @@
 The coordinator runs the same passes with a ``DaskBackend`` in place of its thread
 pool (docs/notes/dask.md):
 
-* partition: one task per range of whole row groups (``PART_ROWS`` rows or so) routes
-  its rows with the client's plan and spills them into a private ``BlockStore`` in the
-  run's folder, then packs that store into one file (``part-NNNNN.blocks``: block after
-  block, the byte offsets returned), written under a task-unique name and renamed;
+* partition: one task per range of whole row groups (one per worker, at most
+  ``PART_ROWS`` rows) routes its rows with the client's plan and spills them into a
+  private ``BlockStore`` on the worker's local disk, then packs that store into one file
+  of the run's folder (``part-NNNNN.blocks``: block after block, the byte offsets
+  returned), written under a task-unique name and renamed;
   meanwhile the client measures the columns (pass 1's sums run in row order, so the
   profile is the single-machine run's to the bit);
 * aggregate: one task per unit of blocks (``passes.aggregate.aggregate_unit``) reads its
@@ -48,7 +49,8 @@ log = logging.getLogger("engine")
 
 CONNECT_SECONDS = 3     # an unreachable scheduler: the run stops after this long
 WORKER_WAIT_SECONDS = 30  # a scheduler without workers
-PART_ROWS = 4_000_000   # rows per partition / write task (at least one task per worker)
+PART_ROWS = 25_000_000  # at most this many rows per partition / write task, and one task per worker
+# at least: fewer, larger parts mean fewer reads per unit (one per part file)
 HOOKS: dict = {}        # tests: HOOKS["aggregate"](client) after the first unit's result
 
 
@@ -452,6 +454,18 @@ class PartStore:
         return False
 
 
+def _local_dir(shared: str) -> str:
+    """The worker's own disk for a partition task's block files (Dask's
+    ``--local-directory``), packed from there into the shared folder; the shared
+    folder when not in a worker."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().local_directory
+    except (ImportError, ValueError):
+        return shared
+
+
 def _partition_task(src: RangeSource, profile, cols, plan, store: PartStore, index: int, chunk_rows: int):
     """Route and spill one range of rows into a private store, then pack it into one file
     (blocks in order) under a task-unique name, renamed to ``part-NNNNN.blocks``.
@@ -459,7 +473,7 @@ def _partition_task(src: RangeSource, profile, cols, plan, store: PartStore, ind
     from .passes.partition import partition_pass
 
     final = os.path.join(store.path, f"part-{index:05d}.blocks")
-    local = BlockStore(store.n_blocks, store.d, store.path, store.buffer_bytes, rows=store.total)
+    local = BlockStore(store.n_blocks, store.d, _local_dir(store.path), store.buffer_bytes, rows=store.total)
     tmp = f"{final}.{uuid.uuid4().hex}.tmp"
     try:
         partition_pass(src, profile, cols, plan, local, chunk_rows, rows=src.rows)
@@ -488,7 +502,7 @@ def _write_task(src: RangeSource, folder: str, index: int, profile, arrays: dict
 
     final = os.path.join(folder, f"out-{index:05d}.parquet")
     tmp = f"{final}.{uuid.uuid4().hex}.tmp"
-    labels = np.array(np.load(arrays["labels"], mmap_mode="r")[src.first: src.first + src.rows])
+    labels = np.asarray(np.load(arrays["labels"], mmap_mode="r")[src.first: src.first + src.rows])
     groups = Groups(labels, np.asarray(np.load(arrays["sizes"], mmap_mode="r")),
                     np.asarray(np.load(arrays["centroid"], mmap_mode="r")), sse=sse)
     src = dataclasses.replace(src, first=0)  # offsets into this range's labels

@@ -42,10 +42,17 @@ def table(tmp_path_factory):
     return path
 
 
+def _worker_spills(dask_worker):
+    """The spill folders of this worker's process in its local directory."""
+    return [p for p in os.listdir(dask_worker.local_directory) if p.startswith(f".microagg-spill-{os.getpid()}.")]
+
+
 def _run(src, out, tmp, **kw):
     tmp.mkdir(exist_ok=True)
     rep = engine.anonymize(src, out, QI, k=5, block_size=5_000, tmp_dir=tmp, **kw)
-    assert os.listdir(tmp) == []  # the run's folder, every worker's spill and part files: removed
+    assert os.listdir(tmp) == []  # the run's folder: part files, labels, centroids, output parts removed
+    if "scheduler" in kw:  # and each worker's own block files
+        assert all(v == [] for v in kw["scheduler"].run(_worker_spills).values())
     return rep
 
 
