@@ -81,7 +81,7 @@ def task_costs(stream) -> dict:
     out: dict = {}
     for t in stream:
         name = t["key"][0] if isinstance(t["key"], tuple) else t["key"]
-        name = {"_narrowed": "aggregate_unit"}.get(name.split("-")[0], name.split("-")[0])
+        name = {"_batch": "aggregate units"}.get(name.split("-")[0], name.split("-")[0])
         secs = sum(s["stop"] - s["start"] for s in t["startstops"] if s["action"] == "compute")
         out.setdefault(name, []).append(secs)
     return {k: (len(v), statistics.median(v), sum(v)) for k, v in out.items()}
@@ -185,7 +185,8 @@ def main() -> None:
     print(f"passes, single: {s['passes']}")
     print(f"passes, dask:   {d['passes']}")
     for name, (n, m, tot) in sorted(tasks[len(tasks) // 2].items()):
-        print(f"tasks {name}: {n} tasks, median {1000 * m:.1f} ms, total {tot:.2f} s compute")
+        print(f"tasks {name}: {n} tasks, median {1000 * m:.1f} ms, total {tot:.2f} s compute "
+              f"({1e9 * tot / args.rows:.0f} ns a row, {1000 * tot / s['blocks']:.2f} ms a block)")
     rows, blocks = args.rows, s["blocks"]
     agg = med(r["passes"]["aggregate"] for r in local)
     print(f"per block (single machine, {blocks} blocks of {rows / blocks:,.0f} rows): aggregate "

@@ -51,7 +51,8 @@ CONNECT_SECONDS = 3     # an unreachable scheduler: the run stops after this lon
 WORKER_WAIT_SECONDS = 30  # a scheduler without workers
 PART_ROWS = 25_000_000  # at most this many rows per partition / write task, and one task per worker
 # at least: fewer, larger parts mean fewer reads per unit (one per part file)
-HOOKS: dict = {}        # tests: HOOKS["aggregate"](client) after the first unit's result
+TASKS_PER_WORKER = 8    # the aggregate pass's units in about this many tasks per worker
+HOOKS: dict = {}        # tests: HOOKS["aggregate"](client) after the first task's results
 
 
 def connect(scheduler, memory_limit: int | None = None):
@@ -141,23 +142,29 @@ class DaskBackend:
         return out
 
     def map_ordered(self, fn, items, *args):
-        """``fn(item, *args)`` as Dask tasks, results in the order of ``items`` (at most
-        two per worker waiting, so finished results do not pile up on the workers)."""
-        window = 2 * self.workers() + 1
+        """``fn(item, *args)`` for every item, results in the order of ``items``: tasks of
+        ``TASKS_PER_WORKER`` batches of consecutive items per worker or so (one round trip
+        a batch, not an item), at most two per worker waiting, so finished results do not
+        pile up on the workers."""
+        workers = self.workers()
+        size = max(1, len(items) // (TASKS_PER_WORKER * workers))
+        batches = [items[i: i + size] for i in range(0, len(items), size)]
+        window = 2 * workers + 1
         args = [_lean(a) for a in args]
         pending, i, first = [], 0, True
         try:
-            while i < len(items) or pending:
-                while i < len(items) and len(pending) < window:
-                    pending.append(self.client.submit(_narrowed, fn, items[i], *args, pure=False))
+            while i < len(batches) or pending:
+                while i < len(batches) and len(pending) < window:
+                    pending.append(self.client.submit(_batch, fn, batches[i], *args, pure=False))
                     i += 1
                 fut = pending.pop(0)
-                result = _widened(fut.result())
+                results = fut.result()
                 fut.release()
                 if first and "aggregate" in HOOKS:
                     HOOKS["aggregate"](self.client)
                 first = False
-                yield result
+                for r in results:
+                    yield _widened(r)
         except BaseException:
             for f in pending:
                 f.cancel()
@@ -289,21 +296,20 @@ def check_output(dest) -> None:
                           f"a name ending in '/'), not {dest}")
 
 
-def _narrowed(fn, *args):
-    """``fn(*args)`` with the int64 arrays of its (tuple) result sent as int32 when their
-    values fit (a unit's row ids and labels: half the bytes to the client)."""
-    out = fn(*args)
-
+def _batch(fn, items, *args):
+    """``fn(item, *args)`` for each item, each result's int64 arrays sent as int32 when
+    their values fit (a unit's row ids and labels: half the bytes to the client)."""
     def narrow(a):
         if isinstance(a, np.ndarray) and a.dtype == np.int64 and (a.size == 0 or (
                 int(a.min()) >= -2 ** 31 and int(a.max()) < 2 ** 31)):
             return ("i32", a.astype(np.int32))
         return a
-    return tuple(narrow(a) if not isinstance(a, tuple) else tuple(narrow(b) for b in a) for a in out)
+    return [tuple(narrow(a) if not isinstance(a, tuple) else tuple(narrow(b) for b in a) for a in fn(item, *args))
+            for item in items]
 
 
 def _widened(out):
-    """``_narrowed``'s result as ``fn`` returned it."""
+    """A result of ``_batch`` as ``fn`` returned it."""
     def marker(a):
         return isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) and a[0] == "i32"
 
