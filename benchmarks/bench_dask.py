@@ -1,6 +1,7 @@
 """The streamed passes on a 2-worker Dask LocalCluster against the single-machine run.
 
     python benchmarks/bench_dask.py [--rows 10000000] [--repeats 3] [--memory-limit 1GiB]
+    python benchmarks/bench_dask.py --transfer   # blocks: shared file vs through Dask
 
 Data: ``make_census.py`` (10 Parquet files of 1M rows, row groups of 100,000), made
 once under benchmarks/data/. In one run, alternating (so both see the same load on
@@ -35,6 +36,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -120,13 +123,74 @@ class WorkerPeaks:
         return False
 
 
+def _read_block(path: str, lo: int, hi: int) -> float:
+    buf = np.empty(hi - lo, np.uint8)
+    with open(path, "rb") as fh:
+        fh.seek(lo)
+        fh.readinto(memoryview(buf))
+    return float(buf[::4096].sum())
+
+
+def _make_block(rows: int, d: int, seed: int):
+    return np.random.default_rng(seed).random((rows, 1 + d), dtype=np.float32)
+
+
+def _touch(rec) -> float:
+    return float(rec[::64].sum())
+
+
+def transfer(blocks: int, rows: int, d: int) -> None:
+    """Blocks through a shared folder or through Dask, on a 2-worker LocalCluster: each
+    block's records (row id + d values, float32) made on worker A; worker B gets them
+    (a) by reading them from a file A wrote (one pread a block), or (b) as Dask data
+    moved from A to B by the task that needs them. Median of 3 rounds."""
+    import distributed
+
+    work = Path(tempfile.mkdtemp(prefix="bench_dask_transfer_", dir=HERE / "data"))
+    path = str(work / "part.blocks")
+    size = rows * (1 + d) * 4
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as c, \
+            distributed.Client(c) as client:
+        a, b = sorted(client.scheduler_info()["workers"])
+
+        def write_part(path, blocks, rows, d):
+            with open(path, "wb") as fh:
+                for i in range(blocks):
+                    fh.write(_make_block(rows, d, i).tobytes())
+        client.submit(write_part, path, blocks, rows, d, workers=[a]).result()
+        files, dasks = [], []
+        for _ in range(3):
+            t = time.perf_counter()
+            client.gather([client.submit(_read_block, path, i * size, (i + 1) * size, workers=[b], pure=False)
+                           for i in range(blocks)])
+            files.append(time.perf_counter() - t)
+            held = [client.submit(_make_block, rows, d, i, workers=[a], pure=False) for i in range(blocks)]
+            distributed.wait(held)
+            t = time.perf_counter()
+            client.gather([client.submit(_touch, h, workers=[b], pure=False) for h in held])
+            dasks.append(time.perf_counter() - t)
+            del held
+    shutil.rmtree(work)
+    med = statistics.median
+    print(f"{blocks} blocks of {rows:,} rows x {1 + d} float32 ({size / 2 ** 20:.2f} MiB each), worker A -> worker B:")
+    print(f"  shared file (pread, page cache): {med(files):.2f} s, {1000 * med(files) / blocks:.2f} ms a block "
+          f"(runs {', '.join(f'{x:.2f}' for x in files)})")
+    print(f"  through Dask (A's memory -> B):  {med(dasks):.2f} s, {1000 * med(dasks) / blocks:.2f} ms a block "
+          f"(runs {', '.join(f'{x:.2f}' for x in dasks)})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--memory-limit", default="1GiB")
+    ap.add_argument("--transfer", action="store_true",
+                    help="only measure moving blocks between workers: shared file vs through Dask")
     args = ap.parse_args()
     import distributed
+
+    if args.transfer:
+        return transfer(512, 19_531, 8)
 
     from engine.config import parse_bytes
 
