@@ -66,6 +66,9 @@ def connect(scheduler, memory_limit: int | None = None):
         return scheduler, contextlib.nullcontext()
     stack = contextlib.ExitStack()
     if scheduler == "local":
+        quiet = logging.getLogger("distributed")  # its scheduler's INFO lines (as it starts and stops)
+        stack.callback(quiet.setLevel, quiet.level)  # restored after the cluster is closed
+        quiet.setLevel(logging.ERROR)
         cluster = stack.enter_context(distributed.LocalCluster(
             threads_per_worker=1, processes=True, memory_limit=memory_limit or "auto", dashboard_address=":0",
             silence_logs=logging.ERROR))
@@ -89,7 +92,6 @@ class DaskBackend:
         self.client = client
         self.run_dir = run_dir
         self.memory_limit = memory_limit
-        self.source = None
 
     # --- set up -------------------------------------------------------------------
 
@@ -113,7 +115,6 @@ class DaskBackend:
             raise EngineError(f"scheduler (--scheduler) reads Parquet files on the workers; {source.label} is "
                               f"{'a CSV file' if source.kind == 'csv' else 'an in-memory table'} "
                               f"(convert it to Parquet first)")
-        self.source = source
 
     def ranges(self, source) -> list["RangeSource"]:
         """The input cut into ranges of whole row groups, about ``PART_ROWS`` rows each,

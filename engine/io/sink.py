@@ -397,7 +397,7 @@ def atomic_output(dest: str | os.PathLike, tmp_dir: str | os.PathLike | None = N
         if own:
             stack.enter_context(group)
         tmp = group.add(dest, tmp_dir)
-        if output_format(dest) == "folder":  # a folder of part files (engine.cluster) in place of the file
+        if is_folder_output(dest):  # a folder of part files (engine.cluster) in place of the file
             os.unlink(tmp)
             os.mkdir(tmp, 0o700)
         folder = Path(tmp).parent
