@@ -49,8 +49,9 @@ log = logging.getLogger("engine")
 
 CONNECT_SECONDS = 3     # an unreachable scheduler: the run stops after this long
 WORKER_WAIT_SECONDS = 30  # a scheduler without workers
-PART_ROWS = 25_000_000  # at most this many rows per partition / write task, and one task per worker
-# at least: fewer, larger parts mean fewer reads per unit (one per part file)
+# rows of a partition / write task: one task per worker, or more of at most PART_ROWS rows
+# (fewer, larger parts: fewer reads per unit, which reads each part file once)
+PART_ROWS = 25_000_000
 TASKS_PER_WORKER = 8    # the aggregate pass's units in about this many tasks per worker
 HOOKS: dict = {}        # tests: HOOKS["aggregate"](client) after the first task's results
 
@@ -286,6 +287,7 @@ def open_backend(cfg, folder, cleanup: contextlib.ExitStack) -> DaskBackend:
     backend = DaskBackend(client, run_dir, cfg.memory_limit)
     cleanup.callback(backend.close)
     backend.check_shared()
+    log.info("Dask: %d workers, run folder %s", backend.workers(), run_dir)
     return backend
 
 
