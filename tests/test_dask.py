@@ -60,6 +60,7 @@ def _run(src, out, tmp, **kw):
     {},  # polished units and seams (up to 2M rows): standardized rows travel to the client
     {"polish_rounds": 0, "group_column": "g"},  # the fast path: workers measure the squared errors
     {"polish_rounds": 0, "refine": "local", "refine_rounds": 2, "leaf_size": 0},  # refinement on the client
+    {"method": "ama", "polish_rounds": 0},  # key attributes chosen on the client, grouped on the workers
 ])
 def test_same_output_as_single_machine(client, table, tmp_path, opts):
     local = _run(table, tmp_path / "local.parquet", tmp_path / "t1", **opts)
@@ -145,6 +146,23 @@ def test_cli_scheduler_address(client, table, tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == (tmp_path / "local.parquet").read_bytes()
+    assert os.listdir(tmp_path / "t") == []
+
+
+def test_cli_scheduler_local_to_a_folder(table, tmp_path):
+    """--scheduler local: a LocalCluster of this machine (workers with --memory-limit),
+    started and closed by the run; a folder OUTPUT with the single-machine run's values."""
+    (tmp_path / "t").mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    base = [sys.executable, "-m", "engine.cli", "anonymize", str(table)]
+    opts = ["--qi", ",".join(QI), "--k", "5", "--block-size", "5000", "--quiet", "--tmp-dir", str(tmp_path / "t"),
+            "--memory-limit", "1GiB"]
+    subprocess.run(base + [str(tmp_path / "local.parquet")] + opts, check=True, env=env, cwd=ROOT)
+    proc = subprocess.run(base + [str(tmp_path / "out") + "/"] + opts + ["--scheduler", "local"],
+                          env=env, cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    parts = sorted((tmp_path / "out").iterdir())
+    assert parts and pl.read_parquet(parts).equals(pl.read_parquet(tmp_path / "local.parquet"))
     assert os.listdir(tmp_path / "t") == []
 
 
