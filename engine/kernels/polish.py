@@ -52,7 +52,7 @@ import numpy as np
 from numba import njit
 
 from .leaf import split_leaves
-from .refine import _nearest_groups_kd as nearest_groups  # the kernel (refine.nearest_groups is its Python chooser)
+from .refine import nearest_groups  # (Python: all pairs for few groups, else a kd-tree; the same lists)
 
 NEAR_WINDOW = 24   # positions on each side in every kd order
 NEAR_DESCENT = 2   # two-hop refreshes of every list before the first round
@@ -103,7 +103,9 @@ def near_by_windows(sums, counts, near, R, W):
     Y = np.empty((G, d))
     for o in range(R.shape[0] + 1):
         if o == 0:
-            Y[:, :] = C
+            for g in range(G):  # (element by element: no shape-mismatch error path to compile)
+                for j in range(d):
+                    Y[g, j] = C[g, j]
         else:
             for g in range(G):
                 for j in range(d):
@@ -326,37 +328,56 @@ def _swap(P, rid, sums, counts, mu, cap, A, p, B, q):
     _group_mean(sums, counts, mu, B)
 
 
-@njit(cache=True, nogil=True)
 def polish(Z, labels, k, rounds, near_count, R, stop):
     """Relabel ``labels`` (int64, in place) with lower SSE; returns
     ``(rounds run, operations applied)``."""
-    return _polish(Z, labels, k, rounds, near_count, np.empty(0, np.int64), R, stop)
+    return _run(Z, labels, k, rounds, near_count, np.empty(0, np.int64), R, stop)
 
 
-@njit(cache=True, nogil=True)
 def polish_seams(Z, labels, k, rounds, near_count, part, R, stop):
     """``polish`` of a partition made of parts already polished on their own
     (``part[g]``: the part of group g): the first round visits only the groups
     with a near group in another part (and, as always, the groups near them)."""
-    return _polish(Z, labels, k, rounds, near_count, part, R, stop)
+    return _run(Z, labels, k, rounds, near_count, part, R, stop)
+
+
+def _run(Z, labels, k, rounds, near_count, part, R, stop):
+    """Python driver of three kernels (the layout, the near lists, the rounds), so
+    that each compiles on its own and a run compiles only the near-list kernel it
+    uses (kd-tree queries with an empty ``R``, else the kd orders)."""
+    n, d = Z.shape
+    k, rounds, near_count = np.int64(k), np.int64(rounds), np.int64(near_count)
+    if n == 0 or d == 0 or rounds <= 0 or near_count <= 0:
+        return 0, 0
+    G = int(labels.max()) + 1
+    if G < 2:
+        return 0, 0
+    P, rid, sums, counts, mu, cap = _layout(Z, labels, np.int64(G), k)
+    L = min(int(near_count), G - 1)
+    near = np.full((G, L), -1, np.int64)
+    active = np.ones(G, np.int64)
+    if R.shape[0] == 0 or R.shape[1] != d:
+        nearest_groups(sums, counts, near, active)
+    else:
+        near_by_windows(sums, counts, near, R, np.int64(NEAR_WINDOW))
+        old_near, ndist, mark = np.empty_like(near), np.empty(L), np.full(G, -1, np.int64)
+        for _ in range(NEAR_DESCENT):  # neighbours of neighbours: toward the exact lists
+            refresh_lists(mu, near, active, old_near, ndist, mark)
+    return _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds, stop)
 
 
 @njit(cache=True, nogil=True)
-def _polish(Z, labels, k, rounds, near_count, part, R, stop):
+def _layout(Z, labels, G, k):
+    """Each group's rows in ``cap`` consecutive slots of a copy ``P`` (``rid``: the
+    row of each slot, -1 free), with the groups' sums, sizes and means."""
     n, d = Z.shape
-    if n == 0 or d == 0 or rounds <= 0 or near_count <= 0:
-        return 0, 0
-    G = 0
-    for i in range(n):
-        if labels[i] + 1 > G:
-            G = labels[i] + 1
-    if G < 2:
-        return 0, 0
-    hi = 2 * k - 1
     counts = np.zeros(G, np.int64)
     for i in range(n):
         counts[labels[i]] += 1
-    cap = max(hi, counts.max())
+    cap = 2 * k - 1
+    for g in range(G):
+        if counts[g] > cap:
+            cap = counts[g]
     P = np.empty((G * cap, d))
     rid = np.full(G * cap, -1, np.int64)
     sums = np.zeros((G, d))
@@ -373,19 +394,20 @@ def _polish(Z, labels, k, rounds, near_count, part, R, stop):
     mu = np.empty((G, d))
     for g in range(G):
         _group_mean(sums, counts, mu, g)
-    L = min(near_count, G - 1)
-    near = np.full((G, L), -1, np.int64)
-    active = np.ones(G, np.int64)
+    return P, rid, sums, counts, mu, cap
+
+
+@njit(cache=True, nogil=True)
+def _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds, stop):
+    """The rounds of visits (see the module docstring); writes the labels back."""
+    G, L = near.shape
+    d = P.shape[1]
+    n = labels.shape[0]
+    hi = 2 * k - 1
     nxt = np.zeros(G, np.int64)
     old_near = np.empty_like(near)
     ndist = np.empty(L)
     mark = np.full(G, -1, np.int64)
-    if R.shape[0] == 0 or R.shape[1] != d:
-        nearest_groups(sums, counts, near, active)
-    else:
-        near_by_windows(sums, counts, near, R, np.int64(NEAR_WINDOW))
-        for _ in range(NEAR_DESCENT):  # neighbours of neighbours: toward the exact lists
-            refresh_lists(mu, near, active, old_near, ndist, mark)
     if part.shape[0] == G:
         for A in range(G):
             active[A] = 0
