@@ -29,13 +29,14 @@ from dataclasses import dataclass
 # (threads, chunk_rows, memory_limit, block_size, tmp_dir, progress, risk, report and
 # the CSV options) apply to every method and are not listed
 OPTIONS = ("gamma", "group_column", "leaf_size", "polish_rounds", "refine", "refine_rounds", "refine_seconds", "select",
-           "select_count", "select_measure", "width", "bins", "seed", "sa", "epsilon", "numeric_output")
+           "select_count", "select_measure", "width", "bins", "seed", "sa", "epsilon", "numeric_output", "scheduler")
 
 # how each option is spelled on the command line, for the one-line refusals
 CLI_FLAG = {"refine_seconds": "--refine-budget", "select_measure": "--measure"}
 
 _CENTROID_OPTIONS = frozenset({"group_column", "leaf_size", "polish_rounds", "refine", "refine_rounds", "refine_seconds",
-                               "select", "select_count", "select_measure", "width", "bins", "seed"})
+                               "select", "select_count", "select_measure", "width", "bins", "seed",
+                               "scheduler"})  # scheduler: engine.cluster (the range methods' flow is not on Dask)
 
 
 @dataclass(frozen=True)

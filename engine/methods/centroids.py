@@ -48,6 +48,7 @@ class CentroidFlow:
 
     aggregate_pass = "aggregate"
     report_units = False  # the report's blocks are the spilled blocks (a polish unit holds several)
+    backend = None  # engine.cluster.DaskBackend (``--scheduler``, set by the coordinator): its tasks run the passes
 
     def __init__(self, cfg, distributions: bool = False):
         self.cfg = cfg
@@ -136,7 +137,8 @@ class CentroidFlow:
     # ------------------------------------------------------------ pass 2
 
     def new_store(self, n_blocks, folder, rows, budget):
-        return BlockStore(n_blocks, len(self.cfg.qi), folder, budget.spill_buffer, rows=rows)
+        new = BlockStore if self.backend is None else self.backend.store  # (the backend's: part files)
+        return new(n_blocks, len(self.cfg.qi), folder, budget.spill_buffer, rows=rows)
 
     def units(self, store, budget, profile):
         """Polished runs aggregate units of several blocks (fewer seams); else one block a unit."""
@@ -170,10 +172,13 @@ class CentroidFlow:
         if cfg.refine is None and self.seams is None:
             self.sums = (aligned_zeros(rows // cfg.k, len(cfg.qi)), np.zeros(rows // cfg.k, np.int64),
                          np.zeros(len(cfg.qi)))
+        # on Dask the units are tasks: the default block function (this family's kernels,
+        # as ``block_labels``) travels, not this flow
+        block, mapper = (self._block, None) if self.backend is None else (None, self.backend.map_ordered)
         n_groups = aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols, cfg.method_code, cfg.k,
                                     cfg.effective_gamma, labels, threads, bar, leaf=cfg.effective_leaf_size(rows),
                                     sums=self.sums, polish_rounds=self.polish_rounds, polish_near=near,
-                                    polish_rotations=POLISH_ROTATIONS, seams=self.seams, block=self._block)
+                                    polish_rotations=POLISH_ROTATIONS, seams=self.seams, block=block, mapper=mapper)
         if self.polish_rounds > 0:
             self.polished.update(rounds=self.polish_rounds, near=near)
         return n_groups
@@ -231,7 +236,8 @@ class CentroidFlow:
         from ..coordinator import Written
 
         verified: dict = {}  # the write pass's own count of the published classes
-        sse, sst, table, col_sse, col_sst = write_pass(source, path, fmt, profile, groups,
+        write = write_pass if self.backend is None else self.backend.write_pass
+        sse, sst, table, col_sse, col_sst = write(source, path, fmt, profile, groups,
                                                        self.cfg.group_column, chunk_rows, self.cfg.progress,
                                                        k=self.cfg.k, verified=verified)
         return Written(table, verified, col_sse, col_sst, list(self.cfg.qi))

@@ -163,7 +163,8 @@ publish = gather_columns  # the gather of the published values (a test hook)
 
 def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, groups: Groups,
                group_column: str | None, chunk_rows: int, progress: bool = False, *,
-               k: int | None = None, verified: dict | None = None):
+               k: int | None = None, verified: dict | None = None, counter: ClassCounter | None = None,
+               raw: dict | None = None):
     """Returns ``(sse, sst, frame, sse per QI, sst per QI)``; ``frame`` is the whole result
     when ``path`` is None.
 
@@ -172,7 +173,11 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     closed (and so before ``atomic_output`` renames it), a VerificationError is
     raised if a class has fewer than ``k`` rows or the row count differs from the
     input's; a Parquet file's footer row count is checked after closing. The
-    counts go to ``verified`` (a dict) when given."""
+    counts go to ``verified`` (a dict) when given.
+
+    A part of the output (``engine.cluster``, the write pass of a range of rows) gives
+    its own ``counter`` (merged with the other parts' before the check for ``k``) and
+    ``raw``, a dict that receives the unscaled sums per QI (``sse``, ``s``, ``q``)."""
     qi = list(profile.columns)
     d = len(qi)
     col_sse = np.zeros(d)
@@ -187,7 +192,7 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     if measured:
         read = [c for c in order if c not in set(qi)] or qi[:1]
     writer = _Writer(path, fmt)
-    counter = ClassCounter(qi, groups.count)
+    counter = ClassCounter(qi, groups.count) if counter is None else counter
     unit_scale = np.ones(d)
     try:
         with Progress("write", profile.rows, progress) as bar:
@@ -233,6 +238,8 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     except BaseException:
         writer.abort()
         raise
+    if raw is not None:
+        raw.update(sse=col_sse, s=zs, q=zq)
     if measured:
         col_sse, col_sst = measured_sums(groups.sse, profile.sd, profile.rows)
     else:
