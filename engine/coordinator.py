@@ -26,6 +26,9 @@ entry (``engine.methods.Method``) and done by its flow's pass-level hooks
 A table of at most one block is the one-block case of the same passes: its
 partition pass loads the rows into memory (``passes.partition.load_block``)
 instead of spilling them.
+
+With ``--scheduler`` (``_open_backend``, the one place it is chosen) the flow's
+hooks and the partition pass run as Dask tasks (``engine.cluster``).
 """
 
 from __future__ import annotations

@@ -238,8 +238,8 @@ class CentroidFlow:
         verified: dict = {}  # the write pass's own count of the published classes
         write = write_pass if self.backend is None else self.backend.write_pass
         sse, sst, table, col_sse, col_sst = write(source, path, fmt, profile, groups,
-                                                       self.cfg.group_column, chunk_rows, self.cfg.progress,
-                                                       k=self.cfg.k, verified=verified)
+                                                  self.cfg.group_column, chunk_rows, self.cfg.progress,
+                                                  k=self.cfg.k, verified=verified)
         return Written(table, verified, col_sse, col_sst, list(self.cfg.qi))
 
     def report_fields(self, inp, blocks, groups, written) -> dict:
