@@ -1,7 +1,8 @@
 """The streamed passes as Dask tasks: ``--scheduler tcp://HOST:PORT`` or ``local``.
 
-The coordinator runs the same passes with a ``DaskBackend`` in place of its thread
-pool (docs/notes/dask.md):
+The coordinator chooses the backend (``coordinator._open_backend``) and hands it to
+the method's flow (``methods.centroids.CentroidFlow``): the same passes run with a
+``DaskBackend`` in place of the thread pool and the spill store (docs/notes/dask.md):
 
 * partition: one task per range of whole row groups (one per worker, at most
   ``PART_ROWS`` rows) routes its rows with the client's plan and spills them into a
@@ -14,8 +15,8 @@ pool (docs/notes/dask.md):
   blocks from every part file (a block's rows in input order, as a local run reads
   them), results gathered in unit order;
 * stitch, seam polish, refinement: on the client (``PartStore`` reads the same files);
-* write: one task per range of row groups writes a Parquet part with the
-  coordinator's ``write_pass`` (the labels and centroids from ``.npy`` files in the
+* write: one task per range of row groups writes a Parquet part with the write
+  pass of ``passes.write.write_pass`` (the labels and centroids from ``.npy`` files in the
   run's folder, memory-mapped), its own class counts merged by the client; the client
   then copies the parts, in order, into OUTPUT (``atomic_output``, as a local run).
 
