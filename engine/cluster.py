@@ -16,7 +16,7 @@ the method's flow (``methods.centroids.CentroidFlow``): the same passes run with
   them), results gathered in unit order;
 * stitch, seam polish, refinement: on the client (``PartStore`` reads the same files);
 * write: one task per range of row groups writes a Parquet part with the write
-  pass of ``passes.write.write_pass`` (the labels and centroids from ``.npy`` files in the
+  pass (``passes.write.write_pass``; the labels and centroids from ``.npy`` files in the
   run's folder, memory-mapped), its own class counts merged by the client; the client
   then copies the parts, in order, into OUTPUT (``atomic_output``, as a local run).
 
