@@ -182,7 +182,7 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
               report: PathLike | None = None, html: PathLike | None = None,
               separator: str | None = None,
               null_values: str | Sequence[str] | None = None,
-              encoding: str | None = None) -> Report:
+              encoding: str | None = None, scheduler=None) -> Report:
     """Anonymize ``source`` into the file ``sink`` (.csv or .parquet) and return the report.
 
     Streams: ``source`` (a path, glob, folder of Parquet files, or a Polars
@@ -221,6 +221,12 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
     ``html`` (a path): also write the release report as one self-contained HTML page
     (``engine.html_report``; needs matplotlib: ``pip install 'microagg-engine[html]'``),
     committed with ``sink`` and ``report`` in the same way.
+
+    ``scheduler``: run the streamed passes as Dask tasks (``engine.cluster``): a
+    scheduler's address (``"tcp://HOST:PORT"``), ``"local"`` (a ``LocalCluster`` on this
+    machine) or a ``distributed.Client``. Parquet in and out; ``tmp_dir`` must be a
+    folder every worker sees at the same path; the output has the values of the
+    single-machine run (docs/notes/dask.md).
     """
     from .io.sink import CommitGroup, check_destination, check_side_output, input_files, written_source
 
@@ -228,7 +234,7 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
     csv_opts = csv_options(**csv)
     sink = os.fspath(sink)
     inputs = input_files(source)
-    check_destination(sink, inputs)
+    check_destination(sink, inputs, folder=scheduler is not None)
     with CommitGroup() as group, contextlib.ExitStack() as stack:
         report_tmp = None
         if report is not None:
@@ -249,7 +255,8 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
                              polish_rounds=polish_rounds,
                              seed=seed, select=select, select_count=select_count,
                              select_measure=select_measure, width=width, bins=bins, sa=sa, epsilon=epsilon,
-                             numeric_output=numeric_output, ordinal=ordinal, weights=weights, csv=csv_opts)
+                             numeric_output=numeric_output, ordinal=ordinal, weights=weights, csv=csv_opts,
+                             scheduler=scheduler)
         rep = run(source, cfg, sink, tmp_dir=tmp_dir, group=group,
                   distributions=prerender.distributions if prerender is not None else report is not None).report
         from .html_report import describe_input

@@ -139,6 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--qi", required=True, help="comma-separated quasi-identifier columns (numeric)")
     a.add_argument("--group-column", metavar="NAME", help="add each row's group id as column NAME")
     a.add_argument("--tmp-dir", help="folder for temporary files (default: beside OUTPUT)")
+    a.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="run the passes as tasks on a Dask cluster: tcp://HOST:PORT of its scheduler, or 'local' "
+                        "for a LocalCluster here (Parquet in and out; --tmp-dir shared with the workers; "
+                        "needs pip install 'microagg-engine[dask]')")
     a.add_argument("--risk", action="store_true",
                    help="after writing, measure disclosure risk (DBRL, interval disclosure) into the report")
     a.add_argument("--html", metavar="FILE",
@@ -311,7 +315,8 @@ def _settings(args, qi, seed=None) -> RunConfig:
                           select_count=args.select_count, select_measure=args.measure, width=args.width,
                           bins=args.bins, sa=args.sa, epsilon=args.epsilon,
                           numeric_output=args.numeric_output, ordinal=args.ordinal, weights=args.weights,
-                          csv=_csv(args) if hasattr(args, "separator") else None)
+                          csv=_csv(args) if hasattr(args, "separator") else None,
+                          scheduler=getattr(args, "scheduler", None))
 
 
 def _start_group(stack, args, inputs, output, output_option="OUTPUT"):
@@ -321,7 +326,7 @@ def _start_group(stack, args, inputs, output, output_option="OUTPUT"):
     from .io.sink import CommitGroup, check_destination, check_side_output
 
     if output is not None:
-        check_destination(output, inputs)
+        check_destination(output, inputs, folder=getattr(args, "scheduler", None) is not None)
     group = stack.enter_context(CommitGroup())
     report_tmp = None
     if args.report:

@@ -87,6 +87,7 @@ class RunConfig:
     # ((column, weight), ...), normalized by ``make`` (``parse_ordinal``, ``parse_weights``)
     ordinal: tuple | None = None
     weights: tuple | None = None
+    scheduler: object = None  # a Dask scheduler's address, "local", or a distributed.Client (engine.cluster)
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -107,6 +108,8 @@ class RunConfig:
         out = {}
         for name in ("method", "k", "qi", *OPTIONS, "chunk_rows", "threads", "memory_limit", "block_size"):
             v = getattr(self, name)
+            if name == "scheduler" and v is not None and not isinstance(v, str):
+                v = f"client of {getattr(v, 'scheduler', None) and v.scheduler.address}"
             out[name] = list(v) if isinstance(v, tuple) else v
         return out
 
@@ -152,7 +155,7 @@ class RunConfig:
              refine_rounds=None, refine_seconds=None, polish_rounds=None, seed=None,
              select=None, select_count=None,
              select_measure=None, width=None, bins=None, csv=None, sa=None, epsilon=None,
-             numeric_output=None, ordinal=None, weights=None) -> "RunConfig":
+             numeric_output=None, ordinal=None, weights=None, scheduler=None) -> "RunConfig":
         if isinstance(qi, str):
             qi = [c.strip() for c in qi.split(",")] if qi.strip() else []
         try:
@@ -169,7 +172,7 @@ class RunConfig:
                   refine_seconds=refine_seconds, polish_rounds=polish_rounds, seed=seed,
                   select=select, select_count=select_count,
                   select_measure=select_measure, width=width, bins=bins, csv=csv, sa=sa, epsilon=epsilon,
-                  numeric_output=numeric_output, ordinal=ordinal, weights=weights)
+                  numeric_output=numeric_output, ordinal=ordinal, weights=weights, scheduler=scheduler)
         cfg._check()
         return cfg
 
@@ -245,6 +248,8 @@ class RunConfig:
         if self.epsilon is not None and (isinstance(self.epsilon, bool) or not isinstance(self.epsilon, numbers.Real)
                                          or not math.isfinite(self.epsilon) or self.epsilon < 0):
             raise EngineError(f"epsilon must be a non-negative number of bits, got {self.epsilon!r}")
+        if self.scheduler is not None and isinstance(self.scheduler, str) and not self.scheduler.strip():
+            raise EngineError("scheduler (--scheduler) must be an address such as tcp://HOST:PORT, or 'local'")
         if self.numeric_output is not None and self.numeric_output not in NUMERIC_OUTPUTS:
             raise EngineError(f"numeric_output: 'range' or 'mean', got {self.numeric_output!r}")
         for c, order, by in self.ordinal or ():

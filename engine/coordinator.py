@@ -26,6 +26,9 @@ entry (``engine.methods.Method``) and done by its flow's pass-level hooks
 A table of at most one block is the one-block case of the same passes: its
 partition pass loads the rows into memory (``passes.partition.load_block``)
 instead of spilling them.
+
+With ``--scheduler`` (``_open_backend``, the one place it is chosen) the flow's
+hooks and the partition pass run as Dask tasks (``engine.cluster``).
 """
 
 from __future__ import annotations
@@ -125,6 +128,7 @@ class _Input:
     single: bool
     folder: str | None
     start_rss: int
+    backend: Any = None          # engine.cluster.DaskBackend (``--scheduler``): the passes as Dask tasks
 
 
 def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=None,
@@ -167,14 +171,18 @@ def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rs
     """The run's boundary: the destination, the input opened and checked, its rows
     counted, the memory budget planned. Nothing heavy runs before these checks."""
     fmt = None
+    folder_ok = cfg.scheduler is not None  # a folder of parts: engine.cluster
     if dest is not None:
-        check_destination(dest)
+        check_destination(dest, folder=folder_ok)
         fmt = output_format(dest)
     check_tmp_dir(tmp_dir)
+    backend = _open_backend(cfg, flow, dest, tmp_dir, cleanup)
     source = open_source(data, names=names, csv=cfg.csv, tmp_dir=_tmp_folder(tmp_dir, dest))
     cleanup.callback(source.close)  # a transcoded CSV's temporary copy
     if dest is not None:
-        check_destination(dest, source.paths)
+        check_destination(dest, source.paths, folder=folder_ok)
+    if backend is not None:
+        backend.check_source(source)
     source = source.bounded(early_piece(cfg.memory_limit))  # a CSV read in pieces under a limit
     source = flow.check_input(source, fmt, dest, passes)
     rows = source.count_rows()
@@ -187,7 +195,22 @@ def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rs
     source = source.bounded(budget.piece_bytes)
     single = rows <= budget.block_size and not force_blocks
     folder = tmp_dir if tmp_dir is not None else (os.path.dirname(os.path.abspath(dest)) if dest else None)
-    return _Input(source, fmt, rows, budget, threads, single, folder, start_rss)
+    return _Input(source, fmt, rows, budget, threads, single, folder, start_rss, backend)
+
+
+def _open_backend(cfg, flow, dest, tmp_dir, cleanup):
+    """The one place a run's backend is chosen: None (this machine's threads), or with
+    ``cfg.scheduler`` an ``engine.cluster.DaskBackend``, handed to the flow, whose
+    hooks (``new_store``, ``aggregate``, ``write``) and the partition pass then run
+    as its tasks. (Only methods that take ``scheduler`` get here: the registry.)"""
+    if cfg.scheduler is None:
+        return None
+    from . import cluster
+
+    cluster.check_output(dest)
+    backend = cluster.open_backend(cfg, _tmp_folder(tmp_dir, dest), cleanup)
+    flow.backend = backend
+    return backend
 
 
 def _partition(inp: _Input, cfg, flow, prof: Profiled, cleanup, passes) -> Blocks | None:
@@ -216,7 +239,8 @@ def _partition(inp: _Input, cfg, flow, prof: Profiled, cleanup, passes) -> Block
         store = cleanup.enter_context(flow.new_store(plan.n_blocks, inp.folder, profile.rows, budget))
         if flow.dist is not None:
             flow.dist.start(profile.min, profile.max)
-        partition_pass(prof.source, profile, prof.cols, plan, store, budget.chunk_rows, cfg.progress, dist=flow.dist)
+        _partition_fn(inp)(prof.source, profile, prof.cols, plan, store, budget.chunk_rows, cfg.progress,
+                           dist=flow.dist)
     blocks = Blocks(store, None, profile, False)
     blocks.units = flow.units(store, budget, profile)
     # (a pass 1 run meanwhile, after a row-group sample, has its own time)
@@ -239,8 +263,8 @@ def _partition_sampled(inp, cfg, flow, prof, cleanup, passes):
     moments = Moments(prof.columns, np.ones(len(prof.columns)))
     if flow.dist is not None:  # bins over the sample's range (the columns' own is not known yet)
         flow.dist.start(sprof.min, sprof.max)
-    partition_pass(prof.source, sprof, prof.cols, plan, store, budget.chunk_rows, cfg.progress, moments=moments,
-                   rows=total, dist=flow.dist)
+    _partition_fn(inp)(prof.source, sprof, prof.cols, plan, store, budget.chunk_rows, cfg.progress,
+                       moments=moments, rows=total, dist=flow.dist)
     if moments.n == 0:
         raise EngineError(f"{prof.source.label} has no rows")
     if budget.block_limit is not None and int(store.rows.max()) > budget.block_limit:
@@ -253,6 +277,12 @@ def _partition_sampled(inp, cfg, flow, prof, cleanup, passes):
             profile = profile_columns(prof.source, prof.columns, budget.chunk_rows, cfg.progress, rows=total)
         return store, profile
     return store, moments.profile()
+
+
+def _partition_fn(inp: _Input):
+    """The partition pass: this machine's (``passes.partition.partition_pass``) or the
+    backend's tasks."""
+    return partition_pass if inp.backend is None else inp.backend.partition_pass
 
 
 def _aggregate_and_stitch(inp: _Input, cfg, flow, blocks: Blocks | None, passes):

@@ -205,7 +205,7 @@ def check_output_types(schema: pl.Schema, fmt: str | None, columns) -> None:
     (of ``columns``, the ones written as they are): Polars writes it, but pyarrow
     and most tools cannot read the file (nor can the run's own check). CSV holds them
     exactly (as text)."""
-    if fmt != "parquet":
+    if fmt not in ("parquet", "folder"):  # folder: of Parquet parts (engine.cluster)
         return
     for c in columns:
         if c in schema and schema[c] in WIDE_INTEGERS:

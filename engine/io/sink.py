@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -24,12 +25,20 @@ __all__ = ["PARQUET_OPTIONS", "TMP_SUFFIX", "CommitGroup", "atomic_output", "che
 
 
 def output_format(dest: str | os.PathLike) -> str:
+    """"parquet" or "csv" by the name's suffix; "folder" for a name ending in "/" (a
+    folder of Parquet part files, written by ``--scheduler`` runs: ``engine.cluster``)."""
+    if is_folder_output(dest):
+        return "folder"
     suffix = Path(dest).suffix.lower()
     if suffix in (".parquet", ".pq", ".parq"):
         return "parquet"
     if suffix in (".csv",):
         return "csv"
     raise EngineError(f"unsupported output format {suffix or '(none)'!r}: {dest} (use .csv or .parquet)")
+
+
+def is_folder_output(dest) -> bool:
+    return isinstance(dest, (str, os.PathLike)) and os.fspath(dest).endswith(("/", os.sep))
 
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
@@ -57,7 +66,7 @@ def input_files(data) -> tuple[str, ...]:
     return ()
 
 
-def _check_folder(path: Path, what: str) -> None:
+def _check_folder(path: Path, what: str, allow_dir: bool = False) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     try:
         is_dir = folder.is_dir()
@@ -71,7 +80,7 @@ def _check_folder(path: Path, what: str) -> None:
     if not os.access(folder, os.W_OK):
         raise EngineError(f"{what} folder is not writable: {folder}")
     try:
-        if path.is_dir():
+        if path.is_dir() and not allow_dir:
             raise EngineError(f"{what} is a folder: {path}")
     except OSError as exc:  # a name too long, say
         raise EngineError(f"{what} cannot be used: {path}: {os_reason(exc)}") from None
@@ -90,12 +99,19 @@ def check_name(path: Path, what: str = "output") -> None:
                           f"system allows {limit}): {path}")
 
 
-def check_destination(dest: str | os.PathLike, inputs: Sequence[str] = ()) -> Path:
+def check_destination(dest: str | os.PathLike, inputs: Sequence[str] = (), folder: bool = False) -> Path:
     """Validate ``dest`` before any work: format known, folder writable, not an input
-    (by path or by inode: a hard link or symlink to an input is refused too)."""
+    (by path or by inode: a hard link or symlink to an input is refused too). A folder
+    output (a name ending in "/") only with ``folder`` (a ``--scheduler`` run), and
+    only where nothing is, or an empty folder."""
     path = Path(dest)
-    output_format(path)
-    _check_folder(path, "output")
+    if output_format(dest) == "folder":
+        if not folder:
+            raise EngineError(f"output {dest} is a folder: folders of part files are written by --scheduler "
+                              f"runs only (name a .parquet or .csv file)")
+        if path.is_dir() and any(path.iterdir()) or path.exists() and not path.is_dir():
+            raise EngineError(f"output folder {dest} already exists and is not an empty folder")
+    _check_folder(path, "output", allow_dir=output_format(dest) == "folder")
     for src in inputs:
         if same_file(src, path):
             raise EngineError(f"output is the input file: {dest}" +
@@ -141,6 +157,9 @@ def written_source(tmp: str, dest: str | os.PathLike):
     from .source import Source, _open_csv
 
     fmt = output_format(dest)
+    if fmt == "folder":  # the part files, in order
+        files = tuple(sorted(str(p) for p in Path(tmp).glob("*.parquet")))
+        return Source(pl.scan_parquet(list(files)), str(dest), files, "parquet")
     if fmt == "csv":  # read as any CSV input (header names, types from the whole file)
         return _open_csv([tmp], str(dest), None, None)
     return Source(pl.scan_parquet(tmp), str(dest), (tmp,), fmt)
@@ -249,8 +268,7 @@ class CommitGroup:
     def discard(self) -> None:
         """Remove every temporary file (the destinations are not touched)."""
         for _, tmp, *_ in self._items:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+            _remove_temp(tmp)
 
     def commit(self) -> None:
         """Flush every temporary file to disk and rename them all into place; on any
@@ -260,6 +278,14 @@ class CommitGroup:
             check_signals()  # a signal whose exception was swallowed: commit nothing
             for path, tmp, parent, folder in self._items:  # durable before any becomes visible
                 try:
+                    if os.path.isdir(tmp):  # a folder output (engine.cluster): its files, then itself
+                        for name in sorted(os.listdir(tmp)):
+                            with open(os.path.join(tmp, name), "rb+") as fh:
+                                os.fsync(fh.fileno())
+                            os.chmod(os.path.join(tmp, name), 0o666 & ~_umask())
+                        os.chmod(tmp, 0o777 & ~_umask())
+                        _fsync_dir(Path(tmp))
+                        continue
                     try:
                         mode = stat.S_IMODE(os.stat(path).st_mode)
                     except OSError:
@@ -297,6 +323,15 @@ class CommitGroup:
         finally:
             if not self.committed:
                 self.discard()
+
+
+def _remove_temp(tmp: str) -> None:
+    """A temporary output: a file, or a folder output's folder."""
+    if os.path.isdir(tmp) and not os.path.islink(tmp):
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
 
 
 def _keep_previous(path: Path) -> tuple[str | None, bool]:
@@ -362,6 +397,9 @@ def atomic_output(dest: str | os.PathLike, tmp_dir: str | os.PathLike | None = N
         if own:
             stack.enter_context(group)
         tmp = group.add(dest, tmp_dir)
+        if is_folder_output(dest):  # a folder of part files (engine.cluster) in place of the file
+            os.unlink(tmp)
+            os.mkdir(tmp, 0o700)
         folder = Path(tmp).parent
         try:
             try:
@@ -374,8 +412,7 @@ def atomic_output(dest: str | os.PathLike, tmp_dir: str | os.PathLike | None = N
                 where = "" if folder == parent else f" (temporary file in {folder})"
                 raise EngineError(f"cannot write {path}{where}: {os_reason(exc)}") from None
         except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+            _remove_temp(tmp)
             raise
         if own:
             group.commit()

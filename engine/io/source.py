@@ -511,19 +511,22 @@ def _typed_from_text(c: str, dtype, nulls: list[str]) -> pl.Expr:
     return col.cast(dtype).alias(c)
 
 
-def _row_group_slices(path: str, chunk_rows: int, columns=None) -> Iterator[pl.DataFrame]:
+def _row_group_slices(path: str, chunk_rows: int, columns=None, groups=None) -> Iterator[pl.DataFrame]:
+    """The file's rows (``groups``: only row groups ``g0 <= g < g1``) in slices of whole row
+    groups of at most ``chunk_rows`` rows (a larger row group is cut)."""
     import pyarrow.parquet as pq
 
     md = pq.read_metadata(path)
     bounds = [0]
     for g in range(md.num_row_groups):
         bounds.append(bounds[-1] + md.row_group(g).num_rows)
+    g0, g1 = (0, md.num_row_groups) if groups is None else groups
     lf = pl.scan_parquet(path) if columns is None else pl.scan_parquet(path).select(columns)
-    start, b = 0, 0
-    while start < bounds[-1]:
-        while b + 1 < len(bounds) and bounds[b + 1] <= start + chunk_rows:
+    start, b, stop = bounds[g0], g0, bounds[g1]
+    while start < stop:
+        while b < g1 and bounds[b + 1] <= start + chunk_rows:
             b += 1
-        end = bounds[b] if bounds[b] > start else min(start + chunk_rows, bounds[-1])
+        end = bounds[b] if bounds[b] > start else min(start + chunk_rows, stop)
         yield lf.slice(start, end - start).collect()
         start = end
 

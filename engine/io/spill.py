@@ -179,28 +179,8 @@ class BlockStore:
         n = int(self.rows[block])
         if n == 0:
             return np.zeros(0, np.int64), np.zeros((0, self.d))
-        n32 = int(self.narrow_rows[block])
-        slots = 1 + self.d
         raw = np.fromfile(self._file(block), dtype=np.uint8)
-        if raw.shape[0] != slots * (4 * n32 + 8 * (n - n32)):
-            raise EngineError(f"temporary block file {self._file(block)} is damaged "
-                              f"({raw.shape[0]} bytes, expected {slots * (4 * n32 + 8 * (n - n32))})")
-        if n32 == 0:
-            rec = raw.view(np.float64).reshape(n, slots)
-            ids, X = rec.view(np.int64)[:, 0], rec[:, 1:]
-            if contiguous:
-                ids, X = np.ascontiguousarray(ids), np.ascontiguousarray(X)
-            return ids, X
-        ids = np.empty(n, np.int64)
-        X = np.empty((n, self.d))
-        narrow = raw[: 4 * slots * n32].view(np.float32).reshape(n32, slots)
-        ids[:n32] = narrow.view(np.uint32)[:, 0]
-        X[:n32] = narrow[:, 1:]
-        if n32 < n:  # copied to 8-byte alignment before the float64 view
-            wide = raw[4 * slots * n32:].copy().view(np.float64).reshape(n - n32, slots)
-            ids[n32:] = wide.view(np.int64)[:, 0]
-            X[n32:] = wide[:, 1:]
-        return ids, X
+        return decode_records(raw, n, int(self.narrow_rows[block]), self.d, self._file(block), contiguous)
 
     def read_many(self, blocks, contiguous: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Several blocks, concatenated in the order given (see ``read``)."""
@@ -213,23 +193,7 @@ class BlockStore:
         """Consecutive blocks grouped so that each unit holds at least ``min_rows`` rows
         (a plan estimated from a sample can leave a block nearly empty); empty blocks
         are dropped. Neighbouring block numbers are neighbours in space."""
-        out: list[list[int]] = []
-        cur: list[int] = []
-        size = 0
-        for b in range(self.n_blocks):
-            if self.rows[b] == 0:
-                continue
-            cur.append(b)
-            size += int(self.rows[b])
-            if size >= min_rows:
-                out.append(cur)
-                cur, size = [], 0
-        if cur:
-            if out:
-                out[-1].extend(cur)
-            else:
-                out.append(cur)
-        return out
+        return units_of(self.rows, min_rows)
 
     def discard(self) -> None:
         """The blocks are no longer needed: remove the folder on a background thread
@@ -298,3 +262,56 @@ class MemoryBlocks:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def record_bytes(n: int, n32: int, d: int) -> int:
+    """Bytes of ``n`` spilled records of ``d`` values, the first ``n32`` narrow."""
+    return (1 + d) * (4 * n32 + 8 * (n - n32))
+
+
+def decode_records(raw: np.ndarray, n: int, n32: int, d: int, where, contiguous: bool = True):
+    """``(row_ids int64, X float64 (n, d))`` from a block's bytes ``raw`` (uint8): ``n``
+    records, the first ``n32`` narrow (see the module's docstring); ``where`` names the
+    file in the error for a damaged one."""
+    slots = 1 + d
+    if raw.shape[0] != record_bytes(n, n32, d):
+        raise EngineError(f"temporary block file {where} is damaged "
+                          f"({raw.shape[0]} bytes, expected {record_bytes(n, n32, d)})")
+    if n32 == 0:
+        rec = raw.view(np.float64).reshape(n, slots)
+        ids, X = rec.view(np.int64)[:, 0], rec[:, 1:]
+        if contiguous:
+            ids, X = np.ascontiguousarray(ids), np.ascontiguousarray(X)
+        return ids, X
+    ids = np.empty(n, np.int64)
+    X = np.empty((n, d))
+    narrow = raw[: 4 * slots * n32].view(np.float32).reshape(n32, slots)
+    ids[:n32] = narrow.view(np.uint32)[:, 0]
+    X[:n32] = narrow[:, 1:]
+    if n32 < n:  # copied to 8-byte alignment before the float64 view
+        wide = raw[4 * slots * n32:].copy().view(np.float64).reshape(n - n32, slots)
+        ids[n32:] = wide.view(np.int64)[:, 0]
+        X[n32:] = wide[:, 1:]
+    return ids, X
+
+
+def units_of(rows: np.ndarray, min_rows: int) -> list[list[int]]:
+    """Consecutive blocks (``rows``: rows per block) grouped so that each unit holds at
+    least ``min_rows`` rows; empty blocks are dropped (see ``BlockStore.units``)."""
+    out: list[list[int]] = []
+    cur: list[int] = []
+    size = 0
+    for b in range(rows.shape[0]):
+        if rows[b] == 0:
+            continue
+        cur.append(b)
+        size += int(rows[b])
+        if size >= min_rows:
+            out.append(cur)
+            cur, size = [], 0
+    if cur:
+        if out:
+            out[-1].extend(cur)
+        else:
+            out.append(cur)
+    return out

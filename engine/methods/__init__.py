@@ -30,14 +30,15 @@ from dataclasses import dataclass
 # the CSV options) apply to every method and are not listed
 OPTIONS = ("gamma", "group_column", "leaf_size", "polish_rounds", "refine", "refine_rounds", "refine_seconds", "select",
            "select_count", "select_measure", "width", "bins", "seed", "sa", "epsilon", "numeric_output", "ordinal",
-           "weights")
+           "weights", "scheduler")
 
 # how each option is spelled on the command line, for the one-line refusals
 CLI_FLAG = {"refine_seconds": "--refine-budget", "select_measure": "--measure"}
 
 _CENTROID_OPTIONS = frozenset({"group_column", "leaf_size", "polish_rounds", "refine", "refine_rounds", "refine_seconds",
                                "select", "select_count", "select_measure", "width", "bins", "seed",
-                               "ordinal", "weights"})  # ordinal, weights: mixed-type QIs (engine.mixed)
+                               "ordinal", "weights",  # ordinal, weights: mixed-type QIs (engine.mixed)
+                               "scheduler"})  # scheduler: engine.cluster (the range methods' flow is not on Dask)
 
 
 @dataclass(frozen=True)

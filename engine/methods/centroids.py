@@ -48,6 +48,7 @@ class CentroidFlow:
 
     aggregate_pass = "aggregate"
     report_units = False  # the report's blocks are the spilled blocks (a polish unit holds several)
+    backend = None  # engine.cluster.DaskBackend (``--scheduler``, set by the coordinator): its tasks run the passes
 
     def __init__(self, cfg, distributions: bool = False):
         self.cfg = cfg
@@ -96,6 +97,9 @@ class CentroidFlow:
         self.mixed = mixed_types.plan(source, self.cfg, self.cfg.chunk_rows, passes)
         if self.mixed is None:
             return source
+        if self.cfg.scheduler is not None:
+            raise EngineError("--scheduler: mixed-type quasi-identifiers (and --ordinal, --weights) run on one "
+                              "machine only; omit --scheduler")
         self.cfg = self.budget_cfg = self.mixed.cfg
         self.cols = self.mixed.grouping
         self.dist = None  # (histograms of the numeric path only)
@@ -153,7 +157,8 @@ class CentroidFlow:
     # ------------------------------------------------------------ pass 2
 
     def new_store(self, n_blocks, folder, rows, budget):
-        return BlockStore(n_blocks, len(self.cfg.qi), folder, budget.spill_buffer, rows=rows)
+        new = BlockStore if self.backend is None else self.backend.store  # (the backend's: part files)
+        return new(n_blocks, len(self.cfg.qi), folder, budget.spill_buffer, rows=rows)
 
     def units(self, store, budget, profile):
         """Polished runs aggregate units of several blocks (fewer seams); else one block a unit."""
@@ -187,10 +192,13 @@ class CentroidFlow:
         if cfg.refine is None and self.seams is None:
             self.sums = (aligned_zeros(rows // cfg.k, len(cfg.qi)), np.zeros(rows // cfg.k, np.int64),
                          np.zeros(len(cfg.qi)))
+        # on Dask the units are tasks: the default block function (this family's kernels,
+        # as ``block_labels``) travels, not this flow
+        block, mapper = (self._block, None) if self.backend is None else (None, self.backend.map_ordered)
         n_groups = aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols, cfg.method_code, cfg.k,
                                     cfg.effective_gamma, labels, threads, bar, leaf=cfg.effective_leaf_size(rows),
                                     sums=self.sums, polish_rounds=self.polish_rounds, polish_near=near,
-                                    polish_rotations=POLISH_ROTATIONS, seams=self.seams, block=self._block)
+                                    polish_rotations=POLISH_ROTATIONS, seams=self.seams, block=block, mapper=mapper)
         if self.polish_rounds > 0:
             self.polished.update(rounds=self.polish_rounds, near=near)
         return n_groups
@@ -251,9 +259,11 @@ class CentroidFlow:
         if self.mixed is not None:  # published per QI kind, from the input's own QI columns
             source, cfg, publisher = source.base, self.mixed.original, self.mixed.publisher(groups)
         verified: dict = {}  # the write pass's own count of the published classes
-        sse, sst, table, col_sse, col_sst = write_pass(source, path, fmt, profile, groups,
-                                                       cfg.group_column, chunk_rows, cfg.progress,
-                                                       k=cfg.k, verified=verified, publisher=publisher)
+        write = write_pass if self.backend is None else self.backend.write_pass
+        extra = {} if publisher is None else {"publisher": publisher}
+        sse, sst, table, col_sse, col_sst = write(source, path, fmt, profile, groups,
+                                                  cfg.group_column, chunk_rows, cfg.progress,
+                                                  k=cfg.k, verified=verified, **extra)
         return Written(table, verified, col_sse, col_sst, list(cfg.qi))
 
     def report_fields(self, inp, blocks, groups, written) -> dict:

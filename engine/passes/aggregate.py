@@ -57,7 +57,7 @@ def aggregate_block(Z: np.ndarray, method_code: int, k: int, gamma: float,
 
 
 def aggregate_units(store, units, work, labels: np.ndarray, threads: int, progress: Progress | None = None,
-                    collect=None, *, stop: np.ndarray | None = None, pool: bool = False) -> int:
+                    collect=None, *, stop: np.ndarray | None = None, pool: bool = False, mapper=None) -> int:
     """The aggregate pass of every method: ``work(unit)`` (the method's block function
     on one unit of blocks, ``threads`` units at a time) returns ``(row ids, local
     labels, groups, part)``; the local labels become global group ids in ``labels``
@@ -66,13 +66,17 @@ def aggregate_units(store, units, work, labels: np.ndarray, threads: int, progre
     unit computed, in unit order. Returns the number of groups.
 
     ``pool``: run even a single unit on a worker thread (a long kernel that reads
-    ``stop``, set on an error or a signal, then returns soon)."""
+    ``stop``, set on an error or a signal, then returns soon). ``mapper(work, units)``
+    (``engine.cluster.DaskBackend.map_ordered``): runs the units elsewhere (``work``
+    then a picklable function), results in unit order."""
     from ..kernels.partition import scatter_labels
     from ..parallel import ordered_map
 
     next_id = 0
     done = 0
-    for ids, local, g, part in ordered_map(work, units, threads, stop=stop, inline=False if pool else None):
+    results = mapper(work, units) if mapper is not None else \
+        ordered_map(work, units, threads, stop=stop, inline=False if pool else None)
+    for ids, local, g, part in results:
         scatter_labels(ids, local, next_id, labels)
         if collect is not None:
             collect(next_id, g, part)
@@ -87,7 +91,7 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
                      labels: np.ndarray, threads: int, progress: Progress | None = None, leaf: int = 0,
                      sums: tuple[np.ndarray, np.ndarray] | None = None, polish_rounds: int = 0,
                      polish_near: int = 12, polish_rotations: int = 0,
-                     seams: tuple[np.ndarray, list] | None = None, block=None) -> int:
+                     seams: tuple[np.ndarray, list] | None = None, block=None, mapper=None) -> int:
     """Run an MDAV-family method on every unit of blocks (``store.units``) through
     ``aggregate_units``; write global group ids into ``labels`` (by row id) and return
     the number of groups.
@@ -111,45 +115,21 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
     of every group appended to the list ``part``, for the seam polish that follows.
     ``block(Z, leaf, progress)``: the method's block function (default: the
     kernels named by ``method_code``). Workers call only serial (``nogil``) kernels.
+    ``mapper``: see ``aggregate_units`` (the units as Dask tasks: ``block`` None).
     """
-    from ..kernels.groups import accumulate_scaled_sums, published_sse
-    from ..kernels.leaf import aggregate_leaves
-    from .partition import standardized
+    import functools
 
+    polish = None
     if polish_rounds > 0:
-        from ..kernels.polish import polish, rotations  # imported when used: start-up time
+        from ..kernels.polish import rotations  # imported when used: start-up time
 
-        polish_rot = rotations(cols.shape[0], polish_rotations)
+        polish = (polish_rounds, polish_near, rotations(cols.shape[0], polish_rotations))
     stop = np.zeros(1, np.int64)  # set on an error or a signal: running polish kernels return soon
     one = len(units) == 1 and not leaf  # one exact block: progress from inside the kernel
-
-    def work(unit):
-        ids, X = store.read_many(unit, contiguous=False)  # views into the records read
-        Z = standardized(X, profile, cols)
-        if block is not None:
-            local = block(Z, leaf, progress if one else None)
-        elif leaf:
-            local = aggregate_leaves(Z, method_code, k, gamma, leaf)
-        else:
-            local = aggregate_block(Z, method_code, k, gamma, progress if one else None)
-        if polish_rounds > 0:
-            polish(Z, local, k, polish_rounds, polish_near, polish_rot, stop)
-        g = int(local.max()) + 1
-        part = None
-        if sums is not None:
-            c, cnt = np.zeros((g, X.shape[1])), np.zeros(g, np.int64)
-            inv = 1.0 / profile.scale
-            accumulate_scaled_sums(X, inv, local, c, cnt)  # exact: powers of two
-            c /= cnt[:, None]  # as groups_from_sums
-            c *= profile.scale
-            err = np.zeros(X.shape[1])
-            if (profile.scale == 1.0).all():
-                published_sse(X, inv, local, c, err)
-            else:  # huge values: differences in units of the scale (X - c itself may overflow)
-                published_sse(X * inv, np.ones_like(inv), local, c * inv, err)
-            part = (c, cnt, err)
-        return ids, local, g, (part, ids if seams is not None else None, Z if seams is not None else None)
-
+    work = functools.partial(aggregate_unit, store=store, profile=profile, cols=cols, method=(method_code, k, gamma),
+                             leaf=leaf, want_sums=sums is not None, polish=polish, want_z=seams is not None,
+                             block=block, stop=None if mapper is not None else stop,
+                             progress=progress if one and mapper is None else None)
     done_units = [0]
 
     def collect(first, g, out):
@@ -164,4 +144,52 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
             sums[2][:] += part[2]
 
     return aggregate_units(store, units, work, labels, threads, progress, collect, stop=stop,
-                           pool=polish_rounds > 0 or not one)
+                           pool=polish_rounds > 0 or not one, mapper=mapper)
+
+
+def aggregate_unit(unit, *, store, profile, cols, method, leaf, want_sums, polish, want_z, block=None, stop=None,
+                   progress=None):
+    """One unit of ``aggregate_blocks`` (``method = (code, k, gamma)``; ``polish = (rounds,
+    near, rotations)`` or None): read its blocks, run the method (and the polish), and
+    with ``want_sums`` each group's centroid, size and the squared error of the
+    published centroids. Returns ``(row ids, local labels, groups, (sums or None, row
+    ids and standardized rows when want_z))``. Module-level and a pure function of its
+    arguments and the blocks, so a Dask task (``engine.cluster``) run again gives the
+    same result."""
+    from ..kernels.leaf import aggregate_leaves
+    from .partition import standardized
+
+    method_code, k, gamma = method
+    ids, X = store.read_many(unit, contiguous=False)  # views into the records read
+    Z = standardized(X, profile, cols)
+    if block is not None:
+        local = block(Z, leaf, progress)
+    elif leaf:
+        local = aggregate_leaves(Z, method_code, k, gamma, leaf)
+    else:
+        local = aggregate_block(Z, method_code, k, gamma, progress)
+    if polish is not None:
+        from ..kernels.polish import polish as polish_kernel
+
+        polish_kernel(Z, local, k, polish[0], polish[1], polish[2], np.zeros(1, np.int64) if stop is None else stop)
+    g = int(local.max()) + 1
+    part = unit_sums(X, local, g, profile) if want_sums else None
+    return ids, local, g, (part, ids if want_z else None, Z if want_z else None)
+
+
+def unit_sums(X: np.ndarray, local: np.ndarray, g: int, profile):
+    """``(centroid, count, squared error per QI)`` of a unit's ``g`` groups, as
+    ``stitch_blocks`` would compute them (see ``aggregate_blocks``' ``sums``)."""
+    from ..kernels.groups import accumulate_scaled_sums, published_sse
+
+    c, cnt = np.zeros((g, X.shape[1])), np.zeros(g, np.int64)
+    inv = 1.0 / profile.scale
+    accumulate_scaled_sums(X, inv, local, c, cnt)  # exact: powers of two
+    c /= cnt[:, None]  # as groups_from_sums
+    c *= profile.scale
+    err = np.zeros(X.shape[1])
+    if (profile.scale == 1.0).all():
+        published_sse(X, inv, local, c, err)
+    else:  # huge values: differences in units of the scale (X - c itself may overflow)
+        published_sse(X * inv, np.ones_like(inv), local, c * inv, err)
+    return c, cnt, err

@@ -75,6 +75,17 @@ class ClassCounter:
         self._insert(h, np.ones(h.shape[0], np.int64))
         self.rows += frame.height
 
+    def classes(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(keys, counts)`` of the classes counted so far (for ``merge``)."""
+        used = self.table[:, 1] > 0
+        return self.table[used, 0].copy(), self.table[used, 1].astype(np.int64)
+
+    def merge(self, keys: np.ndarray, counts: np.ndarray, rows: int) -> None:
+        """Add another counter's ``classes()`` and row count (a part of the output counted
+        elsewhere: ``engine.cluster``)."""
+        self._insert(np.ascontiguousarray(keys, np.uint64), np.ascontiguousarray(counts, np.int64))
+        self.rows += int(rows)
+
     def check(self, k: int | None, rows: int) -> dict:
         """Raise VerificationError unless ``rows`` rows were counted and every class has
         at least ``k`` of them; return ``{"rows", "classes", "min_class_size"}``."""

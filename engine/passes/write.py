@@ -163,7 +163,8 @@ publish = gather_columns  # the gather of the published values (a test hook)
 
 def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, groups: Groups,
                group_column: str | None, chunk_rows: int, progress: bool = False, *,
-               k: int | None = None, verified: dict | None = None, publisher=None):
+               k: int | None = None, verified: dict | None = None, publisher=None,
+               counter: ClassCounter | None = None, raw: dict | None = None):
     """Returns ``(sse, sst, frame, sse per QI, sst per QI)``; ``frame`` is the whole result
     when ``path`` is None.
 
@@ -175,7 +176,10 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     counts go to ``verified`` (a dict) when given.
 
     ``publisher`` (``engine.mixed.Publisher``, mixed-type QIs): it publishes each
-    chunk's QI values and measures their loss per QI (then returned as SSE and SST)."""
+    chunk's QI values and measures their loss per QI (then returned as SSE and SST).
+    A part of the output (``engine.cluster``, the write pass of a range of rows) gives
+    its own ``counter`` (merged with the other parts' before the check for ``k``) and
+    ``raw``, a dict that receives the unscaled sums per QI (``sse``, ``s``, ``q``)."""
     qi = list(profile.columns) if publisher is None else publisher.columns
     d = len(qi)
     col_sse = np.zeros(d)
@@ -190,7 +194,7 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     if measured:
         read = [c for c in order if c not in set(qi)] or qi[:1]
     writer = _Writer(path, fmt)
-    counter = ClassCounter(qi, groups.count)
+    counter = ClassCounter(qi, groups.count) if counter is None else counter
     unit_scale = np.ones(d)
     try:
         with Progress("write", profile.rows, progress) as bar:
@@ -240,6 +244,8 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     except BaseException:
         writer.abort()
         raise
+    if raw is not None:
+        raw.update(sse=col_sse, s=zs, q=zq)
     if publisher is not None:
         col_sse, col_sst = publisher.finish()
     elif measured:

@@ -1,0 +1,532 @@
+"""The streamed passes as Dask tasks: ``--scheduler tcp://HOST:PORT`` or ``local``.
+
+The coordinator chooses the backend (``coordinator._open_backend``) and hands it to
+the method's flow (``methods.centroids.CentroidFlow``): the same passes run with a
+``DaskBackend`` in place of the thread pool and the spill store (docs/notes/dask.md):
+
+* partition: one task per range of whole row groups (one per worker, at most
+  ``PART_ROWS`` rows) routes its rows with the client's plan and spills them into a
+  private ``BlockStore`` on the worker's local disk, then packs that store into one file
+  of the run's folder (``part-NNNNN.blocks``: block after block, the byte offsets
+  returned), written under a task-unique name and renamed;
+  meanwhile the client measures the columns (pass 1's sums run in row order, so the
+  profile is the single-machine run's to the bit);
+* aggregate: one task per unit of blocks (``passes.aggregate.aggregate_unit``) reads its
+  blocks from every part file (a block's rows in input order, as a local run reads
+  them), results gathered in unit order;
+* stitch, seam polish, refinement: on the client (``PartStore`` reads the same files);
+* write: one task per range of row groups writes a Parquet part with the write
+  pass (``passes.write.write_pass``; the labels and centroids from ``.npy`` files in the
+  run's folder, memory-mapped), its own class counts merged by the client; the client
+  then copies the parts, in order, into OUTPUT (``atomic_output``, as a local run).
+
+Workers and the client share the run's folder (``--tmp-dir``, or beside OUTPUT), at
+the same path; the client checks that every worker sees it. A task writes to a
+task-unique temporary name and renames, so a task that Dask runs again (its worker
+died) gives the same file. The folder is removed at the end of the run, also on
+errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import logging
+import os
+import shutil
+import uuid
+
+import numpy as np
+import polars as pl
+
+from .errors import EngineError, VerificationError
+from .io.schema import adapt
+from .io.source import _first_line, _row_group_slices
+from .io.spill import BlockStore, decode_records, units_of
+from .io.tempfiles import os_reason, private_dir, private_opener
+from .parallel import read_ahead
+
+log = logging.getLogger("engine")
+
+CONNECT_SECONDS = 3     # an unreachable scheduler: the run stops after this long
+WORKER_WAIT_SECONDS = 30  # a scheduler without workers
+# rows of a partition / write task: one task per worker, or more of at most PART_ROWS rows
+# (fewer, larger parts: fewer reads per unit, which reads each part file once)
+PART_ROWS = 25_000_000
+TASKS_PER_WORKER = 8    # the aggregate pass's units in about this many tasks per worker
+HOOKS: dict = {}        # tests: HOOKS["aggregate"](client) after the first task's results
+
+
+def connect(scheduler, memory_limit: int | None = None):
+    """``(client, closer)``: a ``distributed.Client`` for ``scheduler`` (an address, "local"
+    for a ``LocalCluster`` of this machine, or a Client), and what to close at the end."""
+    try:
+        import distributed
+    except ImportError:
+        raise EngineError("scheduler (--scheduler) needs Dask: pip install 'microagg-engine[dask]'") from None
+    if isinstance(scheduler, distributed.Client):
+        return scheduler, contextlib.nullcontext()
+    stack = contextlib.ExitStack()
+    if scheduler == "local":
+        quiet = logging.getLogger("distributed")  # its scheduler's INFO lines (as it starts and stops)
+        stack.callback(quiet.setLevel, quiet.level)  # restored after the cluster is closed
+        quiet.setLevel(logging.ERROR)
+        cluster = stack.enter_context(distributed.LocalCluster(
+            threads_per_worker=1, processes=True, memory_limit=memory_limit or "auto", dashboard_address=":0",
+            silence_logs=logging.ERROR))
+        client = stack.enter_context(distributed.Client(cluster, set_as_default=False))
+        return client, stack
+    if not isinstance(scheduler, str) or "://" not in scheduler and ":" not in scheduler:
+        raise EngineError(f"scheduler (--scheduler) must be an address such as tcp://HOST:PORT, 'local' or a "
+                          f"distributed.Client, got {scheduler!r}")
+    try:
+        client = distributed.Client(scheduler, timeout=CONNECT_SECONDS, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise EngineError(f"cannot reach the Dask scheduler at {scheduler} (--scheduler): {_first_line(exc)}") from None
+    stack.enter_context(client)
+    return client, stack
+
+
+class DaskBackend:
+    """The passes' Dask side for one run (``open_backend``)."""
+
+    def __init__(self, client, run_dir: str, memory_limit: int | None):
+        self.client = client
+        self.run_dir = run_dir
+        self.memory_limit = memory_limit
+
+    # --- set up -------------------------------------------------------------------
+
+    def workers(self) -> int:
+        return max(1, len(self.client.scheduler_info().get("workers", {})))
+
+    def check_shared(self) -> None:
+        """Every worker sees the run's folder at the same path (the "shared" in --tmp-dir)."""
+        try:
+            self.client.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)
+        except (TimeoutError, OSError) as exc:
+            raise EngineError(f"the Dask scheduler has no workers (--scheduler): {_first_line(exc)}") from None
+        seen = self.client.run(os.path.isdir, self.run_dir)
+        blind = [w for w, ok in seen.items() if not ok]
+        if blind:
+            raise EngineError(f"temporary folder {os.path.dirname(self.run_dir)} is not shared with Dask worker "
+                              f"{blind[0]}: give --tmp-dir a folder every worker sees at the same path")
+
+    def check_source(self, source) -> None:
+        if source.kind != "parquet" or not source.paths:
+            raise EngineError(f"scheduler (--scheduler) reads Parquet files on the workers; {source.label} is "
+                              f"{'a CSV file' if source.kind == 'csv' else 'an in-memory table'} "
+                              f"(convert it to Parquet first)")
+
+    def ranges(self, source) -> list["RangeSource"]:
+        """The input cut into ranges of whole row groups, about ``PART_ROWS`` rows each,
+        at least one per worker (fewer when there are fewer row groups)."""
+        import pyarrow.parquet as pq
+
+        groups = []
+        for f in source.paths:
+            md = pq.read_metadata(f)
+            groups += [(f, g, md.row_group(g).num_rows) for g in range(md.num_row_groups)]
+        total = sum(n for *_, n in groups)
+        tasks = max(self.workers(), -(-total // PART_ROWS))
+        target = -(-total // tasks)
+        out, cur, first, rows = [], [], 0, 0
+        for f, g, n in groups:
+            if cur and cur[-1][0] == f and cur[-1][2] == g:
+                cur[-1] = (f, cur[-1][1], g + 1)
+            else:
+                cur.append((f, g, g + 1))
+            rows += n
+            if rows >= target:
+                out.append(RangeSource(source.label, source.schema, source.folder, tuple(cur), first, rows))
+                first, cur, rows = first + rows, [], 0
+        if cur or not out:
+            out.append(RangeSource(source.label, source.schema, source.folder, tuple(cur), first, rows))
+        return out
+
+    def map_ordered(self, fn, items, *args):
+        """``fn(item, *args)`` for every item, results in the order of ``items``: tasks of
+        ``TASKS_PER_WORKER`` batches of consecutive items per worker or so (one round trip
+        a batch, not an item), at most two per worker waiting, so finished results do not
+        pile up on the workers."""
+        workers = self.workers()
+        size = max(1, len(items) // (TASKS_PER_WORKER * workers))
+        batches = [items[i: i + size] for i in range(0, len(items), size)]
+        window = 2 * workers + 1
+        fn, args = _lean(fn), [_lean(a) for a in args]
+        pending, i, first = [], 0, True
+        try:
+            while i < len(batches) or pending:
+                while i < len(batches) and len(pending) < window:
+                    pending.append(self.client.submit(_batch, fn, batches[i], *args, pure=False))
+                    i += 1
+                fut = pending.pop(0)
+                results = fut.result()
+                fut.release()
+                if first and "aggregate" in HOOKS:
+                    HOOKS["aggregate"](self.client)
+                first = False
+                for r in results:
+                    yield _widened(r)
+        except BaseException:
+            for f in pending:
+                f.cancel()
+            raise
+
+    # --- partition ----------------------------------------------------------------
+
+    def store(self, n_blocks: int, d: int, folder=None, buffer_bytes: int = 32 << 20, *, rows=None):
+        return PartStore(n_blocks, d, self.run_dir, buffer_bytes, rows)
+
+    def partition_pass(self, source, profile, cols, plan, store, chunk_rows, progress=False, *, moments=None,
+                       rows=None, dist=None) -> None:
+        """``passes.partition.partition_pass`` as tasks (one per range of row groups); the
+        client does ``moments`` (pass 1's checks and sums, in row order) and ``dist``
+        on its way meanwhile."""
+        futures = [self.client.submit(_partition_task, r, _lean(profile), cols, plan, store, i, chunk_rows, pure=False)
+                   for i, r in enumerate(self.ranges(source))]
+        try:
+            if moments is not None or dist is not None:
+                qi = list(profile.columns)
+                for offset, frame in source.iter_frames(qi, chunk_rows, prefetch=True):
+                    if moments is not None:
+                        X = moments.add(frame, offset)
+                    else:
+                        from .passes.partition import frame_to_columns
+
+                        X = frame_to_columns(frame, qi)
+                    if dist is not None:
+                        dist.add(X)
+            store.set_parts([f.result() for f in futures])
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+        finally:
+            for f in futures:
+                f.release()
+
+    # --- write --------------------------------------------------------------------
+
+    def write_pass(self, source, path, fmt, profile, groups, group_column, chunk_rows, progress=False, *,
+                   k=None, verified=None):
+        """``passes.write.write_pass`` as tasks, each writing a Parquet part of a range of
+        rows; the parts are copied in order into ``path`` (or moved into the folder
+        ``path``, fmt "folder"). Same return value."""
+        from .passes.selfcheck import ClassCounter
+        from .passes.write import ROW_GROUP_ROWS, _Writer
+        import pyarrow.parquet as pq
+
+        if path is None or fmt not in ("parquet", "folder"):  # checked up front (check_output): a bug if reached
+            raise EngineError("scheduler (--scheduler) writes a Parquet OUTPUT")
+        arrays = {}
+        for name, a in (("labels", groups.labels), ("centroid", groups.centroid), ("sizes", groups.sizes)):
+            arrays[name] = _save(self.run_dir, name, a)
+        futures = [self.client.submit(_write_task, r, self.run_dir, i, _lean(profile), arrays, groups.sse, group_column,
+                                      chunk_rows, k or 2, pure=False)
+                   for i, r in enumerate(self.ranges(source))]
+        d = len(profile.columns)
+        counter = ClassCounter(profile.columns, groups.count)
+        sse, s, q = np.zeros(d), np.zeros(d), np.zeros(d)
+        writer = _Writer(path, "parquet") if fmt == "parquet" else None
+        try:
+            # parts in order as they finish: copied into OUTPUT while the later ones are written
+            for i, f in enumerate(futures):
+                part, rows, keys, counts, raw = f.result()
+                f.release()
+                counter.merge(keys, counts, rows)
+                sse += raw["sse"]
+                s += raw["s"]
+                q += raw["q"]
+                if writer is None:  # a folder OUTPUT: the parts themselves (renamed with it at the commit)
+                    name = os.path.join(path, f"part-{i:05d}.parquet")
+                    shutil.move(part, name)
+                    if pq.read_metadata(name).num_rows != rows:
+                        raise VerificationError(f"verification failed: {name} does not hold {rows:,} rows")
+                    continue
+                for frame in _row_group_slices(part, max(chunk_rows, ROW_GROUP_ROWS)):
+                    writer.add(frame)
+                os.unlink(part)
+            checked = counter.check(k, profile.rows)  # before the file is complete, as write_pass
+            if writer is not None:
+                writer.close()
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            if writer is not None:
+                writer.abort()
+            raise
+        if writer is not None:
+            written = pq.read_metadata(path).num_rows
+            if written != profile.rows:
+                raise VerificationError(f"verification failed: the file holds {written:,} rows, "
+                                        f"the input {profile.rows:,}")
+        return self._sums(groups, profile, sse, s, q, checked, verified)
+
+    @staticmethod
+    def _sums(groups, profile, sse, s, q, checked, verified):
+        from .passes.write import finish_sums, measured_sums
+
+        if verified is not None:
+            verified.update(checked)
+        if groups.sse is not None:
+            col_sse, col_sst = measured_sums(groups.sse, profile.sd, profile.rows)
+        else:  # each part's sums, added in part order (the report's IL may differ in the last digits)
+            col_sse, col_sst = finish_sums(sse, s, q, profile.sd, profile.rows)
+        return float(col_sse.sum()), float(col_sst.sum()), None, col_sse, col_sst
+
+    def close(self) -> None:
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def open_backend(cfg, folder, cleanup: contextlib.ExitStack) -> DaskBackend:
+    """Connect to ``cfg.scheduler`` and make the run's folder in ``folder`` (removed, and
+    the client closed, when ``cleanup`` closes)."""
+    client, closer = connect(cfg.scheduler, cfg.memory_limit)
+    cleanup.enter_context(closer)
+    run_dir = private_dir(folder)
+    backend = DaskBackend(client, run_dir, cfg.memory_limit)
+    cleanup.callback(backend.close)
+    backend.check_shared()
+    log.info("Dask: %d workers, run folder %s", backend.workers(), run_dir)
+    return backend
+
+
+def check_output(dest) -> None:
+    from .io.sink import output_format
+
+    if dest is None or output_format(dest) not in ("parquet", "folder"):
+        raise EngineError(f"scheduler (--scheduler) writes a Parquet OUTPUT (.parquet, or a folder of part files: "
+                          f"a name ending in '/'), not {dest}")
+
+
+def _batch(fn, items, *args):
+    """``fn(item, *args)`` for each item, each result's int64 arrays sent as int32 when
+    their values fit (a unit's row ids and labels: half the bytes to the client)."""
+    def narrow(a):
+        if isinstance(a, np.ndarray) and a.dtype == np.int64 and (a.size == 0 or (
+                int(a.min()) >= -2 ** 31 and int(a.max()) < 2 ** 31)):
+            return ("i32", a.astype(np.int32))
+        return a
+    return [tuple(narrow(a) if not isinstance(a, tuple) else tuple(narrow(b) for b in a) for a in fn(item, *args))
+            for item in items]
+
+
+def _widened(out):
+    """A result of ``_batch`` as ``fn`` returned it."""
+    def marker(a):
+        return isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) and a[0] == "i32"
+
+    def widen(a):
+        return a[1].astype(np.int64) if marker(a) else a
+    return tuple(tuple(widen(b) for b in a) if isinstance(a, tuple) and not marker(a) else widen(a) for a in out)
+
+
+def _lean(arg):
+    """A task's argument without what the task does not use: a profile's sample (the
+    plan's, up to millions of rows) would be serialized into every task."""
+    from .passes.profile import Profile
+
+    if isinstance(arg, functools.partial):  # a unit function with its arguments bound
+        return functools.partial(arg.func, *map(_lean, arg.args), **{k: _lean(v) for k, v in arg.keywords.items()})
+    if isinstance(arg, Profile) and arg.sample is not None:
+        return dataclasses.replace(arg, sample=None, sample_ids=None)
+    return arg
+
+
+def _save(folder: str, name: str, a: np.ndarray) -> str:
+    path = os.path.join(folder, f"{name}.npy")
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "wb", opener=private_opener) as fh:
+        np.save(fh, np.asarray(a))
+    os.replace(tmp, path)
+    return path
+
+
+@dataclasses.dataclass(frozen=True)
+class RangeSource:
+    """A range of whole row groups of a Parquet input, read on a worker: what the
+    partition and write passes use of ``io.source.Source`` (offsets are the input's
+    row numbers)."""
+
+    label: str
+    schema: pl.Schema
+    folder: object                # io.schema.FolderSchema or None
+    pieces: tuple                 # (path, first row group, end row group)
+    first: int                    # the input's row number of the range's first row
+    rows: int
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema.names())
+
+    def iter_frames(self, columns, chunk_rows: int, prefetch: bool = False, native: bool = False):
+        frames = self._frames(columns, chunk_rows)
+        return read_ahead(frames) if prefetch else frames
+
+    def _frames(self, columns, chunk_rows):
+        want = pl.Schema({c: self.schema[c] for c in (self.schema.names() if columns is None else columns)})
+        offset = self.first
+        try:
+            for path, g0, g1 in self.pieces:
+                have = self.folder.file_schema(path) if self.folder is not None else self.schema
+                read = [c for c in want.names() if c in have] or list(have.names())[:1]
+                for frame in _row_group_slices(path, chunk_rows, None if len(read) == len(have) else read, (g0, g1)):
+                    frame = adapt(frame, want)
+                    yield offset, frame
+                    offset += frame.height
+        except EngineError:
+            raise
+        except Exception as exc:
+            raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+
+
+class PartStore:
+    """The blocks of a run whose partition pass ran as tasks: block ``b``'s rows are its
+    rows in every part file, in part order (the input's order). Reads as
+    ``io.spill.BlockStore`` (``read``, ``read_many``, ``units``); picklable, so the
+    aggregate tasks read their blocks themselves."""
+
+    def __init__(self, n_blocks: int, d: int, folder: str, buffer_bytes: int, rows):
+        self.n_blocks, self.d, self.path = n_blocks, d, folder
+        self.buffer_bytes, self.total = buffer_bytes, rows
+        self.rows = np.zeros(n_blocks, np.int64)
+        self.parts: list[str] = []
+        self.part_rows = self.part_narrow = self.offsets = None
+
+    def set_parts(self, results) -> None:
+        self.parts = [r[0] for r in results]
+        self.part_rows = np.stack([r[1] for r in results])
+        self.part_narrow = np.stack([r[2] for r in results])
+        self.offsets = np.stack([r[3] for r in results])
+        self.rows = self.part_rows.sum(axis=0)
+
+    def units(self, min_rows: int) -> list[list[int]]:
+        return units_of(self.rows, min_rows)
+
+    def read(self, block: int, contiguous: bool = True):
+        return self.read_many([block])
+
+    def read_many(self, blocks, contiguous: bool = True):
+        """Blocks concatenated in the order given, each in row order (C-contiguous)."""
+        b0, b1 = min(blocks), max(blocks) + 1
+        bufs = []
+        for p, path in enumerate(self.parts):  # one read per part file: a unit's blocks are consecutive
+            lo, hi = int(self.offsets[p, b0]), int(self.offsets[p, b1])
+            buf = np.empty(hi - lo, np.uint8)
+            if hi > lo:
+                try:
+                    with open(path, "rb") as fh:
+                        fh.seek(lo)
+                        if fh.readinto(memoryview(buf)) != hi - lo:
+                            raise EngineError(f"temporary block file {path} is damaged (short)")
+                except OSError as exc:
+                    raise EngineError(f"cannot read temporary data {path}: {os_reason(exc)}") from None
+            bufs.append((lo, buf))
+        ids, X = [], []
+        for b in blocks:
+            for p, (lo, buf) in enumerate(bufs):
+                n = int(self.part_rows[p, b])
+                if n:
+                    raw = buf[int(self.offsets[p, b]) - lo: int(self.offsets[p, b + 1]) - lo]
+                    i, x = decode_records(raw, n, int(self.part_narrow[p, b]), self.d, self.parts[p])
+                    ids.append(i)
+                    X.append(x)
+        if not ids:
+            return np.zeros(0, np.int64), np.zeros((0, self.d))
+        if len(ids) == 1:
+            return ids[0], X[0]
+        return np.concatenate(ids), np.concatenate(X)
+
+    def private_file(self, name: str, size: int):
+        path = os.path.join(self.path, name)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.ftruncate(fd, size)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise EngineError(f"cannot write temporary data in {self.path}: {os_reason(exc)}") from None
+        return path
+
+    def discard(self) -> None:
+        for p in self.parts:
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+
+    def close(self) -> None:
+        self.discard()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def _local_dir(shared: str) -> str:
+    """The worker's own disk for a partition task's block files (Dask's
+    ``--local-directory``), packed from there into the shared folder; the shared
+    folder when not in a worker."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().local_directory
+    except (ImportError, ValueError):
+        return shared
+
+
+def _partition_task(src: RangeSource, profile, cols, plan, store: PartStore, index: int, chunk_rows: int):
+    """Route and spill one range of rows into a private store, then pack it into one file
+    (blocks in order) under a task-unique name, renamed to ``part-NNNNN.blocks``.
+    Returns ``(path, rows per block, narrow rows per block, byte offsets)``."""
+    from .passes.partition import partition_pass
+
+    final = os.path.join(store.path, f"part-{index:05d}.blocks")
+    local = BlockStore(store.n_blocks, store.d, _local_dir(store.path), store.buffer_bytes, rows=store.total)
+    tmp = f"{final}.{uuid.uuid4().hex}.tmp"
+    try:
+        partition_pass(src, profile, cols, plan, local, chunk_rows, rows=src.rows)
+        offsets = np.zeros(store.n_blocks + 1, np.int64)
+        with open(tmp, "wb", opener=private_opener) as out:
+            for b in range(store.n_blocks):
+                if local.rows[b]:
+                    with open(local._file(b), "rb") as fh:
+                        shutil.copyfileobj(fh, out, 1 << 20)
+                offsets[b + 1] = out.tell()
+        os.replace(tmp, final)
+        return final, local.rows.copy(), local.narrow_rows.copy(), offsets
+    finally:
+        local.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def _write_task(src: RangeSource, folder: str, index: int, profile, arrays: dict, sse, group_column,
+                chunk_rows: int, k: int):
+    """The write pass over one range of rows into ``out-NNNNN.parquet`` (task-unique
+    temporary name, renamed). Returns ``(path, rows, class keys, class counts, raw sums)``."""
+    from .passes.selfcheck import ClassCounter
+    from .passes.stitch import Groups
+    from .passes.write import write_pass
+
+    final = os.path.join(folder, f"out-{index:05d}.parquet")
+    tmp = f"{final}.{uuid.uuid4().hex}.tmp"
+    labels = np.asarray(np.load(arrays["labels"], mmap_mode="r")[src.first: src.first + src.rows])
+    groups = Groups(labels, np.asarray(np.load(arrays["sizes"], mmap_mode="r")),
+                    np.asarray(np.load(arrays["centroid"], mmap_mode="r")), sse=sse)
+    src = dataclasses.replace(src, first=0)  # offsets into this range's labels
+    part = dataclasses.replace(profile, rows=src.rows)
+    counter = ClassCounter(profile.columns, min(groups.count, src.rows // max(k, 1) + 1))
+    raw: dict = {}
+    try:
+        write_pass(src, tmp, "parquet", part, groups, group_column, chunk_rows, counter=counter, raw=raw)
+        os.replace(tmp, final)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    keys, counts = counter.classes()
+    return final, src.rows, keys, counts, raw
