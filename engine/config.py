@@ -250,6 +250,9 @@ class RunConfig:
             raise EngineError(f"epsilon must be a non-negative number of bits, got {self.epsilon!r}")
         if self.scheduler is not None and isinstance(self.scheduler, str) and not self.scheduler.strip():
             raise EngineError("scheduler (--scheduler) must be an address such as tcp://HOST:PORT, or 'local'")
+        if self.scheduler is not None and (self.ordinal or self.weights):
+            raise EngineError(f"{'ordinal (--ordinal)' if self.ordinal else 'weights (--weights)'}: mixed-type "
+                              "quasi-identifiers run on one machine only; omit --scheduler")
         if self.numeric_output is not None and self.numeric_output not in NUMERIC_OUTPUTS:
             raise EngineError(f"numeric_output: 'range' or 'mean', got {self.numeric_output!r}")
         for c, order, by in self.ordinal or ():
