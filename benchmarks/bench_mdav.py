@@ -46,7 +46,8 @@ def make(n, kind, d=10, seed=0):
 
 ENGINE = DATA + """
 import json, time, engine
-engine.microaggregate(make(300, {kind!r}, 10, 1), k=5, block_size=300, threads={threads})  # compiled / loaded
+# compiled / loaded first: above aggregate.BRUTE_MAX_ROWS rows, so the index's kernels
+engine.microaggregate(make(6000, {kind!r}, 10, 1), k=5, block_size=6000, threads={threads})
 X = make({n}, {kind!r})
 t, c = time.perf_counter(), time.process_time()
 res = engine.microaggregate(X, k=5, method="mdav", block_size={n}, threads={threads})
