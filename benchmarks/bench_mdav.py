@@ -6,7 +6,9 @@
 For each n and thread count, each run in a fresh process (so peak RSS is the
 run's own): wall seconds of ``engine.microaggregate(X, k=5, method="mdav",
 block_size=n, threads=t)`` (one block: the exact algorithm; median of the
-repeats, every run listed), its aggregate pass, peak RSS and IL; beside it a plain
+repeats, every run listed; the CPU seconds of each run on stderr and in the JSON:
+on a loaded machine wall time is the load's as much as the engine's), its
+aggregate pass, peak RSS and IL; beside it a plain
 NumPy textbook MDAV (Domingo-Ferrer & Torra's algorithm, one vectorized distance
 computation over the remaining rows per query, rows deleted as they are grouped:
 it stands in for sdcMicro's C++ MDAV) measured in the same run up to --numpy-max
@@ -44,12 +46,13 @@ def make(n, kind, d=10, seed=0):
 
 ENGINE = DATA + """
 import json, time, engine
-engine.microaggregate(make(300, {kind!r}, 10, 1), k=5, block_size=300, threads={threads})  # compiled / loaded
+# compiled / loaded first: above aggregate.BRUTE_MAX_ROWS rows, so the index's kernels
+engine.microaggregate(make(6000, {kind!r}, 10, 1), k=5, block_size=6000, threads={threads})
 X = make({n}, {kind!r})
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 res = engine.microaggregate(X, k=5, method="mdav", block_size={n}, threads={threads})
-wall = time.perf_counter() - t
-print(json.dumps({{"wall": wall, "aggregate": res.report.passes.get("aggregate"),
+wall, cpu = time.perf_counter() - t, time.process_time() - c
+print(json.dumps({{"wall": wall, "cpu": cpu, "aggregate": res.report.passes.get("aggregate"),
                   "il": res.report.information_loss_percent, "groups": res.report.groups}}))
 """
 
@@ -123,7 +126,8 @@ def main() -> None:
             if rep < args.repeats:
                 for t in threads:
                     runs[t].append(run_isolated(ENGINE.format(n=n, kind=args.data, threads=t)))
-                    print(f"  (n={n} round {rep + 1}: engine, {t} thread(s): {runs[t][-1]['wall']:.2f} s)",
+                    print(f"  (n={n} round {rep + 1}: engine, {t} thread(s): {runs[t][-1]['wall']:.2f} s, "
+                          f"{runs[t][-1]['cpu']:.2f} CPU-s)",
                           file=sys.stderr, flush=True)
             if with_numpy and rep < args.numpy_repeats:
                 nruns.append(run_isolated(NUMPY.format(n=n, kind=args.data)))
@@ -145,6 +149,7 @@ def main() -> None:
                   f"{nil:>10} "
                   f"{(f'{npy / wall:.1f}x' if npy else '-'):>7} {(f'{pair:.1f}x' if pair else '-'):>6}  {target}")
             rows.append({"n": n, "threads": t, "wall": wall, "runs": [r["wall"] for r in runs[t]],
+                         "cpu": [r["cpu"] for r in runs[t]],
                          "aggregate": agg, "il": runs[t][0]["il"], "numpy": npy,
                          "numpy_runs": [r["wall"] for r in nruns], "numpy_il": nruns[0]["il"] if nruns else None,
                          "pair_ratios": pairs})

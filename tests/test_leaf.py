@@ -160,5 +160,5 @@ def test_aggregate_block_small_blocks_by_brute_force_as_by_kdtree():
                 assert np.array_equal(aggregate_block(X, method, k, 0.0), mdav.microaggregate(X, method, k, 0.0)), \
                     (n, d, method, k)
     X = rng.standard_normal((50, 3))
-    X[7, 1] = np.nan  # not finite: the kd-tree, as before
+    X[7, 1] = np.nan  # not finite: the index's plain float64 path (engine.kernels.buckets)
     assert np.array_equal(aggregate_block(X, mdav.MDAV, 3, 0.0), mdav.microaggregate(X, mdav.MDAV, 3, 0.0))

@@ -10,11 +10,12 @@ rows, k = 5, against 2.0 s for a brute-force scan of a compacted array). This in
 is one level deep and built for scanning:
 
 * Buckets. The rows are cut by median splits (``engine.kernels.split``) into
-  buckets of at most ``leaf`` rows. A bucket's remaining rows sit compacted in
-  consecutive slots of a column-major float32 array ``C`` (d, n); removing a row
-  moves the bucket's last slot into its hole. Each bucket keeps the box of its
-  remaining rows (raw float64 values), its centre (the mean of its rows at build)
-  and the radius of its remaining rows around that centre.
+  buckets of at most ``leaf`` (<= 64) rows. A bucket's remaining rows sit
+  compacted in the first of its 64 slots, column-major float32 (``C``); removing
+  a row moves the bucket's last row into its hole. Each bucket keeps the box of
+  its remaining rows (raw float64 values), its centre (the mean of its rows at
+  build) and the radius of its remaining rows around that centre. When half the
+  rows of the last build are gone, the buckets are built again over the rest.
 * A query bounds every bucket at once (loops over the buckets, vectorized: the
   box and the ball bound, the tighter of the two), scans the bucket with the best
   bound first, then every bucket whose bound can still beat the answer so far.
@@ -45,9 +46,10 @@ is one level deep and built for scanning:
   strict inequality, so rows at an equal distance are always seen.
 * Threads: the farthest-point scan (most of the work: in ten dimensions its bounds
   prune a quarter to a half of the buckets at best) runs its buckets in
-  ``nthreads`` interleaved chunks (``prange``), each with its own running bound;
-  the answer is the same for any number of chunks. ``nthreads`` is fixed at build
-  (``meta[1]``); 1 runs it serially.
+  ``nthreads`` interleaved chunks (``prange``), each with its own running bound,
+  when at least ``par_min`` buckets are left to scan (a parallel region costs
+  more than a short scan); the answer is the same for any number of chunks.
+  ``nthreads`` and ``par_min`` are fixed at build (``meta[1]``, ``meta[6]``).
 
 Rows are addressed by their row index (``id``) in ``X``; ``alive[id]`` tells
 whether a row is still to be grouped. Farthest from the centroid (asked once per
@@ -55,14 +57,14 @@ group, the centroid barely moving) has its own structure, ``anchor_init`` /
 ``farthest_from_moving`` below.
 
 Layout, a tuple (Numba handles tuples of arrays well, and they can be cached):
-``T = (X, C, slot_id, where, bucket_of, alive, bstart, bcnt, lo, hi, cen, esc,
-rad, rr, meta, bnd, bup, scr, cand_id, cand_lo)``: ``X`` (n, d) the rows; ``C``
-(d, n) float32 scaled offsets by slot; ``slot_id`` / ``where`` slot -> id and
-id -> slot; ``bucket_of`` (n,) by id; ``bstart`` / ``bcnt`` each bucket's first
-slot and its count of remaining rows; ``lo`` / ``hi`` / ``cen`` (d, B); ``esc``
-(B,) the scale exponents e; ``rad`` (B,) the radius of the remaining rows (of
-``rr``, each slot's distance to its centre); ``meta = [remaining, nthreads,
-largest bucket]``; ``bnd``, ``bup`` (B,), ``scr`` (nthreads, largest bucket)
+``T = (X, C, slot_id, where, alive, bcnt, lo, hi, cen, esc, rad, rr, meta, bnd,
+bup, scr, cand_id, cand_lo)``: ``X`` (n, d) the rows; ``C`` (B 64 d,) float32,
+bucket b's column j at ``(b d + j) 64``; ``slot_id`` / ``where`` slot -> id and
+id -> slot (bucket ``slot // 64``); ``bcnt`` each bucket's remaining rows;
+``lo`` / ``hi`` / ``cen`` (d, B); ``esc`` (2, B) the scales ``2**-e`` and
+``2**2e``; ``rad`` (B,) the radius of the remaining rows (of ``rr``, each slot's
+distance to its centre); ``meta = [remaining, nthreads, buckets, plain, rows at
+the last build, leaf, par_min]``; ``bnd``, ``bup`` (B,), ``scr`` (nthreads, 64)
 float32, ``cand_id`` / ``cand_lo`` (n,): scratch of the queries.
 """
 
