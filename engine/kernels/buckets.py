@@ -250,7 +250,7 @@ def remove(T, i):
     bcnt[b] -= 1
     if 2 * meta[0] < meta[4] and meta[0] > 4 * _LP:
         rows = np.empty(meta[0], np.int64)
-        m = 0
+        m = np.int64(0)  # (not a literal: one compiled _fill)
         for t in range(n):
             if alive[t]:
                 rows[m] = t
@@ -374,7 +374,7 @@ def _insert(out_id, out_d, m, found, i, dd):
 @njit(cache=True, nogil=True)
 def _near_plain(T, q, m, exclude, out_id, out_d):
     X, alive = T[0], T[4]
-    found = 0
+    found = np.int64(0)  # (int64, not a literal: one compiled _insert)
     for i in range(X.shape[0]):
         if alive[i] and i != exclude:
             found = _insert(out_id, out_d, m, found, i, sq_dist(X, i, q))
@@ -595,7 +595,7 @@ def knn(T, q, m, exclude, out_id, out_d):
     bq = np.empty(d)
     dist = scr[0]
     tau = np.inf
-    nc = 0
+    nc = np.int64(0)  # (int64, not a literal: one compiled _near_collect)
     eps, f2 = _scan(X, C, bcnt, cen, esc, rad, bup, q, seed, bq, dist)
     nc, tau = _near_collect(X, slot_id, bcnt, cand_id, cand_lo, q, seed, m, exclude, dist, eps, f2, top, nc, tau)
     for b in range(meta[2]):
@@ -616,7 +616,7 @@ def knn(T, q, m, exclude, out_id, out_d):
                                     tau)
     # the candidates still below tau, measured in float64: the m smallest by
     # (distance, row id)
-    found = 0
+    found = np.int64(0)
     for e in range(nc):
         if cand_lo[e] <= tau:
             found = _insert(out_id, out_d, m, found, cand_id[e], sq_dist(X, cand_id[e], q))
