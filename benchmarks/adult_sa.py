@@ -1,4 +1,4 @@
-"""Seed 001's two Adult experiments (maximum-entropy classes) and seed 002's
+"""Tsiafoulis et al. (maximum entropy)'s two Adult experiments (maximum-entropy classes) and Ahmed et al. (MNQIA)'s
 MNQIA information loss for k = 3..9, beside the MDAV-range baseline.
 
     NUMBA_CACHE_DIR=build/numba-cache python benchmarks/adult_sa.py [--data tests/data/adult.csv]
@@ -31,7 +31,7 @@ EXPERIMENTS = [
     ("workclass", ["age", "education", "marital_status", "occupation", "race", "sex", "native_country"]),
     ("occupation", ["age", "workclass", "education", "marital_status", "race", "sex", "native_country"]),
 ]
-# Seed 002, Table 6, "MNQIA Technique" column (as printed; unit not stated)
+# Ahmed et al. (MNQIA), Table 6, "MNQIA Technique" column (as printed; unit not stated)
 SEED_TABLE6 = {3: 0.68, 4: 0.80, 5: 1.2, 6: 1.35, 7: 1.5, 8: 1.7, 9: 2.2}
 
 
@@ -52,14 +52,14 @@ def distinct_class_bound(counts: np.ndarray, dmin: int) -> int:
 
 
 def run_maxent(df: pl.DataFrame) -> None:
-    print("== Maximum-entropy classes (seed 001), Adult, %d rows" % df.height)
+    print("== Maximum-entropy classes (Tsiafoulis et al. (maximum entropy)), Adult, %d rows" % df.height)
     hdr = (f"{'SA':<11}{'eps':>7}{'H(SA)':>7}{'classes':>9}{'min H':>8}{'mean H':>8}{'NCP':>11}{'NCP/nd':>8}"
            f"{'C_DM':>12}{'merges':>8}{'wall s':>8}{'RSS MiB':>9}")
     for sa, qi in EXPERIMENTS:
         enc = encode_table(df, qi, sa)
         H = entropy_bits(enc.sa_codes)
         print(f"\nSA {sa}: {len(enc.sa_categories)} values, initial entropy {H:.4f} bits"
-              + ("  (seed 001: 3.4)" if sa == "occupation" else "") + f"; QIs {', '.join(qi)}")
+              + ("  (Tsiafoulis et al. (maximum entropy): 3.4)" if sa == "occupation" else "") + f"; QIs {', '.join(qi)}")
         print(hdr)
         for frac in (1.0, 0.95, 0.9):
             t = time.perf_counter()
@@ -92,7 +92,7 @@ def run_maxent(df: pl.DataFrame) -> None:
               f"entropy >= H(SA) = {fig5}"
               f"; unplaced after the rounds {r.unplaced_after_rounds}")
         print(f"    upper bound for tuples in classes of >= {dmin} distinct values (entropy >= {H:.2f}): "
-              f"{distinct_class_bound(counts, dmin)}" + ("  (seed 001 reports 22,831)" if sa == "occupation" else ""))
+              f"{distinct_class_bound(counts, dmin)}" + ("  (Tsiafoulis et al. (maximum entropy) reports 22,831)" if sa == "occupation" else ""))
 
 
 
@@ -100,7 +100,7 @@ def run_maxent(df: pl.DataFrame) -> None:
 def run_mnqia(df: pl.DataFrame) -> None:
     cols = ["age", "education_num", "hours_per_week"]
     X = df.select(cols).to_numpy().astype(np.float64)
-    print(f"\n== MNQIA (seed 002) on Adult numeric QIs {', '.join(cols)}, {X.shape[0]} rows")
+    print(f"\n== MNQIA (Ahmed et al. (MNQIA)) on Adult numeric QIs {', '.join(cols)}, {X.shape[0]} rows")
     print("IL = mean over rows of sum over QIs of (group range / attribute range), in [0, 3]; % = IL / 3")
     print(f"{'k':>3}{'segments':>14}{'MNQIA IL':>10}{'IL %':>8}{'relaxed':>9}{'seed T6':>9}"
           f"{'MDAV IL':>9}{'IL %':>7}{'MNQIA s':>9}{'MDAV s':>8}")

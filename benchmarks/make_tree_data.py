@@ -1,6 +1,6 @@
-"""Seed 004-style synthetic data with a known dependence tree (Sim_1, Sim_2, Sim_3).
+"""Oommen & Fayyoumi (EMAD)-style synthetic data with a known dependence tree (Sim_1, Sim_2, Sim_3).
 
-Seed 004, section 4.1: every variable lives in [1, 1000], cut into ten sub-intervals
+Oommen & Fayyoumi (EMAD), section 4.1: every variable lives in [1, 1000], cut into ten sub-intervals
 of width 100 (I_1 = [1, 100], ..., I_10 = [901, 1000]); the root variable draws its
 interval from ten random probabilities and every other variable draws its interval
 from P(child in I_j | parent in I_l) (eq. 10), a random 10 x 10 table per tree edge.
@@ -49,7 +49,7 @@ def make_categorical_tree(parents, levels, n_rows: int, seed: int = 0, alpha: fl
     """(n_rows, d) int64 categories, column j in ``0 .. levels[j] - 1``, along the tree ``parents``.
 
     The root draws from Dirichlet(1) probabilities, every child from a
-    ``levels[parent] x levels[child]`` table of Dirichlet(alpha) rows (seed 004, eq. 10).
+    ``levels[parent] x levels[child]`` table of Dirichlet(alpha) rows (Oommen & Fayyoumi (EMAD), eq. 10).
     """
     parents = list(parents)
     d = len(parents)

@@ -44,7 +44,7 @@ def information_loss(Z: np.ndarray, labels: np.ndarray) -> float:
 
 
 def ama_labels(Z: np.ndarray, key: Sequence[int], k: int, method: int = mdav.MDAV, gamma: float = 0.0) -> np.ndarray:
-    """Groups of seed 000's Algorithm 2 (AMA) on standardized ``Z`` (n, m).
+    """Groups of Sun et al. (AMA)'s Algorithm 2 (AMA) on standardized ``Z`` (n, m).
 
     Steps 1-2: project on the key attributes ``key``; steps 3-7: MDAV on the
     projection with ``engine.kernels.mdav``. The seed's ending differs slightly from
@@ -63,7 +63,7 @@ def ama_labels(Z: np.ndarray, key: Sequence[int], k: int, method: int = mdav.MDA
 
 @dataclass
 class SubsetScan:
-    """IL (full space) of MDAV on every attribute subset of one size (seed 004, Table 4)."""
+    """IL (full space) of MDAV on every attribute subset of one size (Oommen & Fayyoumi (EMAD), Table 4)."""
 
     size: int
     il: dict[tuple[int, ...], float]
@@ -95,7 +95,7 @@ class SubsetScan:
 def subset_scan(Z: np.ndarray, size: int, k: int, method: int = mdav.MDAV, gamma: float = 0.0) -> SubsetScan:
     """Exhaustive baseline: MDAV on the projection onto every ``size``-subset of the columns.
 
-    Seed 004, Table 4: "the minimum, mean and maximum IL over all subsets". IL is
+    Oommen & Fayyoumi (EMAD), Table 4: "the minimum, mean and maximum IL over all subsets". IL is
     measured in the full space of ``Z``, the seed's reading (its Table 4 figures are
     full-space ILs: Census {7, 8, 10} gives 15.55 here against its 15.60).
     """

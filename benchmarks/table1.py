@@ -1,4 +1,4 @@
-"""Seed 003 Table 1: MDAV, MDAV-single-group, V-MDAV, IV-MDAV on Census and Tarragona.
+"""Rawat & Borah (IV-MDAV) Table 1: MDAV, MDAV-single-group, V-MDAV, IV-MDAV on Census and Tarragona.
 
     python benchmarks/table1.py
 
@@ -16,7 +16,7 @@ import polars as pl
 import engine
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
-SEED = {  # seed 003 Table 1, IL %
+SEED = {  # Rawat & Borah (IV-MDAV) Table 1, IL %
     "tarragona": {
         # the seed prints "19.545" and "22.461)5" for MDAV, truncated; its SSE column
         # and PROVENANCE.md's reference MDAV give 19.5460 and 22.4619

@@ -1,14 +1,14 @@
-"""Seed 004 Tables 4-8 and seed 000 Figure 4, recomputed with the engine.
+"""Oommen & Fayyoumi (EMAD) Tables 4-8 and Sun et al. (AMA) Figure 4, recomputed with the engine.
 
 Part 1, Census and Tarragona at k = 3 (MDAV, z-scores with the population standard
 deviation, IL = 100 SSE / SST):
 
-* the exhaustive baseline (seed 004, Table 4): MDAV on the projection onto every
+* the exhaustive baseline (Oommen & Fayyoumi (EMAD), Table 4): MDAV on the projection onto every
   subset of 1-4 attributes; IL in the full space (that is how the seed measures it:
   its Census minimum {7, 8, 10} = 15.60 matches our 15.55 for that subset);
-* AMA (seed 000): key attributes by Definition 5 on the minimum spanning tree of
+* AMA (Sun et al. (AMA)): key attributes by Definition 5 on the minimum spanning tree of
   the MI distance, at each width;
-* EMAD (seed 004): top 3 and 4 attributes by degree of the maximum spanning tree of
+* EMAD (Oommen & Fayyoumi (EMAD)): top 3 and 4 attributes by degree of the maximum spanning tree of
   EMIM or chi2 (and top 3 by the Gaussian measure, Table 8), at each width.
 
 Every selection prints: the attributes (1-based, the seed's numbering), IL in the
@@ -18,9 +18,9 @@ allows when degrees tie ("poss", the seed's "No. of possibilities") with the min
 and max full-space IL over them, and the seed's printed figures for the same
 setting.
 
-Part 2 (seed 000, Figure 4): run time of AMA (profile + MDAV on the key attributes +
+Part 2 (Sun et al. (AMA), Figure 4): run time of AMA (profile + MDAV on the key attributes +
 centroids of all attributes) against MDAV on all attributes, for a census-like
-table of ``--rows`` rows and the 9 attributes of seed 000's Table 4 (their numbers
+table of ``--rows`` rows and the 9 attributes of Sun et al. (AMA)'s Table 4 (their numbers
 of distinct values), dependent along a tree.
 
     python benchmarks/table4.py                  # part 1 and part 2 at 500k rows
@@ -52,7 +52,7 @@ K = 3
 
 WIDTHS = {"tarragona": [50_000, 100_000, 150_000], "census": [1_000, 5_000, 10_000]}
 
-# Seed 004, Table 4 as printed: size -> (subsets, min subset, min IL, max subset, max IL, mean IL)
+# Oommen & Fayyoumi (EMAD), Table 4 as printed: size -> (subsets, min subset, min IL, max subset, max IL, mean IL)
 PRINTED_T4 = {
     "tarragona": {
         1: (13, "10", 37.6374, "8", 48.1006, 43.1017),
@@ -68,7 +68,7 @@ PRINTED_T4 = {
     },
 }
 
-# Seed 004, Tables 5 (EMIM, 3), 6 (EMIM, 4), 7 (chi2, 3), 8 (Gaussian, 3) as printed:
+# Oommen & Fayyoumi (EMAD), Tables 5 (EMIM, 3), 6 (EMIM, 4), 7 (chi2, 3), 8 (Gaussian, 3) as printed:
 # (data, measure, count, width) -> (possibilities, lowest IL, its attributes). The
 # tables are garbled in our copy; rows were matched to the text of section 4.2.
 PRINTED_EMAD = {
@@ -112,16 +112,16 @@ def part1(name: str, max_size: int = 4) -> None:
     print(f"MDAV on all {len(cols)} attributes: IL {all_il:.4f}")
     t0 = time.perf_counter()
     scans = {s: R.subset_scan(Z, s, K) for s in range(1, max_size + 1)}
-    print(f"\nexhaustive baseline (seed 004 Table 4), {sum(s.n_subsets for s in scans.values())} MDAV runs in {time.perf_counter() - t0:.1f} s")
-    print(f"{'size':>4} {'subsets':>7} | {'min':>8} {'at':<11} {'mean':>8} {'max':>8} {'at':<11} | seed 004: {'min':>8} {'at':<11} {'mean':>8} {'max':>8} {'at':<11}")
+    print(f"\nexhaustive baseline (Oommen & Fayyoumi (EMAD) Table 4), {sum(s.n_subsets for s in scans.values())} MDAV runs in {time.perf_counter() - t0:.1f} s")
+    print(f"{'size':>4} {'subsets':>7} | {'min':>8} {'at':<11} {'mean':>8} {'max':>8} {'at':<11} | Oommen & Fayyoumi (EMAD): {'min':>8} {'at':<11} {'mean':>8} {'max':>8} {'at':<11}")
     for s, scan in scans.items():
         lo, lo_sub = scan.min
         hi, hi_sub = scan.max
         p = PRINTED_T4[name][s]
         print(f"{s:>4} {scan.n_subsets:>7} | {lo:8.4f} {one_based(lo_sub):<11} {scan.mean:8.4f} {hi:8.4f} {one_based(hi_sub):<11} |           {p[2]:8.4f} {p[1]:<11} {p[5]:8.4f} {p[4]:8.4f} {p[3]:<11}")
 
-    print("\nselections: IL full / projected, rank among subsets of that size; tied subsets (poss) with their IL range; seed 004's figure")
-    print(f"{'method':<22} {'width':>8} {'attributes':<12} {'IL full':>8} {'IL proj':>8} {'rank':>9} | {'poss':>4} {'min':>8} {'max':>8} | seed 004: {'poss':>4} {'min IL':>8} {'at':<10}")
+    print("\nselections: IL full / projected, rank among subsets of that size; tied subsets (poss) with their IL range; Oommen & Fayyoumi (EMAD)'s figure")
+    print(f"{'method':<22} {'width':>8} {'attributes':<12} {'IL full':>8} {'IL proj':>8} {'rank':>9} | {'poss':>4} {'min':>8} {'max':>8} | Oommen & Fayyoumi (EMAD): {'poss':>4} {'min IL':>8} {'at':<10}")
 
     def show(label, width, r, count):
         idx = [cols.index(c) for c in r.key_attributes]
@@ -150,7 +150,7 @@ def part1(name: str, max_size: int = 4) -> None:
     show("AMA (MI dist., def 5)", None, D.profile(frame, cols, "mi-distance"), None)
 
 
-# seed 000, Table 4: the 9 attributes of its CENSUS extract and their distinct values
+# Sun et al. (AMA), Table 4: the 9 attributes of its CENSUS extract and their distinct values
 CENSUS_LIKE = [("Age", 78), ("Gender", 2), ("Education", 17), ("Marital", 6), ("Race", 9), ("Work-class", 8), ("Country", 83), ("Occupation", 50), ("Salary-class", 50)]
 CENSUS_LIKE_PARENTS = [-1, 0, 0, 0, 2, 2, 4, 2, 7]  # our choice of tree
 
@@ -159,7 +159,7 @@ def part2(rows: int, k: int) -> None:
     names = [n for n, _ in CENSUS_LIKE]
     X = make_tree_data.make_categorical_tree(CENSUS_LIKE_PARENTS, [lv for _, lv in CENSUS_LIKE], rows, seed=0, alpha=0.5)
     frame = pl.DataFrame({c: X[:, j] for j, c in enumerate(names)})
-    print(f"\n=== seed 000 Figure 4: census-like table, {rows} rows x {len(names)} attributes, k = {k} ===")
+    print(f"\n=== Sun et al. (AMA) Figure 4: census-like table, {rows} rows x {len(names)} attributes, k = {k} ===")
     D.profile(frame.head(100))  # compile outside the timing
     mdav.microaggregate(R.standardize(X[:200].astype(np.float64)), mdav.MDAV, k, 0.0)
 
@@ -189,7 +189,7 @@ def part2(rows: int, k: int) -> None:
 
 
 def _centroids(Z: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    # seed 000, Algorithm 2 step 8: every attribute replaced by its group's centroid
+    # Sun et al. (AMA), Algorithm 2 step 8: every attribute replaced by its group's centroid
     size = np.bincount(labels).astype(np.float64)
     out = np.empty_like(Z)
     for j in range(Z.shape[1]):
@@ -200,7 +200,7 @@ def _centroids(Z: np.ndarray, labels: np.ndarray) -> np.ndarray:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=500_000, help="rows of the census-like timing table")
-    ap.add_argument("--k", type=int, default=20, help="k of the timing run (seed 000 Figure 4a uses 20)")
+    ap.add_argument("--k", type=int, default=20, help="k of the timing run (Sun et al. (AMA) Figure 4a uses 20)")
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--skip-tables", action="store_true")
     a = ap.parse_args(argv)

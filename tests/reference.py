@@ -97,7 +97,7 @@ def mdav(X, k, run=_Run):
 
 
 def mdav_single(X, k, run=_Run):
-    """MDAV-single-group: one group per iteration; seed 003 steps 3-4 at the end."""
+    """MDAV-single-group: one group per iteration; Rawat & Borah (IV-MDAV) steps 3-4 at the end."""
     R = run(X)
     while R.count() >= 3 * k:
         R.group_around(R.farthest(R.centroid()), k)
@@ -108,7 +108,7 @@ def mdav_single(X, k, run=_Run):
 
 
 def ivmdav(X, k, gamma=1.16, run=_Run):
-    """IV-MDAV, seed 003 section IV."""
+    """IV-MDAV, Rawat & Borah (IV-MDAV) section IV."""
     R = run(X)
     while R.count() >= 3 * k:
         xr = R.farthest(R.centroid())

@@ -186,7 +186,7 @@ def degrees(edges, m):
 
 
 def definition5(deg):
-    """Seed 000, Definition 5 with ties by position: smallest N with sum of the top N >= m."""
+    """Sun et al. (AMA), Definition 5 with ties by position: smallest N with sum of the top N >= m."""
     m = len(deg)
     order = sorted(range(m), key=lambda v: (-deg[v], v))
     if m == 1:

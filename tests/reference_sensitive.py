@@ -313,7 +313,7 @@ def best_sse_1d(x, g):
 
 
 def mmdcf(X, seg, k, scan_dim):
-    """MMDCF grouping exactly as ``engine/methods/mnqia.py`` reads seed 002 (plain loops)."""
+    """MMDCF grouping exactly as ``engine/methods/mnqia.py`` reads Ahmed et al. (MNQIA) (plain loops)."""
     n, d = X.shape
     R = X.max(axis=0) - X.min(axis=0)
     Xn = np.where(R > 0, (X - X.min(axis=0)) / np.where(R > 0, R, 1.0), 0.0)

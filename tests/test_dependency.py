@@ -26,7 +26,7 @@ import make_tree_data  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
-# Seed 000, Table 1 (running example): 12 records, 6 binary attributes.
+# Sun et al. (AMA), Table 1 (running example): 12 records, 6 binary attributes.
 TABLE1 = np.array(
     [
         [0, 0, 0, 1, 1, 1],
@@ -45,7 +45,7 @@ TABLE1 = np.array(
 )
 NAMES = [f"A{j + 1}" for j in range(6)]
 
-# Seed 000, section 3.2: the dependency matrix as printed.
+# Sun et al. (AMA), section 3.2: the dependency matrix as printed.
 PRINTED = np.array(
     [
         [0, 1.3796, 1.5339, 1.8777, 1.8777, 1.8126],
@@ -62,11 +62,11 @@ def table1_frame():
     return pl.DataFrame({c: TABLE1[:, j] for j, c in enumerate(NAMES)})
 
 
-# ------------------------------------------------------------ seed 000 example
+# ------------------------------------------------------------ Sun et al. (AMA) example
 
 
 def test_table1_entropies():
-    """Seed 000, section 3.1: H(A1) = 0.9183, H(A2) = 0.8113, H(A1, A2) = 1.5546.
+    """Sun et al. (AMA), section 3.1: H(A1) = 0.9183, H(A2) = 0.8113, H(A1, A2) = 1.5546.
 
     ======  ==  ==  ==  ==  ==  ==
     record  A1  A2  A3  A4  A5  A6
@@ -117,7 +117,7 @@ def test_table1_matrix_to_four_decimals():
 
 
 def test_table1_tree_and_key_attributes():
-    """Kruskal (seed 000, Algorithm 1): A2-A6, A3-A4, A2-A3, A1-A2, A3-A5; keys {A2, A3}.
+    """Kruskal (Sun et al. (AMA), Algorithm 1): A2-A6, A3-A4, A2-A3, A1-A2, A3-A5; keys {A2, A3}.
 
     Figure 2 of the seed draws A2-A4 (1.7772) instead of A3-A4 (1.3368): that tree
     is heavier, so not the minimum; Definition 5 gives {A2, A3} on both.
@@ -166,7 +166,7 @@ def test_bin_linear_matches_reference(seed):
 
 
 def test_bin_linear_exact_multiples_of_width():
-    # seed 004's intervals [1, 100], [101, 200], ... with lo = 1, width 100
+    # Oommen & Fayyoumi (EMAD)'s intervals [1, 100], [101, 200], ... with lo = 1, width 100
     x = np.arange(1, 1001, dtype=np.int64)
     out = np.empty(1000, np.uint8)
     histogram.bin_linear(x, 1.0, 1.0, 100.0, 10, 10, out)
@@ -359,7 +359,7 @@ def test_mutual_information_bounds(table):
 @settings(deadline=None, max_examples=40)
 @given(st.integers(0, 2**32 - 1))
 def test_mi_distance_triangle_inequality(seed):
-    """Seed 000, Theorem 1 (3): MI(A, B) + MI(B, C) >= MI(A, C)."""
+    """Sun et al. (AMA), Theorem 1 (3): MI(A, B) + MI(B, C) >= MI(A, C)."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 40))
     X = rng.integers(0, 3, (n, 3))
@@ -407,7 +407,7 @@ def test_definition5_matches_reference(seed):
     deg = np.array(ref.degrees(edges, m))
     keys = D.definition5(deg)
     assert keys == ref.definition5(list(deg))
-    if m >= 2:  # seed 000, Theorem 2 says 2 <= N <= m/2; m = 2 and odd paths need ceil
+    if m >= 2:  # Sun et al. (AMA), Theorem 2 says 2 <= N <= m/2; m = 2 and odd paths need ceil
         assert 2 <= len(keys) <= max(2, math.ceil(m / 2))
 
 
@@ -424,12 +424,12 @@ def test_emad_top_and_candidates():
         assert len({tuple(sorted(deg[list(c)])) for c in cands}) == 1
 
 
-# --------------------------------------------------------- seed 004 sim data
+# --------------------------------------------------------- Oommen & Fayyoumi (EMAD) sim data
 
 
 @pytest.mark.parametrize("name", ["sim1", "sim2", "sim3"])
 def test_sim_trees_recovered_at_width_100(name):
-    """Seed 004, section 4.2.1: EMIM and chi2 maximum spanning trees find the true tree."""
+    """Oommen & Fayyoumi (EMAD), section 4.2.1: EMIM and chi2 maximum spanning trees find the true tree."""
     X, parents = make_tree_data.sim(name, seed=1)
     assert X.min() >= 1 and X.max() <= 1000
     true = make_tree_data.tree_edges(parents)

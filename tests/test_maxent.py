@@ -1,4 +1,4 @@
-"""Maximum-entropy classes (seed 001): hand-made tables, invariants, reference, bad input."""
+"""Maximum-entropy classes (Tsiafoulis et al. (maximum entropy)): hand-made tables, invariants, reference, bad input."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""MNQIA (seed 002): the seed's Table 1 example, invariants, reference, bad input."""
+"""MNQIA (Ahmed et al. (MNQIA)): the seed's Table 1 example, invariants, reference, bad input."""
 
 import numpy as np
 import pytest
@@ -9,7 +9,7 @@ import reference_sensitive as ref
 from engine.errors import EngineError
 from engine.methods.mnqia import mdav_range_loss, mnqia_partition, range_loss, segment_1d
 
-# Seed 002 Table 1: T1..T9 (Age, Zip)
+# Ahmed et al. (MNQIA) Table 1: T1..T9 (Age, Zip)
 AGE = [27, 22, 34, 26, 30, 32, 22, 37, 39]
 ZIP = [12000, 22000, 24000, 17000, 16000, 14000, 19000, 26000, 27000]
 X1 = np.array([AGE, ZIP], float).T

@@ -1,4 +1,4 @@
-"""Published figures: MDAV on Census and Tarragona (seed 003 Table 1, PROVENANCE.md).
+"""Published figures: MDAV on Census and Tarragona (Rawat & Borah (IV-MDAV) Table 1, PROVENANCE.md).
 
 All 13 columns as quasi-identifiers, z-scores with the population standard
 deviation, IL = 100 * SSE / SST, through the public API.
@@ -12,12 +12,12 @@ MDAV_IL = {
     "census": {3: 5.6922, 4: 7.4947, 5: 9.0884, 10: 14.1559},
     "tarragona": {3: 16.9326, 4: 19.5460, 5: 22.4619, 10: 33.1929},
 }
-# seed 003 Table 1, MDAV-single-group: all eight reproduced
+# Rawat & Borah (IV-MDAV) Table 1, MDAV-single-group: all eight reproduced
 MDAV_SINGLE_IL = {
     "census": {3: 5.6536, 4: 7.4414, 5: 8.8840, 10: 14.0066},
     "tarragona": {3: 16.9661, 4: 19.7303, 5: 22.8186, 10: 33.2154},
 }
-# seed 003 Table 1, IV-MDAV (gamma 1.16): seven of eight reproduced; Census k=4
+# Rawat & Borah (IV-MDAV) Table 1, IV-MDAV (gamma 1.16): seven of eight reproduced; Census k=4
 # prints 7.4034 and we get 7.4055 (see engine/kernels/mdav.py)
 IVMDAV_IL = {
     "census": {3: 5.6354, 5: 8.8757, 10: 13.9961},

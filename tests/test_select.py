@@ -1,4 +1,4 @@
-"""Key-attribute selection through the engine: AMA (seed 000) and EMAD (seed 004)."""
+"""Key-attribute selection through the engine: AMA (Sun et al. (AMA)) and EMAD (Oommen & Fayyoumi (EMAD))."""
 
 import json
 import subprocess

@@ -1,4 +1,4 @@
-"""maxent and mnqia end to end through the CLI (seed 001, seed 002)."""
+"""maxent and mnqia end to end through the CLI (Tsiafoulis et al. (maximum entropy), Ahmed et al. (MNQIA))."""
 
 import subprocess
 import sys

@@ -1,7 +1,7 @@
 """Spanning trees of a complete weighted graph given as a dense matrix.
 
-Seed 000, Algorithm 1 step 3 (Kruskal's minimum spanning tree on the MI distance)
-and seed 004, EMAD step 3 (Kruskal's *maximum* spanning tree on EMIM or chi-squared
+Sun et al. (AMA), Algorithm 1 step 3 (Kruskal's minimum spanning tree on the MI distance)
+and Oommen & Fayyoumi (EMAD), EMAD step 3 (Kruskal's *maximum* spanning tree on EMIM or chi-squared
 weights). Both are one kernel: the candidate edges ``(i, j), i < j`` are enumerated
 in lexicographic order and stably sorted by weight (ascending for the minimum tree,
 descending for the maximum tree), so equal weights are taken in ``(i, j)`` order.
@@ -30,7 +30,7 @@ def kruskal(W, maximum):
     W : (m, m) float64
         Edge weights (the upper triangle is used).
     maximum : bool
-        False: minimum spanning tree (seed 000); True: maximum (seed 004).
+        False: minimum spanning tree (Sun et al. (AMA)); True: maximum (Oommen & Fayyoumi (EMAD)).
 
     Returns
     -------
@@ -74,7 +74,7 @@ def kruskal(W, maximum):
 
 @njit(cache=True, nogil=True)
 def degrees(edges, m):
-    """Vertex degrees (seed 000, Definition 4) of the graph on ``m`` vertices with ``edges``."""
+    """Vertex degrees (Sun et al. (AMA), Definition 4) of the graph on ``m`` vertices with ``edges``."""
     deg = np.zeros(m, np.int64)
     for q in range(edges.shape[0]):
         deg[edges[q, 0]] += 1

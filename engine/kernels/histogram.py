@@ -1,4 +1,4 @@
-"""Histogram kernels for the dependency profile (seed 000 section 3.1; seed 004 section 4.2.1).
+"""Histogram kernels for the dependency profile (Sun et al. (AMA) section 3.1; Oommen & Fayyoumi (EMAD) section 4.2.1).
 
 The profile needs, for d attributes, the 1-D counts of every attribute and the
 joint counts of every pair, accumulated chunk by chunk over a scanned input.
@@ -8,7 +8,7 @@ counted.
 Binning (one column at a time, float64 or integer input, read-only is fine):
 
 * ``bin_linear``: ``code = floor((x - lo) * mul / den)`` clipped to
-  ``[0, n_bins - 1]``. Equal width ``W`` (seed 004) is ``mul = 1, den = W``; ``B``
+  ``[0, n_bins - 1]``. Equal width ``W`` (Oommen & Fayyoumi (EMAD)) is ``mul = 1, den = W``; ``B``
   equal bins over ``[lo, hi]`` is ``mul = B, den = hi - lo`` (the maximum falls in
   the last bin, as in ``numpy.histogram``); one bin per integer is ``mul = den = 1``.
   Dividing by ``den`` instead of multiplying by ``1 / den`` keeps integer values on
@@ -39,7 +39,7 @@ BLOCK_ROWS = 16384
 
 @njit(cache=True, nogil=True)
 def bin_linear(x, lo, mul, den, n_bins, null_code, out):
-    """Equal-width codes of ``x`` into ``out`` (seed 004, section 4.2.1 "categorization").
+    """Equal-width codes of ``x`` into ``out`` (Oommen & Fayyoumi (EMAD), section 4.2.1 "categorization").
 
     Parameters
     ----------
@@ -105,7 +105,7 @@ def bin_cuts(x, cuts, null_code, out):
 def accumulate_counts(codes, n_rows, col_off, pair_a, pair_b, pair_off, pair_stride, priv):
     """Add the 1-D and all-pairs joint counts of one chunk into per-thread arrays.
 
-    Seed 000, Algorithm 1 step 1 and seed 004, EMAD step 1 ("estimate the first and
+    Sun et al. (AMA), Algorithm 1 step 1 and Oommen & Fayyoumi (EMAD), EMAD step 1 ("estimate the first and
     second order marginals"): the counts are those marginals before division by n.
 
     Each thread walks its rows in blocks of ``BLOCK_ROWS``; per block and pair it
@@ -162,7 +162,7 @@ def accumulate_counts(codes, n_rows, col_off, pair_a, pair_b, pair_off, pair_str
 def accumulate_pair_moments(X, n_rows, shift, priv):
     """Add pairwise-complete shifted moments of one chunk into per-thread arrays.
 
-    For the Gaussian measure (seed 004, section 4.2.4 "assuming normality") we need
+    For the Gaussian measure (Oommen & Fayyoumi (EMAD), section 4.2.4 "assuming normality") we need
     Pearson's correlation of every pair; nulls (NaN) drop a row from the pairs it
     touches only. With ``u = x_a - shift[a]`` and ``w = x_b - shift[b]`` over the rows
     where both are present, ``priv[t, 0, a, b]`` counts them and ``priv[t, 1, a, b]``,

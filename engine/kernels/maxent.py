@@ -67,7 +67,7 @@ def _cat_ncp(z, card):
 
 @njit(cache=True, nogil=True)
 def form_round(Xn, C, off, card, w, sa, m, order, cstart, d, urand, class_of, next_class):
-    """One pass of seed 001 Fig. 1 for a fixed ``d`` over the QI clusters.
+    """One pass of Tsiafoulis et al. (maximum entropy) Fig. 1 for a fixed ``d`` over the QI clusters.
 
     ``order`` lists the still unassigned rows grouped by cluster (cluster ``q`` is
     ``order[cstart[q]:cstart[q+1]]``, rows ascending inside). In each cluster,
@@ -354,7 +354,7 @@ def _nearest_class(Xn, C, off, card, w, sa, r, tier, state, eps, tol, srt, pos, 
 
 @njit(cache=True, nogil=True)
 def incorporate(Xn, C, off, card, w, sa, class_of, state, eps, tol, max_iter, srt, pos):
-    """Seed 001 Fig. 4. Repeat: dissolve every live class whose SA entropy is
+    """Tsiafoulis et al. (maximum entropy) Fig. 4. Repeat: dissolve every live class whose SA entropy is
     below ``eps - tol``; every dissolved or never-assigned row (in row order) joins
     the live class that lacks its SA value and whose NCP grows least (the
     "class with the most similar QIs"; ties: lowest class id). If every live

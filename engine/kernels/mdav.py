@@ -1,4 +1,4 @@
-"""The MDAV family as Numba kernels (seed 003; seed 000, Algorithm 2 steps 3-7).
+"""The MDAV family as Numba kernels (Rawat & Borah (IV-MDAV); Sun et al. (AMA), Algorithm 2 steps 3-7).
 
 Input: a contiguous float64 array ``X`` (n, d) of standardized quasi-identifiers.
 Output: one group label per row (int64, groups numbered in creation order).
@@ -68,7 +68,7 @@ def _take(T, total, state, labels, i):
 
 @njit(cache=True, nogil=True)
 def _group_around(T, total, state, labels, r, k, nb_pos, nb_d):
-    # Seed 000, Alg. 2 step 4: r and its k-1 nearest remaining records form a group.
+    # Sun et al. (AMA), Alg. 2 step 4: r and its k-1 nearest remaining records form a group.
     X = T[0]
     found = knn(T, X[r].copy(), k - 1, r, nb_pos, nb_d)
     _take(T, total, state, labels, r)
@@ -98,10 +98,10 @@ def _rest_as_group(T, state, labels):
 
 @njit(cache=True, nogil=True)
 def _extend_ivmdav(T, total, state, labels, xr, k, gamma, nb_pos, nb_d, z_pos, z_d):
-    # Seed 003, IV-MDAV steps 2.3-2.8: y_1 = x_r, y_2..y_2k its 2k-1 nearest; the
+    # Rawat & Borah (IV-MDAV), IV-MDAV steps 2.3-2.8: y_1 = x_r, y_2..y_2k its 2k-1 nearest; the
     # first k form the group, y_{k+1}..y_{2k} join while d2 > gamma * d1 (cap 2k-1).
     # z_1..z_k are the k nearest remaining records of y_j, y_j itself included (so
-    # z_1 = y_j): this reading reproduces Table 1 of seed 003 (7 of its 8 IV-MDAV
+    # z_1 = y_j): this reading reproduces Table 1 of Rawat & Borah (IV-MDAV) (7 of its 8 IV-MDAV
     # figures for Census and Tarragona to 4 decimals; Census k=4 gives 7.4055
     # against the printed 7.4034).
     X = T[0]
@@ -199,7 +199,7 @@ def _vmdav_leftovers(T, state, labels):
 @njit(cache=True, nogil=True)
 def _last_groups(T, total, state, labels, k, nb_pos, nb_d):
     # MDAV and IV-MDAV, fewer than 3k left: 2k..3k-1 left -> one more group of k,
-    # the rest is the last group. Seed 003's step 3 prints "n > 2k"; "n >= 2k"
+    # the rest is the last group. Rawat & Borah (IV-MDAV)'s step 3 prints "n > 2k"; "n >= 2k"
     # reproduces its Table 1 exactly (all 8 MDAV-single-group figures), so that is
     # how we read it.
     if state[0] >= 2 * k:

@@ -93,7 +93,7 @@ def _conflicts(b, bseg, capoff, used, stamp):
 
 @njit(cache=True, nogil=True)
 def mmdcf(Xn, bseg, bstart, bmem, slice_start, slice_b, capoff, cap, k, scan_dim):
-    """MMDCF grouping (seed 002 steps 8-24 as read in ``engine/methods/mnqia.py``).
+    """MMDCF grouping (Ahmed et al. (MNQIA) steps 8-24 as read in ``engine/methods/mnqia.py``).
 
     ``bseg`` (B, d): the 1-D group of every non-empty bucket in each dimension,
     buckets in lexicographic order; bucket b's rows are ``bmem[bstart[b]:...]``

@@ -1,6 +1,6 @@
 """A seeded batch self-organizing map (Kohonen) for mixed numeric / categorical rows.
 
-This is the "neural-network clustering" step of seed 001 (Fig. 2: "Insert T to
+This is the "neural-network clustering" step of Tsiafoulis et al. (maximum entropy) (Fig. 2: "Insert T to
 the neural network", QIC = the clusters). The seed does not give the network's
 details, so this module fixes them (and ``tests/reference_sensitive.py`` repeats
 them in plain Python):

@@ -1,4 +1,4 @@
-"""Maximum-entropy anonymization of a sensitive attribute (seed 001, issue 5).
+"""Maximum-entropy anonymization of a sensitive attribute (Tsiafoulis et al. (maximum entropy), issue 5).
 
 Array-level core: :func:`maxent_partition` splits the rows into equivalence
 classes whose sensitive-attribute (SA) entropy is at least ``epsilon`` bits
@@ -58,7 +58,7 @@ How the seed is read (its pseudo-code, Figs. 1-4, is partly garbled)
   table's SA distribution. When the SA counts have no common divisor > 1 (as on
   Adult), only the whole table qualifies. The driver detects this case and
   returns the single class directly (``forced_single_class``; the Figs. 1-3
-  rounds still run, for the intermediate statistics). This is why seed 001
+  rounds still run, for the intermediate statistics). This is why Tsiafoulis et al. (maximum entropy)
   needs noise for "the rest" of the classes; use a lower epsilon for a useful
   partition.
 * Entropies compare with a tolerance of 1e-9 bits (``entropy >= epsilon - 1e-9``),
@@ -140,7 +140,7 @@ class MaxEntResult:
     (by class size). entropy_hist: dict(edges, classes, tuples), bins of
     ``hist_width`` bits, the counts of classes and of tuples per bin (seed Fig. 5).
     intermediate_*: the same figures for the classes of Figs. 1-3 before
-    incorporation (seed 001 reports 22,831 tuples at or above 3.4 bits there).
+    incorporation (Tsiafoulis et al. (maximum entropy) reports 22,831 tuples at or above 3.4 bits there).
     ncp, ncp_normalized, cdm: seed eqs. 4 and 3. merges: class fusions done to
     reach epsilon or k; leftover_joins: tuples that fitted in no class without
     breaking epsilon; dissolved: low-entropy classes dissolved by Fig. 4;
@@ -417,7 +417,7 @@ def ncp_per_class(Xn, C, card, w, labels, n_classes):
 
 
 def discernibility(sizes, k=None, n=None):
-    """C_DM of seed 001 eq. 3 for the class sizes (k = 1 when not given)."""
+    """C_DM of Tsiafoulis et al. (maximum entropy) eq. 3 for the class sizes (k = 1 when not given)."""
     sizes = np.asarray(sizes, dtype=np.int64)
     n = int(sizes.sum()) if n is None else n
     kk = 1 if k is None else k
@@ -440,7 +440,7 @@ def entropy_histogram(ent, sizes, width=0.25):
 def maxent_partition(Q, sa_codes, epsilon=None, k=None, seed=0, som_units=None, qi_kinds=None, *,
                      cardinalities=None, weights=None, som_epochs=10, cluster_size=None,
                      hist_width=0.25, qi_names=None, sa_name=None, ranges=None) -> MaxEntResult:
-    """Maximum-entropy classes (seed 001; the reading is in the module docstring).
+    """Maximum-entropy classes (Tsiafoulis et al. (maximum entropy); the reading is in the module docstring).
 
     Q: (n, d) QIs; numeric columns in any units, categorical columns as integer
     codes (``qi_kinds[j] == "categorical"``, cardinality from ``cardinalities[j]``

@@ -1,4 +1,4 @@
-"""MNQIA: anonymizing several numerical QIs at once by ranges (seed 002, issue 5).
+"""MNQIA: anonymizing several numerical QIs at once by ranges (Ahmed et al. (MNQIA), issue 5).
 
 :func:`mnqia_partition` groups the rows into groups of at least k (k .. 2k-1)
 and reports each group's per-column [min, max] and the seed's LM-style
@@ -51,7 +51,7 @@ How the seed is read
    cluster's the sum over its records (eq. 2) and the table's the sum over
    clusters divided by |D| (eq. 1). So ``il`` is the mean over rows of the sum
    over QIs, in [0, d]; ``il_percent = 100 * il / d``. A constant column adds 0.
-   Seed 002 does not state the unit of its Table 6 figures.
+   Ahmed et al. (MNQIA) does not state the unit of its Table 6 figures.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def segment_1d(x, n_segments=None, k=2, explained=0.95):
 
 
 def range_loss(X, labels):
-    """Seed 002's LM loss of generalizing every row of ``X`` (original units) to
+    """Ahmed et al. (MNQIA)'s LM loss of generalizing every row of ``X`` (original units) to
     its group's per-column [min, max]: ``(il, il_percent)`` (module docstring)."""
     X = _check_X(X)
     labels = np.asarray(labels, dtype=np.int64)
@@ -195,7 +195,7 @@ def mdav_range_loss(X, k):
 
 
 def mnqia_partition(X, k, *, n_segments=None, explained=0.95, segments=None, scan_dim=None) -> MnqiaResult:
-    """MNQIA (seed 002) on numeric QIs ``X`` (n, d) in original units, groups of
+    """MNQIA (Ahmed et al. (MNQIA)) on numeric QIs ``X`` (n, d) in original units, groups of
     at least ``k``. See the module docstring for the reading of the seed.
 
     n_segments: 1-D groups per column (int or list; default: the 95 % rule).

@@ -18,7 +18,7 @@ least k rows (an MDAV-family result) and lowers its SSE:
        whole window pass improves nothing. Later passes visit only windows that
        changed since the previous pass.
 ``mode="ga"``
-    The hybrid that seed 003's abstract describes (Solanas et al.): the given
+    The hybrid that Rawat & Borah (IV-MDAV)'s abstract describes (Solanas et al.): the given
     fixed-size partition (MDAV) is improved window by window by a genetic
     algorithm that re-partitions each window's records into variable-sized
     groups (k..2k-1). The seed gives only the outline; our GA (steady state,

@@ -1,4 +1,4 @@
-"""Dependency analysis and attribute selection (seed 000, sections 3.1-3.3; seed 004, EMAD).
+"""Dependency analysis and attribute selection (Sun et al. (AMA), sections 3.1-3.3; Oommen & Fayyoumi (EMAD), EMAD).
 
 Which quasi-identifiers should drive the grouping? Both seeds answer with a
 dependency tree over the attributes: estimate how strongly every pair depends,
@@ -23,7 +23,7 @@ The flow, one stage per section below:
                          row-group statistics without reading it; an integer column with
                          few distinct values spread widely gets equal-width bins, which
                          keep them apart unless two share a bin.
-   float                 equal width ``width`` from the column minimum (seed 004: "divided
+   float                 equal width ``width`` from the column minimum (Oommen & Fayyoumi (EMAD): "divided
                          it into a number of sub-intervals sharing the same width"), or
                          ``bins`` equal bins over ``[min, max]`` (default 10, the seed's ten
                          sub-intervals), or ``binning="quantile"``: ``bins`` bins cut at
@@ -39,22 +39,22 @@ The flow, one stage per section below:
    joint counts with per-thread private arrays. Chunking and threads never change
    the counts. The Gaussian measure streams pairwise moments instead.
 
-3. **Measure** (``measure_matrix``), all in bits (log base 2, as seed 000):
-   ``mi-distance`` H(A|B) + H(B|A) (seed 000, Definition 2), ``emim`` (seed 004,
+3. **Measure** (``measure_matrix``), all in bits (log base 2, as Sun et al. (AMA)):
+   ``mi-distance`` H(A|B) + H(B|A) (Sun et al. (AMA), Definition 2), ``emim`` (Oommen & Fayyoumi (EMAD),
    eq. 5), ``chi2`` (eq. 6) and ``gaussian`` -0.5 log2(1 - rho^2), the mutual
    information of two jointly normal variables with Pearson correlation rho (seed
-   004, section 4.2.4 "assuming normality"). Seed 004 leaves the base of its log
+   004, section 4.2.4 "assuming normality"). Oommen & Fayyoumi (EMAD) leaves the base of its log
    open; the base scales every weight alike and cannot change a tree.
 
 4. **Tree** (``spanning_tree``): Kruskal's minimum spanning tree on the MI distance
-   (seed 000, Algorithm 1), the maximum spanning tree on the other measures (seed
+   (Sun et al. (AMA), Algorithm 1), the maximum spanning tree on the other measures (seed
    004, EMAD step 3); equal weights are taken in (i, j) order.
 
-5. **Select** (``definition5`` for seed 000, ``emad_top`` for seed 004): vertices
+5. **Select** (``definition5`` for Sun et al. (AMA), ``emad_top`` for Oommen & Fayyoumi (EMAD)): vertices
    ranked by degree, decreasing; ties by *strength*, the dependence carried by the
    vertex's tree edges (the sum of its edge weights for a maximum tree, minus the
    sum for the MI-distance tree), then by column position. ``emad_candidates``
-   lists every subset the degree ranking alone allows, which is what seed 004's
+   lists every subset the degree ranking alone allows, which is what Oommen & Fayyoumi (EMAD)'s
    tables call "No. of possibilities".
 
 ``profile`` runs 1-5 and returns a ``ProfileResult``. The in-memory research helpers

@@ -9,10 +9,10 @@ from .counting import Counts
 
 
 def entropy(counts: np.ndarray) -> float:
-    """H(X) = -sum p log2 p over the nonzero cells (seed 000, section 3.1; 0 log 0 = 0).
+    """H(X) = -sum p log2 p over the nonzero cells (Sun et al. (AMA), section 3.1; 0 log 0 = 0).
 
     Terms are summed in increasing order of count, so tables holding the same
-    multiset of counts give bit-identical entropies (seed 000's Table 1 has such
+    multiset of counts give bit-identical entropies (Sun et al. (AMA)'s Table 1 has such
     ties: MI(A3, A5) = MI(A3, A6), and the tree's tie-break depends on them).
     """
     c = np.sort(np.asarray(counts, dtype=np.float64).ravel())
@@ -24,14 +24,14 @@ def entropy(counts: np.ndarray) -> float:
 
 
 def conditional_entropy(joint: np.ndarray) -> float:
-    """H(Y|X) = H(X, Y) - H(X) for ``joint`` with X on the rows (seed 000, Proposition 1)."""
+    """H(Y|X) = H(X, Y) - H(X) for ``joint`` with X on the rows (Sun et al. (AMA), Proposition 1)."""
     return entropy(joint) - entropy(joint.sum(axis=1))
 
 
 def mi_distance(joint: np.ndarray) -> float:
-    """MI(A, B) = H(A|B) + H(B|A) = 2 H(A, B) - H(A) - H(B) (seed 000, Definition 2).
+    """MI(A, B) = H(A|B) + H(B|A) = 2 H(A, B) - H(A) - H(B) (Sun et al. (AMA), Definition 2).
 
-    Seed 000 prints "H(A1|A2) = H(A1, A2) - H(A1) = 0.6363" and "H(A2|A1) = 0.7433":
+    Sun et al. (AMA) prints "H(A1|A2) = H(A1, A2) - H(A1) = 0.6363" and "H(A2|A1) = 0.7433":
     by Proposition 1 the first is H(A2|A1) and the second H(A1|A2); the labels are
     swapped, the sum (1.3796) is right.
     """
@@ -40,7 +40,7 @@ def mi_distance(joint: np.ndarray) -> float:
 
 
 def emim(joint: np.ndarray) -> float:
-    """I*(X, Y) = sum p(x,y) log2(p(x,y) / (p(x) p(y))) over the nonzero cells (seed 004, eq. 5)."""
+    """I*(X, Y) = sum p(x,y) log2(p(x,y) / (p(x) p(y))) over the nonzero cells (Oommen & Fayyoumi (EMAD), eq. 5)."""
     C = np.asarray(joint, dtype=np.float64)
     n = C.sum()
     if n == 0:
@@ -53,7 +53,7 @@ def emim(joint: np.ndarray) -> float:
 
 
 def chi2(joint: np.ndarray) -> float:
-    """I_chi(X, Y) = sum (p(x,y) - p(x)p(y))^2 / (p(x)p(y)) (seed 004, eq. 6).
+    """I_chi(X, Y) = sum (p(x,y) - p(x)p(y))^2 / (p(x)p(y)) (Oommen & Fayyoumi (EMAD), eq. 6).
 
     The sum runs over every cell whose marginals are both nonzero, including cells
     never observed together (those are where independence fails most).
@@ -72,7 +72,7 @@ def chi2(joint: np.ndarray) -> float:
 
 
 def gaussian(rho: float) -> float:
-    """-0.5 log2(1 - rho^2): mutual information (bits) of jointly normal variables (seed 004, 4.2.4)."""
+    """-0.5 log2(1 - rho^2): mutual information (bits) of jointly normal variables (Oommen & Fayyoumi (EMAD), 4.2.4)."""
     r2 = rho * rho
     if r2 >= 1.0:
         return math.inf

@@ -117,8 +117,8 @@ def profile(
 
     ``source`` is anything ``engine.io.open_source`` opens (path, glob, folder,
     Polars frame, NumPy array). ``measure``: ``mi-distance`` (minimum spanning tree,
-    seed 000), ``emim``, ``chi2`` or ``gaussian`` (maximum spanning tree, seed 004).
-    Key attributes: seed 000's Definition 5 when ``count`` is None, else seed 004's
+    Sun et al. (AMA)), ``emim``, ``chi2`` or ``gaussian`` (maximum spanning tree, Oommen & Fayyoumi (EMAD)).
+    Key attributes: Sun et al. (AMA)'s Definition 5 when ``count`` is None, else Oommen & Fayyoumi (EMAD)'s
     EMAD top-``count``. ``width`` / ``bins`` / ``binning`` / ``levels``: see
     ``plan_bins`` (``gaussian`` uses none of them). ``threads``: Numba threads for
     the counting kernel (default: Numba's setting). ``separator``, ``null_values``,
@@ -165,9 +165,9 @@ def _finish(cols, measure, M, count, n_rows, plans=(), ent=None, nulls=None, cou
     deg = tree_degrees(edges, d)
     strength = tree_strength(edges, M, maximize)
     if count is None:
-        keys, selection = definition5(deg, strength), "seed 000 definition 5"
+        keys, selection = definition5(deg, strength), "Sun et al. (AMA) definition 5"
     else:
-        keys, selection = emad_top(deg, count, strength), f"seed 004 EMAD, top {count} by degree"
+        keys, selection = emad_top(deg, count, strength), f"Oommen & Fayyoumi (EMAD) EMAD, top {count} by degree"
     return ProfileResult(
         columns=list(cols),
         measure=measure,
@@ -187,7 +187,7 @@ def _finish(cols, measure, M, count, n_rows, plans=(), ent=None, nulls=None, cou
 
 
 def profile_from_matrix(columns: Sequence[str], matrix, measure: str = "mi-distance", count: int | None = None) -> ProfileResult:
-    """Tree and key attributes of a given dependency matrix (for printed matrices such as seed 000's)."""
+    """Tree and key attributes of a given dependency matrix (for printed matrices such as Sun et al. (AMA)'s)."""
     if measure not in MEASURES:
         raise EngineError(f"unknown measure {measure!r} (choose from {', '.join(MEASURES)})")
     M = np.asarray(matrix, dtype=np.float64)
@@ -203,7 +203,7 @@ def select_key_attributes(
     count: int | None = None,
     **options,
 ) -> list[str]:
-    """Key attributes among the quasi-identifiers ``qi`` (seed 000 Definition 5, or EMAD top-``count``).
+    """Key attributes among the quasi-identifiers ``qi`` (Sun et al. (AMA) Definition 5, or EMAD top-``count``).
 
     ``options`` go to ``profile`` (``width``, ``bins``, ``binning``, ``levels``,
     ``chunk_rows``, ``threads``). The order is the ranking order (most central first).

@@ -10,12 +10,12 @@ from ..kernels import graph
 
 
 def spanning_tree(matrix: np.ndarray, maximize: bool) -> np.ndarray:
-    """Kruskal's spanning tree (seed 000 Algorithm 1 step 3; seed 004 EMAD step 3): (d-1, 2) edges."""
+    """Kruskal's spanning tree (Sun et al. (AMA) Algorithm 1 step 3; Oommen & Fayyoumi (EMAD) EMAD step 3): (d-1, 2) edges."""
     return graph.kruskal(np.ascontiguousarray(matrix, dtype=np.float64), bool(maximize))
 
 
 def tree_degrees(edges: np.ndarray, d: int) -> np.ndarray:
-    """Vertex degrees (seed 000, Definition 4)."""
+    """Vertex degrees (Sun et al. (AMA), Definition 4)."""
     return graph.degrees(np.asarray(edges, np.int64).reshape(-1, 2), d)
 
 
@@ -38,7 +38,7 @@ def rank_vertices(degrees: np.ndarray, strength: np.ndarray | None = None) -> li
 
 
 def definition5(degrees: np.ndarray, strength: np.ndarray | None = None) -> list[int]:
-    """Key attributes by seed 000, Definition 5: the first N vertices of the ranking with
+    """Key attributes by Sun et al. (AMA), Definition 5: the first N vertices of the ranking with
 
     ``deg(v_1) + ... + deg(v_{N-1}) < m``  (11)   and   ``deg(v_1) + ... + deg(v_N) >= m``  (12),
 
@@ -60,14 +60,14 @@ def definition5(degrees: np.ndarray, strength: np.ndarray | None = None) -> list
 
 
 def emad_top(degrees: np.ndarray, count: int, strength: np.ndarray | None = None) -> list[int]:
-    """Seed 004, EMAD step 4: the first ``count`` vertices by decreasing degree (ties as ``rank_vertices``)."""
+    """Oommen & Fayyoumi (EMAD), EMAD step 4: the first ``count`` vertices by decreasing degree (ties as ``rank_vertices``)."""
     return rank_vertices(degrees, strength)[:count]
 
 
 def emad_candidates(degrees: np.ndarray, count: int) -> list[tuple[int, ...]]:
     """Every ``count``-subset that "the first d' by degree" allows when degrees tie.
 
-    Seed 004 reports these as "No. of possibilities" (Tables 5-8). Subsets are sorted
+    Oommen & Fayyoumi (EMAD) reports these as "No. of possibilities" (Tables 5-8). Subsets are sorted
     tuples of positions, in lexicographic order.
     """
     deg = np.asarray(degrees)
