@@ -16,7 +16,9 @@ force with exactly the conventions of ``engine.kernels.mdav`` (distances summed 
 column order, centroid = running total / remaining with rows subtracted in the
 order they join, ties to the lowest row index, "the k-1 nearest of r" excludes r),
 so on any block it returns the same labels as ``mdav.microaggregate``: tested.
-V-MDAV and IV-MDAV run their kd-tree kernel on each leaf.
+V-MDAV and IV-MDAV run on each leaf by brute force too, on the same slots
+(``engine.kernels.brute``: the labels of their bucket-index kernels, tested); data
+it does not take (the limits below) run the index kernel on each leaf.
 
 Layout of the brute-force kernel (``_mdav_slots``): the remaining rows of a leaf
 sit compacted, column-major, in a scratch buffer ``C`` (d, capacity): slot ``a``
@@ -547,8 +549,12 @@ def aggregate_leaves(X, method, k, gamma, leaf):
         if k >= 1 and X.shape[1] > 0 and _fits(X):
             return _leaves_slots(X, method, k, leaf)
         return _leaves_brute(X, method, k, leaf)
-    if method == VMDAV:
-        return _leaves_vmdav(X, k, float(gamma), leaf)
-    if method == IVMDAV:
-        return _leaves_ivmdav(X, k, float(gamma), leaf)
+    if method == VMDAV or method == IVMDAV:
+        from . import brute  # (it imports this module)
+
+        if brute.usable(X, k):
+            kernel = brute.leaves_vmdav if method == VMDAV else brute.leaves_ivmdav
+        else:
+            kernel = _leaves_vmdav if method == VMDAV else _leaves_ivmdav
+        return kernel(X, k, float(gamma), leaf)
     raise ValueError(f"unknown method code {method}")

@@ -16,7 +16,8 @@ plain loops in ``tests/reference.py``:
   nearest of r" never includes r itself.
 
 The run is resumable: ``run`` forms at most ``budget`` iterations and returns, so
-a driver can show progress; ``state = [remaining, next_group, done]``.
+a driver can show progress; ``state[REMAINING]``, ``state[NEXT_GROUP]``, ``state[DONE]``
+(module constants) hold the rows not yet grouped, the next group's label and 1 once finished.
 
 Method codes: 0 MDAV, 1 MDAV-single-group, 2 V-MDAV, 3 IV-MDAV.
 
@@ -26,7 +27,10 @@ results are cached): each method has its own kernel (``_run_mdav``, ``_run_vmdav
 compiles every branch of a function and one kernel for all methods made the first
 run of any method compile all four. Integer constants passed to another kernel are
 passed as int64 values (``np.int64(1)``, not ``1``): a literal argument compiles a
-specialization of the callee for that literal, next to its int64 one.
+specialization of the callee for that literal, next to its int64 one. Blocks of at
+most ``passes.aggregate.BRUTE_MAX_ROWS`` rows and the streamed pass's leaves run
+by brute force instead (``engine.kernels.leaf``, ``engine.kernels.brute``: the same
+labels, tested), which compiles none of the index.
 """
 
 import math
@@ -44,6 +48,11 @@ IVMDAV = 3
 
 LEAF_SIZE = 64  # rows per bucket of the index (engine.kernels.buckets)
 
+# the run's ``state`` array: rows not yet grouped, the next group's label, 1 once finished
+REMAINING = 0
+NEXT_GROUP = 1
+DONE = 2
+
 
 @njit(cache=True, nogil=True)
 def _column_sums(X):
@@ -59,10 +68,10 @@ def _column_sums(X):
 def _take(T, total, state, labels, i):
     # Assign row i to the current group and forget it.
     X = T[0]
-    labels[i] = state[1]
+    labels[i] = state[NEXT_GROUP]
     for j in range(total.shape[0]):
         total[j] -= X[i, j]
-    state[0] -= 1
+    state[REMAINING] -= 1
     remove(T, i)
 
 
@@ -74,7 +83,7 @@ def _group_around(T, total, state, labels, r, k, nb_pos, nb_d):
     _take(T, total, state, labels, r)
     for i in range(found):
         _take(T, total, state, labels, nb_pos[i])
-    state[1] += 1
+    state[NEXT_GROUP] += 1
 
 
 @njit(cache=True, nogil=True)
@@ -88,12 +97,12 @@ def _centroid(total, remaining):
 @njit(cache=True, nogil=True)
 def _rest_as_group(T, state, labels):
     X, alive = T[0], T[4]
-    if state[0] > 0:
+    if state[REMAINING] > 0:
         for i in range(X.shape[0]):
             if alive[i]:
-                labels[i] = state[1]
-        state[1] += 1
-        state[0] = 0
+                labels[i] = state[NEXT_GROUP]
+        state[NEXT_GROUP] += 1
+        state[REMAINING] = 0
 
 
 @njit(cache=True, nogil=True)
@@ -124,7 +133,7 @@ def _extend_ivmdav(T, total, state, labels, xr, k, gamma, nb_pos, nb_d, z_pos, z
         if d2 > gamma * d1:
             _take(T, total, state, labels, y)
             size += 1
-    state[1] += 1
+    state[NEXT_GROUP] += 1
 
 
 @njit(cache=True, nogil=True)
@@ -145,7 +154,7 @@ def _extend_vmdav(T, total, state, labels, e, k, gamma, members, near_pos, near_
         _take(T, total, state, labels, members[i])
     for i in range(size):
         near_pos[i] = -1
-    while size < 2 * k - 1 and state[0] > 0:
+    while size < 2 * k - 1 and state[REMAINING] > 0:
         # nearest remaining record to each member; a cached answer stays right
         # until that record is taken, because records are only ever removed
         best_u = np.int64(-1)  # (not a literal: see the module docstring)
@@ -168,7 +177,7 @@ def _extend_vmdav(T, total, state, labels, e, k, gamma, members, near_pos, near_
             size += 1
         else:
             break
-    state[1] += 1
+    state[NEXT_GROUP] += 1
 
 
 @njit(cache=True, nogil=True)
@@ -190,7 +199,7 @@ def _vmdav_leftovers(T, state, labels):
                 best = dd
                 best_q = q
         labels[p] = labels[best_q]
-    state[0] = 0
+    state[REMAINING] = 0
 
 
 # one kernel per method, ``run`` picks it (see the module docstring)
@@ -202,11 +211,11 @@ def _last_groups(T, total, state, labels, k, nb_pos, nb_d):
     # the rest is the last group. Rawat & Borah (IV-MDAV)'s step 3 prints "n > 2k"; "n >= 2k"
     # reproduces its Table 1 exactly (all 8 MDAV-single-group figures), so that is
     # how we read it.
-    if state[0] >= 2 * k:
-        r = farthest(T, _centroid(total, state[0]))
+    if state[REMAINING] >= 2 * k:
+        r = farthest(T, _centroid(total, state[REMAINING]))
         _group_around(T, total, state, labels, r, k, nb_pos, nb_d)
     _rest_as_group(T, state, labels)
-    state[2] = 1
+    state[DONE] = 1
 
 
 @njit(cache=True, nogil=True)
@@ -216,15 +225,15 @@ def _run_mdav(T, A, total, state, labels, method, k, budget):
     nb_pos = np.empty(2 * k, np.int64)
     nb_d = np.empty(2 * k)
     it = 0
-    while state[0] >= 3 * k and it < budget:
-        r, A = farthest_from_moving(T, A, _centroid(total, state[0]))
+    while state[REMAINING] >= 3 * k and it < budget:
+        r, A = farthest_from_moving(T, A, _centroid(total, state[REMAINING]))
         _group_around(T, total, state, labels, r, k, nb_pos, nb_d)
         if method == MDAV:
             # x_s: farthest from x_r among the records still remaining
             s = farthest(T, X[r].copy())
             _group_around(T, total, state, labels, s, k, nb_pos, nb_d)
         it += 1
-    if state[0] < 3 * k:
+    if state[REMAINING] < 3 * k:
         _last_groups(T, total, state, labels, k, nb_pos, nb_d)
     return A
 
@@ -236,11 +245,11 @@ def _run_ivmdav(T, A, total, state, labels, k, gamma, budget):
     z_pos = np.empty(2 * k, np.int64)
     z_d = np.empty(2 * k)
     it = 0
-    while state[0] >= 3 * k and it < budget:
-        r, A = farthest_from_moving(T, A, _centroid(total, state[0]))
+    while state[REMAINING] >= 3 * k and it < budget:
+        r, A = farthest_from_moving(T, A, _centroid(total, state[REMAINING]))
         _extend_ivmdav(T, total, state, labels, r, k, gamma, nb_pos, nb_d, z_pos, z_d)
         it += 1
-    if state[0] < 3 * k:
+    if state[REMAINING] < 3 * k:
         _last_groups(T, total, state, labels, k, nb_pos, nb_d)
     return A
 
@@ -253,18 +262,18 @@ def _run_vmdav(T, A, total, state, labels, k, gamma, budget):
     z_pos = np.empty(2 * k, np.int64)
     z_d = np.empty(2 * k)
     it = 0
-    while state[0] >= k and it < budget:
-        e, A = farthest_from_moving(T, A, _centroid(total, state[0]))
+    while state[REMAINING] >= k and it < budget:
+        e, A = farthest_from_moving(T, A, _centroid(total, state[REMAINING]))
         _extend_vmdav(T, total, state, labels, e, k, gamma, members, near_pos, near_d, z_pos, z_d)
         it += 1
-    if state[0] < k:
+    if state[REMAINING] < k:
         _vmdav_leftovers(T, state, labels)
-        state[2] = 1
+        state[DONE] = 1
     return A
 
 
 def run(T, A, total, state, labels, method, k, gamma, budget):
-    """Form up to ``budget`` iterations of ``method``; set ``state[2] = 1`` when done.
+    """Form up to ``budget`` iterations of ``method``; set ``state[DONE] = 1`` when done.
 
     Returns the anchor structure ``A`` to pass to the next call. (Python: it calls
     the kernel of ``method``, with Python scalars, so each compiles once.)
@@ -272,13 +281,13 @@ def run(T, A, total, state, labels, method, k, gamma, budget):
     Parameters
     ----------
     T : tuple
-        kd-tree from ``build_kdtree`` (consumed: rows are removed as grouped).
+        the bucket index from ``buckets.build`` (consumed: rows are removed as grouped).
     A : tuple
         anchor structure for the farthest-from-centroid queries.
     total : (d,) float64
         running column sums of the remaining rows.
     state : (3,) int64
-        ``[remaining, next_group, done]``.
+        ``state[REMAINING]``, ``state[NEXT_GROUP]``, ``state[DONE]``.
     labels : (n,) int64
         output, by original row index.
     """
@@ -296,7 +305,7 @@ def _start(X, leaf_size):
     T = build(X, leaf_size, np.int64(1), np.int64(PAR_MIN))  # leaves of the streamed pass: one thread each
     total = _column_sums(X)
     state = np.zeros(3, np.int64)
-    state[0] = n
+    state[REMAINING] = n
     labels = np.full(n, -1, np.int64)
     A = anchor_init(T, _centroid(total, max(n, 1)))
     return T, A, total, state, labels
@@ -321,7 +330,7 @@ def start(X, leaf_size, threads=None, par_min=PAR_MIN):
     T = build(X, int(leaf_size), int(threads), int(par_min))
     total = _column_sums(X)
     state = np.zeros(3, np.int64)
-    state[0] = n
+    state[REMAINING] = n
     labels = np.full(n, -1, np.int64)
     A = anchor_init(T, _centroid(total, max(n, 1)))
     return T, A, total, state, labels
@@ -338,7 +347,7 @@ def microaggregate(X, method, k, gamma, threads=None, par_min=PAR_MIN):
     """Run ``method`` to completion on ``X`` and return the labels (no progress;
     ``threads``, ``par_min``: as ``start``)."""
     T, A, total, state, labels = start(as_block(X), LEAF_SIZE, threads, par_min)
-    while state[2] == 0:
+    while state[DONE] == 0:
         A = run(T, A, total, state, labels, method, k, gamma, 1 << 40)
     return labels
 
@@ -349,7 +358,7 @@ def microaggregate(X, method, k, gamma, threads=None, par_min=PAR_MIN):
 @njit(cache=True, nogil=True)
 def microaggregate_vmdav(X, k, gamma):
     T, A, total, state, labels = _start(X, np.int64(LEAF_SIZE))
-    while state[2] == 0:
+    while state[DONE] == 0:
         A = _run_vmdav(T, A, total, state, labels, k, gamma, np.int64(1 << 40))
     return labels
 
@@ -357,6 +366,6 @@ def microaggregate_vmdav(X, k, gamma):
 @njit(cache=True, nogil=True)
 def microaggregate_ivmdav(X, k, gamma):
     T, A, total, state, labels = _start(X, np.int64(LEAF_SIZE))
-    while state[2] == 0:
+    while state[DONE] == 0:
         A = _run_ivmdav(T, A, total, state, labels, k, gamma, np.int64(1 << 40))
     return labels

@@ -22,11 +22,12 @@ SIZE_BOUNDS = {
 }
 
 
-# MDAV and MDAV-single-group on a block of at most this many rows run by brute force
-# (``engine.kernels.leaf.mdav_brute_slots``, the kernel of the streamed pass's leaves:
-# the same labels as the kd-tree, tested in tests/test_leaf.py): as fast at this
-# size, and its compiled code is mostly there after any streamed run, where the
-# kd-tree's would take seconds to compile on a small table's first run.
+# A block of at most this many rows runs by brute force (``engine.kernels.brute``:
+# ``leaf.mdav_brute_slots`` for MDAV and MDAV-single-group, the kernel of the
+# streamed pass's leaves, and its V-MDAV / IV-MDAV counterparts; the same labels as
+# the bucket index, tested in tests/test_leaf.py and tests/test_brute.py): as fast at
+# this size, and it compiles in a fraction of the index's time, which a small
+# table's first run would otherwise pay.
 BRUTE_MAX_ROWS = 4096
 
 
@@ -38,21 +39,21 @@ def aggregate_block(Z: np.ndarray, method_code: int, k: int, gamma: float,
     """
     Z = _mdav.as_block(Z)  # the one array type the kernels are compiled for
     n = Z.shape[0]
-    if method_code in (_mdav.MDAV, _mdav.MDAV_SINGLE) and n <= BRUTE_MAX_ROWS and k >= 1 and Z.shape[1] > 0:
-        from ..kernels.leaf import _fits, mdav_brute_slots
+    if n <= BRUTE_MAX_ROWS:
+        from ..kernels.brute import small_block_labels
 
-        if _fits(Z):
-            labels = mdav_brute_slots(Z, int(method_code), int(k))
+        labels = small_block_labels(Z, method_code, k, gamma)  # None: data the index must take
+        if labels is not None:
             if progress is not None:
                 progress.update(done_before + n)
             return labels
     T, A, total, state, labels = _mdav.start(Z, _mdav.LEAF_SIZE)
     # a few hundred groups per call: negligible overhead, frequent progress
     budget = 256
-    while state[2] == 0:
+    while state[_mdav.DONE] == 0:
         A = _mdav.run(T, A, total, state, labels, method_code, k, gamma, budget)
         if progress is not None:
-            progress.update(done_before + n - int(state[0]))
+            progress.update(done_before + n - int(state[_mdav.REMAINING]))
     return labels
 
 
