@@ -32,7 +32,14 @@ from numba import njit
 
 from .kdtree import sq_dist
 from .leaf import _INF_BITS, _MAX_I64, _dists, _farthest, _fits, _leaf_rows, _nearest, mdav_brute_slots
-from .mdav import IVMDAV, MDAV, MDAV_SINGLE, VMDAV
+from .mdav import IVMDAV, MDAV, MDAV_SINGLE, VMDAV, as_block
+
+# MDAV on a whole table of at most this many rows (mnqia's baseline,
+# ``methods.mnqia.mdav_range_loss``) runs by brute force: about as fast as the index
+# up to here on 3 to 8 columns (30,162 rows of Adult, k = 5: 0.34 s either way;
+# brute force is O(n^2 / k), 3-13x slower at 60,000 rows), and nothing of the index
+# to compile on first use (docs/notes/first-run-compile.md)
+MDAV_BRUTE_MAX_ROWS = 32768
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -314,9 +321,10 @@ def usable(X, k):
 
 
 def small_block_labels(X, method, k, gamma):
-    """``method`` on the whole block ``X`` (``mdav.as_block``) by brute force: the
+    """``method`` on the whole block ``X`` by brute force: the
     labels of ``mdav.microaggregate``, or None when ``usable`` is False (the caller
     runs the index). Python: each method's kernel compiles only when first used."""
+    X = as_block(X)
     method, k = int(method), int(k)
     if not usable(X, k):
         return None
