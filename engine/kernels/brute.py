@@ -42,6 +42,12 @@ from .mdav import IVMDAV, MDAV, MDAV_SINGLE, VMDAV, as_block
 MDAV_BRUTE_MAX_ROWS = 32768
 
 
+# leaf's vectorized distance scan as a function of its own (not inlined): each
+# kernel below scans from several places, and every inlined copy of the scan's
+# vectorized loops costs its compilation again
+_scan = njit(cache=True, nogil=True)(_dists.py_func)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _slot_bits(C):
     """Slot bits of ``_farthest``'s key for a buffer of C's capacity."""
@@ -90,7 +96,7 @@ def _seed_from_centroid(C, orig, m, total, q, dist, sh):
     """The slot of the remaining row farthest from the centroid ``total / m``."""
     for j in range(C.shape[0]):
         q[j] = total[j] / m
-    _dists(C, m, q, dist)
+    _scan(C, m, q, dist)
     return _farthest(dist.view(np.int64), orig, m, sh)
 
 
@@ -98,7 +104,7 @@ def _seed_from_centroid(C, orig, m, total, q, dist, sh):
 def _dists_from_slot(C, m, s, q, dist):
     for j in range(C.shape[0]):
         q[j] = C[j, s]
-    _dists(C, m, q, dist)
+    _scan(C, m, q, dist)
 
 
 @njit(cache=True, nogil=True)
@@ -140,7 +146,7 @@ def _vmdav_slots(X, C, orig, where, m, total, k, gamma, labels, group, dist, q, 
                     i = members[b]
                     for j in range(d):
                         q[j] = X[i, j]
-                    _dists(C, m, q, dist)
+                    _scan(C, m, q, dist)
                     s = _closest(di, orig, m, sh)
                     u = orig[s]
                     near_pos[b] = u
