@@ -31,7 +31,8 @@ import numpy as np
 from numba import njit
 
 from .kdtree import sq_dist
-from .leaf import _INF_BITS, _MAX_I64, _dists, _farthest, _fits, _leaf_rows, _nearest, mdav_brute_slots
+from .leaf import (_INF_BITS, _MAX_I64, _dists, _farthest, _fill_slots, _fits, _leaf_rows, _nearest, _slot_scratch,
+                   mdav_brute_slots)
 from .mdav import IVMDAV, MDAV, MDAV_SINGLE, VMDAV, as_block
 
 # MDAV on a whole table of at most this many rows (mnqia's baseline,
@@ -240,20 +241,13 @@ def _ivmdav_slots(C, orig, where, m, total, k, gamma, labels, group, dist, q, ca
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _fill_slots(X, idx, m, C, orig, where, total):
-    """Slots 0..m-1 of ``C`` := the rows ``idx[:m]`` of ``X``; their column sums in
-    row order into ``total``."""
-    d = X.shape[1]
-    for j in range(d):
-        total[j] = 0.0
+def _fill(X, order, bounds, b, C, orig, where, total):
+    """Slots of the rows ``order[bounds[b]:bounds[b+1]]``; returns their count."""
+    m = bounds[b + 1] - bounds[b]
+    _fill_slots(X, order[bounds[b]:], m, C, orig, total)
     for a in range(m):
-        i = idx[a]
-        orig[a] = i
-        where[i] = a
-        for j in range(d):
-            v = X[i, j]
-            C[j, a] = v
-            total[j] += v
+        where[orig[a]] = a
+    return m
 
 
 @njit(cache=True, nogil=True)
@@ -261,22 +255,12 @@ def _vmdav_rows(X, order, bounds, cap, k, gamma):
     """V-MDAV on every range ``order[bounds[b]:bounds[b+1]]`` of rows (leaves, or the
     whole block), groups numbered range after range."""
     n, d = X.shape
-    labels = np.full(n, -1, np.int64)
-    C = np.empty((d, cap))
-    orig = np.empty(cap, np.int64)
-    where = np.full(n, -1, np.int64)
-    total = np.empty(d)
-    dist = np.empty(cap + 1)
-    q = np.empty(d)
-    cand = np.empty(cap, np.int64)
-    grouped = np.empty(cap, np.int64)
-    w = 2 * k + 1
-    nd, no, ns = np.empty(w, np.int64), np.empty(w, np.int64), np.empty(w, np.int64)
-    members, near_pos, near_d = np.empty(w, np.int64), np.empty(w, np.int64), np.empty(w)
+    labels, where = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    C, orig, total, dist, q, cand, nd, no, ns = _slot_scratch(d, cap, 2 * k + 1)
+    members, near_pos, near_d, grouped = np.empty_like(nd), np.empty_like(nd), np.empty(nd.shape[0]), np.empty_like(cand)
     next_id = np.int64(0)  # not a literal 0: that would compile _vmdav_slots once more
     for b in range(bounds.shape[0] - 1):
-        m = bounds[b + 1] - bounds[b]
-        _fill_slots(X, order[bounds[b]:], m, C, orig, where, total)
+        m = _fill(X, order, bounds, b, C, orig, where, total)
         next_id = _vmdav_slots(X, C, orig, where, m, total, k, gamma, labels, next_id, dist, q, cand, nd, no, ns,
                                members, near_pos, near_d, grouped)
     return labels
@@ -286,21 +270,12 @@ def _vmdav_rows(X, order, bounds, cap, k, gamma):
 def _ivmdav_rows(X, order, bounds, cap, k, gamma):
     """IV-MDAV on every range of rows, as ``_vmdav_rows``."""
     n, d = X.shape
-    labels = np.full(n, -1, np.int64)
-    C = np.empty((d, cap))
-    orig = np.empty(cap, np.int64)
-    where = np.full(n, -1, np.int64)
-    total = np.empty(d)
-    dist = np.empty(cap + 1)
-    q = np.empty(d)
-    cand = np.empty(cap, np.int64)
-    w = 2 * k + 1
-    nd, no, ns = np.empty(w, np.int64), np.empty(w, np.int64), np.empty(w, np.int64)
-    nb, nbd = np.empty(w, np.int64), np.empty(w)
+    labels, where = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    C, orig, total, dist, q, cand, nd, no, ns = _slot_scratch(d, cap, 2 * k + 1)
+    nb, nbd = np.empty_like(nd), np.empty(nd.shape[0])
     next_id = np.int64(0)  # not a literal 0: see _vmdav_rows
     for b in range(bounds.shape[0] - 1):
-        m = bounds[b + 1] - bounds[b]
-        _fill_slots(X, order[bounds[b]:], m, C, orig, where, total)
+        m = _fill(X, order, bounds, b, C, orig, where, total)
         next_id = _ivmdav_slots(C, orig, where, m, total, k, gamma, labels, next_id, dist, q, cand, nd, no, ns,
                                 nb, nbd)
     return labels

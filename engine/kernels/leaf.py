@@ -466,6 +466,31 @@ def _add_leaf(labels, idx, local, next_id):
     return next_id + g
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _slot_scratch(d, cap, w):
+    """The buffers of the column-major kernels for up to ``cap`` rows of d columns:
+    ``C``, ``orig``, ``total``, ``dist`` (cap + 1), ``q``, ``cand`` and ``nd``, ``no``,
+    ``ns`` of ``w`` (also used by ``engine.kernels.brute``)."""
+    return (np.empty((d, cap)), np.empty(cap, np.int64), np.empty(d), np.empty(cap + 1), np.empty(d),
+            np.empty(cap, np.int64), np.empty(w, np.int64), np.empty(w, np.int64), np.empty(w, np.int64))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fill_slots(X, idx, m, C, orig, total):
+    """Slots 0..m-1 of ``C`` := the rows ``idx[:m]`` of ``X`` (``orig``: their row
+    ids); their column sums in row order into ``total``."""
+    d = X.shape[1]
+    for j in range(d):
+        total[j] = 0.0
+    for a in range(m):
+        i = idx[a]
+        orig[a] = i
+        for j in range(d):
+            v = X[i, j]
+            C[j, a] = v
+            total[j] += v
+
+
 @njit(cache=True, nogil=True)
 def _leaves_slots(X, method, k, leaf):
     # MDAV / MDAV-single-group, every |x| < _FINITE_LIMIT, k >= 1, d >= 1: each
@@ -473,28 +498,11 @@ def _leaves_slots(X, method, k, leaf):
     n, d = X.shape
     order, bounds, cap = _leaf_rows(X, k, leaf)
     labels = np.empty(n, np.int64)
-    C = np.empty((d, cap))
-    orig = np.empty(cap, np.int64)
-    total = np.empty(d)
-    dist = np.empty(cap)
-    q = np.empty(d)
-    cand = np.empty(cap, np.int64)
-    nd = np.empty(k + 1, np.int64)
-    no = np.empty(k + 1, np.int64)
-    ns = np.empty(k + 1, np.int64)
+    C, orig, total, dist, q, cand, nd, no, ns = _slot_scratch(d, cap, k + 1)
     next_id = np.int64(0)  # not a literal 0: see ``mdav_brute``
     for b in range(bounds.shape[0] - 1):
-        idx = order[bounds[b]: bounds[b + 1]]
-        m = idx.shape[0]
-        for j in range(d):
-            total[j] = 0.0
-        for a in range(m):
-            i = idx[a]
-            orig[a] = i
-            for j in range(d):
-                v = X[i, j]
-                C[j, a] = v
-                total[j] += v
+        m = bounds[b + 1] - bounds[b]
+        _fill_slots(X, order[bounds[b]:], m, C, orig, total)
         next_id = _mdav_slots(C, orig, m, total, method, k, labels, next_id, dist, q, cand, nd, no, ns)
     return labels
 
