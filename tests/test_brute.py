@@ -89,6 +89,20 @@ def test_leaves_fall_back_to_the_index():
         assert np.array_equal(got, old)
 
 
+def test_large_leaves_run_the_index(monkeypatch):
+    """Leaves above LEAF_BRUTE_MAX_ROWS rows (polished runs' 32,768) run the index kernel."""
+    X = np.random.default_rng(6).standard_normal((900, 3))
+    want = [leaf._leaves_vmdav(mdav.as_block(X), 3, 0.2, 300), leaf._leaves_ivmdav(mdav.as_block(X), 3, 1.16, 300)]
+    assert np.array_equal(leaf.aggregate_leaves(X, mdav.VMDAV, 3, 0.2, 300), want[0])  # brute force
+    monkeypatch.setattr(brute, "LEAF_BRUTE_MAX_ROWS", 299)
+    monkeypatch.setattr(brute, "leaves_vmdav", None)
+    monkeypatch.setattr(brute, "leaves_ivmdav", None)
+    assert np.array_equal(leaf.aggregate_leaves(X, mdav.VMDAV, 3, 0.2, 300), want[0])
+    assert np.array_equal(leaf.aggregate_leaves(X, mdav.IVMDAV, 3, 1.16, 300), want[1])
+    with pytest.raises(TypeError):  # 299 rows: one leaf of 299 rows, by brute force (None here)
+        leaf.aggregate_leaves(X[:299], mdav.IVMDAV, 3, 1.16, 300)
+
+
 def test_aggregate_block_runs_small_blocks_without_the_index(monkeypatch):
     """Blocks of at most BRUTE_MAX_ROWS rows never start the index (every method); the
     labels are the index's; larger blocks and data brute force does not take use it."""

@@ -15,10 +15,11 @@ No index: the remaining rows sit compacted, column-major, in the slots of
 slot a, the last slot moved into each freed one) and every query scans them all
 with its vectorized helpers (``_dists``, ``_farthest``, ``_nearest``), plus
 ``where`` (row -> slot, -1 once grouped) for the rows a query names. A scan is
-O(remaining), so a block costs O(n^2 / k) distance evaluations: cheap for the
-blocks of at most ``passes.aggregate.BRUTE_MAX_ROWS`` rows and leaves of a few
-hundred that use it, and it compiles in a fraction of the index's time (the
-point: a method's first use compiles what it runs).
+O(remaining), so a block costs O(n^2 / k) distance evaluations: cheaper than the
+index for the blocks of at most ``passes.aggregate.BRUTE_MAX_ROWS`` rows and the
+leaves of at most ``LEAF_BRUTE_MAX_ROWS`` that use it, and it compiles in a
+fraction of the index's time (the point: a method's first use compiles only what
+it runs; docs/notes/first-run-compile.md).
 
 Like ``leaf.mdav_brute_slots`` these need k >= 1, d >= 1 and |x| < 1e100
 (``leaf._fits``); ``small_block_labels`` checks that and returns None otherwise
@@ -41,6 +42,11 @@ from .mdav import IVMDAV, MDAV, MDAV_SINGLE, VMDAV, as_block
 # brute force is O(n^2 / k), 3-13x slower at 60,000 rows), and nothing of the index
 # to compile on first use (docs/notes/first-run-compile.md)
 MDAV_BRUTE_MAX_ROWS = 32768
+# V-MDAV / IV-MDAV leaves of at most this many rows run by brute force
+# (``leaf.aggregate_leaves``): 5-8x faster than the index on the default 256-row
+# leaves, 1.3-1.5x at 8,192 rows, 2-3x slower at 32,768 (the leaves of polished runs),
+# 8 census-like columns, k = 3 and 5
+LEAF_BRUTE_MAX_ROWS = 8192
 
 
 # leaf's vectorized distance scan as a function of its own (not inlined): each

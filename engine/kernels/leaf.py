@@ -17,8 +17,10 @@ column order, centroid = running total / remaining with rows subtracted in the
 order they join, ties to the lowest row index, "the k-1 nearest of r" excludes r),
 so on any block it returns the same labels as ``mdav.microaggregate``: tested.
 V-MDAV and IV-MDAV run on each leaf by brute force too, on the same slots
-(``engine.kernels.brute``: the labels of their bucket-index kernels, tested); data
-it does not take (the limits below) run the index kernel on each leaf.
+(``engine.kernels.brute``: the labels of their bucket-index kernels, tested), when
+leaves have at most ``brute.LEAF_BRUTE_MAX_ROWS`` rows (the default 256-row leaves;
+not the polished runs' 32,768-row leaves, where the index is faster); other leaves,
+and data brute force does not take (the limits below), run the index kernel.
 
 Layout of the brute-force kernel (``_mdav_slots``): the remaining rows of a leaf
 sit compacted, column-major, in a scratch buffer ``C`` (d, capacity): slot ``a``
@@ -560,7 +562,7 @@ def aggregate_leaves(X, method, k, gamma, leaf):
     if method == VMDAV or method == IVMDAV:
         from . import brute  # (it imports this module)
 
-        if brute.usable(X, k):
+        if min(X.shape[0], max(leaf, 4 * k)) <= brute.LEAF_BRUTE_MAX_ROWS and brute.usable(X, k):
             kernel = brute.leaves_vmdav if method == VMDAV else brute.leaves_ivmdav
         else:
             kernel = _leaves_vmdav if method == VMDAV else _leaves_ivmdav
