@@ -109,7 +109,8 @@ def test_aggregate_block_runs_small_blocks_without_the_index(monkeypatch):
     from engine.passes import aggregate
 
     rng = np.random.default_rng(9)
-    blocks = [(n, _table(rng, t, n, [2, 5, 13][t % 3])) for t, n in enumerate([1, 7, 60, 777, aggregate.BRUTE_MAX_ROWS])]
+    sizes = [1, 7, 60, 777, aggregate.BRUTE_MAX_ROWS]
+    blocks = [(n, _table(rng, t, n, [2, 5, 13][t % 3])) for t, n in enumerate(sizes)]
     want = {(n, code): mdav.microaggregate(X, code, 3, g) for n, X in blocks
             for code, g in ((0, 0.0), (1, 0.0), (2, 0.2), (3, 1.16))}
 

@@ -263,7 +263,8 @@ def _vmdav_rows(X, order, bounds, cap, k, gamma):
     n, d = X.shape
     labels, where = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
     C, orig, total, dist, q, cand, nd, no, ns = _slot_scratch(d, cap, 2 * k + 1)
-    members, near_pos, near_d, grouped = np.empty_like(nd), np.empty_like(nd), np.empty(nd.shape[0]), np.empty_like(cand)
+    members, near_pos, near_d = np.empty_like(nd), np.empty_like(nd), np.empty(nd.shape[0])
+    grouped = np.empty_like(cand)
     next_id = np.int64(0)  # not a literal 0: that would compile _vmdav_slots once more
     for b in range(bounds.shape[0] - 1):
         m = _fill(X, order, bounds, b, C, orig, where, total)
