@@ -44,7 +44,7 @@ import numba
 import numpy as np
 import polars as pl
 
-from .budget import early_piece, plan_budget, rss as current_rss
+from .budget import early_piece, plan_budget, rss as current_rss, workers
 from .config import RunConfig
 from .errors import EngineError
 from .io.sink import CommitGroup, atomic_output, check_destination, check_tmp_dir, output_format
@@ -297,7 +297,9 @@ def _aggregate_and_stitch(inp: _Input, cfg, flow, blocks: Blocks | None, passes)
             np.memmap(blocks.store.private_file("labels.i32", 4 * rows), dtype=np.int32, mode="r+", shape=(rows,))
         labels[:] = -1  # a row no unit assigns stays -1 and fails the recount
         with timed(passes, flow.aggregate_pass), Progress(flow.aggregate_pass, rows, cfg.progress) as bar:
-            n_groups = flow.aggregate(blocks, labels, inp.threads, bar)
+            threads = inp.threads if inp.backend is not None or blocks.single else \
+                workers(inp.budget, cfg.memory_limit, blocks.unit_rows, inp.threads)  # units at once
+            n_groups = flow.aggregate(blocks, labels, threads, bar)
         release_memory()
         n_groups = flow.after_aggregate(blocks, labels, n_groups, passes)
         with timed(passes, "stitch"), Progress("stitch", rows, cfg.progress) as bar:
