@@ -15,16 +15,19 @@ measured on census-like tables (docs/benchmarks.md, "Memory limit"):
 * a chunk in flight: ``CELL`` bytes per cell of the chunk (the read frame, its float
   copy, the output frame, its Arrow form, the read-ahead and the background writer);
 * a block in flight: about 8 * (5d + 6) per row (spill record, values, z-scores,
-  the kd-tree and labels), for ``threads + 1`` blocks;
+  the index and labels): two blocks at the least (one aggregated, the next read),
+  one more for each further unit aggregated at once (``workers``, at most the threads);
 * the spill buffers: two of ``spill_buffer`` bytes (one filled, one being written);
 * a CSV input read a piece at a time (``Source.bounded``): about ``PIECE_FACTOR``
   times the piece (the bytes, Polars' parse buffers and columns);
 * a margin: ``MARGIN_SHARE`` of the limit plus ``MARGIN_FIXED``.
 
-Below the minimum (every size at its floor: ``MIN_CHUNK`` rows, ``MIN_BLOCK`` rows,
-``MIN_SPILL`` buffers, ``MIN_PIECE`` pieces) the run is refused up front with one
-line naming the minimum. Above it, what is left is shared among the chunk, the
-blocks, the spill buffers and the pieces, each capped at its default.
+Below the minimum (every size at its floor: ``MIN_CHUNK`` rows, two blocks of the
+block size, ``MIN_SPILL`` buffers, ``MIN_PIECE`` pieces) the run is refused up front
+with one line naming the minimum. Above it, what is left is shared among the chunk,
+the units in flight, the spill buffers and the pieces, each capped at its default.
+The block size is never chosen by the limit (it decides the partition, so the output
+would then depend on the memory and the thread count).
 
 Without a limit: blocks of ``DEFAULT_BLOCK_SIZE`` rows, the chunk size asked for,
 32 MiB spill buffers and Polars' own CSV reader.
