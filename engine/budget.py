@@ -50,7 +50,6 @@ CSV_PASSES = 32 * MiB        # a CSV's passes before the plan, beyond RUNTIME's 
 MARGIN_SHARE = 0.05
 MARGIN_FIXED = 16 * MiB
 MIN_CHUNK = 10_000
-MIN_BLOCK = 5_000
 MIN_SPILL = 4 * MiB
 MIN_PIECE = 2 * MiB
 MAX_PIECE = 16 * MiB
@@ -109,7 +108,7 @@ def refuse(limit: int, need: int, rows: int, d: int, method: str, why: str = "",
 
 def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind: str = "parquet",
                 method: str | None = None, state: int | None = None, qis: int | None = None,
-                start_rss: int | None = None, min_block: int = MIN_BLOCK) -> Budget:
+                start_rss: int | None = None) -> Budget:
     """``d``: the columns a block row holds (the QIs, or more for the sensitive
     methods); ``columns``: the input's columns; ``kind``: the input's ("csv" reads in
     pieces); ``state``: the bytes the run keeps for the whole table beside the row
@@ -123,8 +122,7 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     ``DEFAULT_BLOCK_SIZE``. The limit decides what does not change the output: the
     chunk, the spill buffers, the CSV pieces, where the label map lives, and how many
     units are aggregated at once (``workers``); below the least limit that fits one
-    block at a time, the run is refused. (``min_block`` is kept for the callers'
-    signature: the sensitive methods pass the default block size.)"""
+    block at a time, the run is refused."""
     block = cfg.block_size or DEFAULT_BLOCK_SIZE
     chunk = cfg.chunk_rows
     if cfg.memory_limit is None:
