@@ -129,14 +129,18 @@ class Prerender:
             proc.wait()
 
 
+def _import_matplotlib() -> None:
+    """What drawing a page needs of matplotlib (never pyplot)."""
+    import matplotlib.backends.backend_svg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+
+
 def _worker() -> None:  # pragma: no cover - run as a process (tests cover it through the CLI)
     """``python -m engine.html_report``: the ``Prerender`` worker's loop."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends it (closes its input, or kills it)
-    import matplotlib.backends.backend_svg  # noqa: F401
-    import matplotlib.figure  # noqa: F401
-
+    _import_matplotlib()
     for line in sys.stdin:
         msg = json.loads(line)
         if "distributions" in msg:
@@ -397,6 +401,11 @@ def _distributions(dist: dict, r: dict) -> str:
 
 
 def _draw_distributions(dist: dict) -> str:
+    return _figure(*_distributions_figure(dist))
+
+
+def _distributions_figure(dist: dict):
+    """The distributions figure (a matplotlib Figure, not yet serialized) and its caption."""
     from matplotlib.ticker import MaxNLocator
 
     names = list(dist)
@@ -438,7 +447,7 @@ def _draw_distributions(dist: dict) -> str:
     else:
         after = "no 'after' distribution is drawn"
     bins = len(dist[names[0]]["before"])
-    return _figure(fig, f"How to read: the filled area is the share of input rows in each of {bins} equal bins "
+    return fig, (f"How to read: the filled area is the share of input rows in each of {bins} equal bins "
                         f"between the column's smallest and largest value, {after}; the first and last bin "
                         f"may be wider when the bins were set from a sample.")
 

@@ -54,6 +54,35 @@ def test_distributions_count_every_row_before_and_after():
     assert all(0 <= v <= 100 for v in r["information_loss_by_qi"].values())
 
 
+@pytest.mark.parametrize("lo,hi", [(0.0, 40.0), (-3.5, 1e6), (-1e308, 1e308), (0.0, 1e-308), (5.0, 5.0)])
+def test_histogram_kernels_match_the_reference(lo, hi):
+    """``_count`` (4 interleaved partial histograms) and ``_count_weighted`` (the "after"
+    counts) against a value-by-value reference: values inside bins (away from the
+    edges, where the kernel's x * (1 / w) may round differently), the extremes, values
+    outside [lo, hi], infinities; a column of few distinct values; row-major and
+    column-major inputs, in chunks."""
+    from engine.passes.distributions import Distributions
+    from tests.reference import histogram
+
+    rng = np.random.default_rng(7)
+    f = (rng.integers(0, 40, 3000) + rng.uniform(0.05, 0.95, 3000)) / 40
+    inside = lo * (1 - f) + hi * f  # (no overflow near the float64 limit)
+    few = np.repeat(inside[:3], 500)  # long runs of one bin (the interleaving's case)
+    special = np.array([lo, hi, -np.inf, np.inf, np.finfo(float).max, -np.finfo(float).max])
+    col = np.concatenate([inside, few, special])
+    X = np.stack([col, col[::-1]])  # (2, n): two columns of the same values
+    d = Distributions(["a", "b"])
+    d.start([lo, lo], [hi, hi])
+    d.add(X[:, :1001])  # column-major chunk
+    d.add(np.ascontiguousarray(X[:, 1001:].T).T)  # a transposed (row-major) chunk
+    ref = histogram(col.tolist(), lo, hi, 40)
+    assert d.counts[0].tolist() == ref and d.counts[1].tolist() == ref
+    assert d.vmin.tolist() == [-np.inf] * 2 and d.vmax.tolist() == [np.inf] * 2
+    sizes = rng.integers(1, 9, col.shape[0])
+    out = d.finish(np.stack([col, col], axis=1), sizes)
+    assert out["a"]["after"] == out["b"]["after"] == histogram(col.tolist(), lo, hi, 40, sizes)
+
+
 @pytest.mark.parametrize("method,kw", [
     ("mnqia", {"qi": "age,education_num,hours_per_week"}),
     ("maxent", {"qi": "age,education,hours_per_week", "sa": "income", "epsilon": 0.5, "block_size": 8000}),
