@@ -258,7 +258,7 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
                              numeric_output=numeric_output, ordinal=ordinal, weights=weights, csv=csv_opts,
                              scheduler=scheduler)
         rep = run(source, cfg, sink, tmp_dir=tmp_dir, group=group,
-                  distributions=prerender.distributions if prerender is not None else report is not None).report
+                  distributions=prerender.ahead if prerender is not None else report is not None).report
         from .html_report import describe_input
 
         rep.input = describe_input(source)

@@ -363,7 +363,7 @@ def _cmd_anonymize(args) -> int:
     with contextlib.ExitStack() as stack:
         group, report_tmp = _start_group(stack, args, inputs, args.output)
         result = run(args.input, cfg, args.output, tmp_dir=args.tmp_dir, group=group,
-                     distributions=args.html_prerender.distributions if args.html else bool(args.report))
+                     distributions=args.html_prerender.ahead if args.html else bool(args.report))
         result.report.input = args.input
         risk = None
         if args.risk:  # the output is complete, not yet in place: it reads the input and the output

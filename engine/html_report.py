@@ -77,10 +77,11 @@ def _worker_env() -> dict:
 
 class Prerender:
     """A worker process that draws the page beside the run: started with the run, it
-    imports matplotlib (most of a second) while the passes work; it draws the
-    distributions (the largest figure) while the write pass runs
-    (``distributions``, the coordinator's callback), and the page at the end
-    (``page``). The page is the same as ``render``'s; if the worker fails, ``page``
+    imports matplotlib while the passes work; it draws the figures whose data is
+    known before the write pass (``ahead``, the coordinator's callback: the
+    distributions and the group sizes) while that pass runs, and the rest of the
+    page at the end (``page``: the times per pass and the loss per QI, known only
+    then). The page is the same as ``render``'s; if the worker fails, ``page``
     renders in this process."""
 
     def __init__(self):
@@ -102,8 +103,9 @@ class Prerender:
             self.close()
             return False
 
-    def distributions(self, dist: dict) -> None:
-        self._send({"distributions": dist})
+    def ahead(self, partial: dict) -> None:
+        """Draw the figures of ``partial`` (part of a report: ``AHEAD``'s keys) now."""
+        self._send({"ahead": partial})
 
     def page(self, report: dict) -> str:
         if self._send({"page": report}):
@@ -143,9 +145,9 @@ def _worker() -> None:  # pragma: no cover - run as a process (tests cover it th
     _import_matplotlib()
     for line in sys.stdin:
         msg = json.loads(line)
-        if "distributions" in msg:
+        if "ahead" in msg:
             try:
-                _distributions(msg["distributions"], {})
+                _ahead(msg["ahead"])
             except Exception:  # drawn again by ``page``, which reports the error
                 pass
         elif "page" in msg:
@@ -324,33 +326,37 @@ def _section_guarantee(r: dict) -> str:
                     ("group size range (rows)", f"{r['min_group_size']} .. {r['max_group_size']}")])]
     counts = r.get("group_size_counts") or {}
     if counts:
-        sizes = sorted(counts, key=int)
-        fig = _fig(7, 2.8, left=0.9)
-        ax = fig.add_subplot()
-        xs = [int(s) for s in sizes]
-        ys = [counts[s] for s in sizes]
-        ax.bar(xs, ys, width=0.8 if len(xs) < 60 else 1.0, color=ACCENT)
-        if k is not None:
-            ax.axvline(k - 0.5, color=AFTER, linestyle="--", linewidth=1.2, label=f"k = {k} (no group left of it)")
-            ax.legend(frameon=False, fontsize=8)
-        if max(ys) / max(1, min(ys)) > 100:
-            from matplotlib.ticker import LogLocator, NullLocator
-
-            ax.set_yscale("log")
-            ax.yaxis.set_major_locator(LogLocator(numticks=6))
-            ax.yaxis.set_minor_locator(NullLocator())  # (minor log ticks: most of the figure's time)
-            ax.set_ylabel("groups (log scale)")
-        else:
-            ax.set_ylabel("groups")
-        ax.set_xlabel("group size (rows)")
-        ax.set_title("Group sizes")
-        if len(xs) <= 20:
-            ax.set_xticks(xs)
-        ax.set_xlim(min(xs[0], k or xs[0]) - 1, xs[-1] + 1)
-        _style(ax)
-        body.append(_figure(fig, "How to read: each bar counts the groups of one size (rows sharing the same "
-                                 "published QI values); every bar must lie right of the dashed k line."))
+        body.append(_cached("group_sizes", {"counts": counts, "k": k}, _draw_group_sizes))
     return _section("guarantee", "The guarantee", body)
+
+
+def _draw_group_sizes(counts: dict, k) -> str:
+    sizes = sorted(counts, key=int)
+    fig = _fig(7, 2.8, left=0.9)
+    ax = fig.add_subplot()
+    xs = [int(s) for s in sizes]
+    ys = [counts[s] for s in sizes]
+    ax.bar(xs, ys, width=0.8 if len(xs) < 60 else 1.0, color=ACCENT)
+    if k is not None:
+        ax.axvline(k - 0.5, color=AFTER, linestyle="--", linewidth=1.2, label=f"k = {k} (no group left of it)")
+        ax.legend(frameon=False, fontsize=8)
+    if max(ys) / max(1, min(ys)) > 100:
+        from matplotlib.ticker import LogLocator, NullLocator
+
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(numticks=6))
+        ax.yaxis.set_minor_locator(NullLocator())  # (minor log ticks: most of the figure's time)
+        ax.set_ylabel("groups (log scale)")
+    else:
+        ax.set_ylabel("groups")
+    ax.set_xlabel("group size (rows)")
+    ax.set_title("Group sizes")
+    if len(xs) <= 20:
+        ax.set_xticks(xs)
+    ax.set_xlim(min(xs[0], k or xs[0]) - 1, xs[-1] + 1)
+    _style(ax)
+    return _figure(fig, "How to read: each bar counts the groups of one size (rows sharing the same "
+                        "published QI values); every bar must lie right of the dashed k line.")
 
 
 def _section_utility(r: dict) -> str:
@@ -381,23 +387,32 @@ def _section_utility(r: dict) -> str:
         body.append(_note("The loss per quasi-identifier is not measured for this method."))
     dist = r.get("distributions")
     if dist:
-        body.append(_distributions(dist, r))
+        body.append(_cached("distributions", {"dist": dist}, _draw_distributions))
     else:
         body.append(_note("Distributions before and after are not in this report (they are counted by runs "
                           "with --html or --report; a single-class release has none)."))
     return _section("utility", "Utility", body)
 
 
-_drawn: dict = {}  # distributions figures drawn ahead (``Prerender``), by their data
+AHEAD = ("k", "group_size_counts", "distributions")  # what the report knows before the write pass
+_drawn: dict = {}  # figures drawn ahead (``Prerender``): kind -> (its data, its markup)
 
 
-def _distributions(dist: dict, r: dict) -> str:
-    key = json.dumps(dist, sort_keys=True)
-    if key in _drawn:
-        return _drawn[key]
-    _drawn.clear()
-    _drawn[key] = _draw_distributions(dist)
-    return _drawn[key]
+def _cached(kind: str, data: dict, draw) -> str:
+    """``draw(**data)``, or the markup drawn ahead for the same ``data``."""
+    key = json.dumps(data, sort_keys=True)
+    if kind in _drawn and _drawn[kind][0] == key:
+        return _drawn[kind][1]
+    _drawn[kind] = (key, draw(**data))
+    return _drawn[kind][1]
+
+
+def _ahead(r: dict) -> None:
+    """Draw the figures of the partial report ``r`` (``AHEAD``) into the cache."""
+    if r.get("distributions"):
+        _cached("distributions", {"dist": r["distributions"]}, _draw_distributions)
+    if r.get("group_size_counts"):
+        _cached("group_sizes", {"counts": r["group_size_counts"], "k": r.get("k")}, _draw_group_sizes)
 
 
 def _draw_distributions(dist: dict) -> str:

@@ -330,7 +330,7 @@ def test_the_worker_draws_the_same_page():
     r = _report()
     pre = html_report.Prerender()
     try:
-        pre.distributions(r["distributions"])
+        pre.ahead({key: r[key] for key in html_report.AHEAD})
         page = pre.page(r)
         assert pre.proc is not None and pre.proc.poll() is None  # drawn by the worker, not the fallback
     finally:
@@ -340,6 +340,25 @@ def test_the_worker_draws_the_same_page():
     dead.proc.kill()
     dead.proc.wait()
     assert dead.page(r) == page and dead.proc is None  # a dead worker: drawn here instead
+
+
+def test_figures_drawn_ahead_are_reused_and_redrawn_when_the_data_differs(monkeypatch):
+    from engine import html_report
+
+    r = _report()
+    page = html_report.render(r)
+    html_report._drawn.clear()
+    html_report._ahead({key: r[key] for key in html_report.AHEAD})  # what the worker does during the write pass
+
+    def boom(**kw):
+        raise AssertionError("drawn again")
+
+    monkeypatch.setattr(html_report, "_draw_distributions", boom)
+    monkeypatch.setattr(html_report, "_draw_group_sizes", boom)
+    assert html_report.render(r) == page
+    other = {**r, "k": r["k"] + 1}
+    with pytest.raises(AssertionError, match="drawn again"):
+        html_report.render(other)
 
 
 def test_import_engine_does_not_load_matplotlib():
