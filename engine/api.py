@@ -269,10 +269,13 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
             rep.risk = disclosure_risk(source, written_source(group.temp(sink), sink), numeric,
                                        chunk_rows=chunk_rows, ordinal=cfg.ordinal if cfg.spec.centroids else None,
                                        **csv).to_dict() if numeric else None
+        if html_tmp is not None:
+            page_report = rep.to_dict()
+            prerender.request(page_report)  # drawn by the worker while the JSON report is written
         if report_tmp is not None:
             rep.write_json(report_tmp, report)
         if html_tmp is not None:
-            html_report.write(rep.to_dict(), html_tmp, html, prerender)
+            html_report.write(page_report, html_tmp, html, prerender)
         group.commit()
     return rep
 

@@ -75,16 +75,22 @@ def _worker_env() -> dict:
     return {**os.environ, "PYTHONSAFEPATH": "1", "PYTHONPATH": path}
 
 
+WORKER_NICE = 19  # the worker's niceness (os.nice): it yields to the run's threads
+
+
 class Prerender:
     """A worker process that draws the page beside the run: started with the run, it
     imports matplotlib while the passes work; it draws the figures whose data is
     known before the write pass (``ahead``, the coordinator's callback: the
     distributions and the group sizes) while that pass runs, and the rest of the
     page at the end (``page``: the times per pass and the loss per QI, known only
-    then). The page is the same as ``render``'s; if the worker fails, ``page``
-    renders in this process."""
+    then). It runs at the lowest priority (``WORKER_NICE``): while the run's threads
+    want both cores it waits, and it draws when one is idle (and after the run, when
+    the caller waits for it). The page is the same as ``render``'s; if the worker
+    fails, ``page`` renders in this process."""
 
     def __init__(self):
+        self._requested = None  # the report whose page was asked for (``request``)
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "engine.html_report"], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -107,8 +113,14 @@ class Prerender:
         """Draw the figures of ``partial`` (part of a report: ``AHEAD``'s keys) now."""
         self._send({"ahead": partial})
 
+    def request(self, report: dict) -> None:
+        """Ask for the page of ``report`` now (the worker draws it while the caller does
+        something else, such as writing the JSON report); ``page(report)`` collects it."""
+        self._requested = report if self._send({"page": report}) else None
+
     def page(self, report: dict) -> str:
-        if self._send({"page": report}):
+        if self._requested is report or self._send({"page": report}):
+            self._requested = None
             try:
                 answer = json.loads(self.proc.stdout.readline())
                 if "page" in answer:
@@ -142,6 +154,10 @@ def _worker() -> None:  # pragma: no cover - run as a process (tests cover it th
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends it (closes its input, or kills it)
+    try:  # the lowest priority: it draws on the cores the run leaves idle
+        os.nice(WORKER_NICE)
+    except (AttributeError, OSError):  # (no os.nice on Windows)
+        pass
     _import_matplotlib()
     for line in sys.stdin:
         msg = json.loads(line)

@@ -5,6 +5,7 @@ rendered in a real browser (headless Chromium)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -333,6 +334,10 @@ def test_the_worker_draws_the_same_page():
         pre.ahead({key: r[key] for key in html_report.AHEAD})
         page = pre.page(r)
         assert pre.proc is not None and pre.proc.poll() is None  # drawn by the worker, not the fallback
+        if hasattr(os, "getpriority"):  # it yields to the run: the lowest priority
+            assert os.getpriority(os.PRIO_PROCESS, pre.proc.pid) == min(19, os.nice(0) + html_report.WORKER_NICE)
+        pre.request(r)  # asked for early, collected later: the same page
+        assert pre.page(r) == page and pre.proc.poll() is None
     finally:
         pre.close()
     assert page == html_report.render(r)
