@@ -61,7 +61,7 @@ def test_histogram_kernels_match_the_reference(lo, hi):
     counts) against a value-by-value reference: values inside bins (away from the
     edges, where the kernel's x * (1 / w) may round differently), the extremes, values
     outside [lo, hi], infinities; a column of few distinct values; row-major and
-    column-major inputs, in chunks."""
+    column-major inputs, in chunks, one counted on the helper thread."""
     from engine.passes.distributions import Distributions
     from tests.reference import histogram
 
@@ -74,7 +74,7 @@ def test_histogram_kernels_match_the_reference(lo, hi):
     X = np.stack([col, col[::-1]])  # (2, n): two columns of the same values
     d = Distributions(["a", "b"])
     d.start([lo, lo], [hi, hi])
-    d.add(X[:, :1001])  # column-major chunk
+    d.add(X[:, :1001], background=True)  # column-major chunk, on the helper thread
     d.add(np.ascontiguousarray(X[:, 1001:].T).T)  # a transposed (row-major) chunk
     ref = histogram(col.tolist(), lo, hi, 40)
     assert d.counts[0].tolist() == ref and d.counts[1].tolist() == ref

@@ -72,14 +72,19 @@ def _count(X, lo, width, bins, counts, vmin, vmax):  # pragma: no cover - compil
 @numba.njit(cache=True, nogil=True)
 def _count_weighted(V, lo, width, bins, weights, counts):  # pragma: no cover - compiled
     """Add the row-major values ``V`` (rows, d), row i counted ``weights[i]`` times,
-    into ``counts`` (d, bins): the same bin as ``_count`` for the same value."""
+    into ``counts`` (d, bins): the same bin as ``_count`` for the same value. One
+    pass over the rows (in memory order), every column of a row at once."""
     n, d = V.shape
     top = np.float64(bins - 1)
+    inv = np.empty(d)
+    off = np.empty(d)
+    fast = np.empty(d, np.bool_)
+    lo_w = np.empty(d)
     for j in range(d):
-        w = width[j]
-        inv, off, fast, lo_w = _scale(lo[j], w)
-        for i in range(n):
-            counts[j, _bin(V[i, j], w, inv, off, fast, lo_w, top)] += weights[i]
+        inv[j], off[j], fast[j], lo_w[j] = _scale(lo[j], width[j])
+    for i in range(n):
+        for j in range(d):
+            counts[j, _bin(V[i, j], width[j], inv[j], off[j], fast[j], lo_w[j], top)] += weights[i]
 
 
 class Distributions:
@@ -89,9 +94,12 @@ class Distributions:
         self.qi = list(qi)
         self.bins = bins
         self.counts = None
+        self._pool = None  # the helper thread of ``add(..., background=True)``
+        self._pending = None
 
     def start(self, lo, hi) -> None:
         """(Re)start counting with bins over ``[lo, hi]`` per QI."""
+        self.wait()
         d = len(self.qi)
         self.lo = np.asarray(lo, np.float64).copy()
         self.hi = np.asarray(hi, np.float64).copy()
@@ -101,12 +109,32 @@ class Distributions:
         self.vmin = np.full(d, np.inf)
         self.vmax = np.full(d, -np.inf)
 
-    def add(self, X: np.ndarray) -> None:
-        """Count the values ``X``, column-major (d, rows)."""
-        if X.shape[1]:
-            _count(X, self.lo, self.width, self.bins, self.counts, self.vmin, self.vmax)
+    def add(self, X: np.ndarray, background: bool = False) -> None:
+        """Count the values ``X``, column-major (d, rows). ``background``: on a helper
+        thread (the kernel releases the GIL), while the caller goes on with the chunk;
+        ``X`` must then stay unchanged until the next ``add``, ``wait`` or ``finish``.
+        One chunk at a time, in order: the same counts either way."""
+        self.wait()
+        if not X.shape[1]:
+            return
+        args = (X, self.lo, self.width, self.bins, self.counts, self.vmin, self.vmax)
+        if background:
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="distributions")
+            self._pending = self._pool.submit(_count, *args)
+        else:
+            _count(*args)
+
+    def wait(self) -> None:
+        """Until the chunk counted in the background is done."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
 
     def edges(self, j: int) -> np.ndarray:
+        self.wait()
         f = np.arange(self.bins + 1) / self.bins
         e = self.lo[j] * (1.0 - f) + self.hi[j] * f
         e[0] = min(e[0], self.vmin[j])
@@ -121,6 +149,10 @@ class Distributions:
         instead: each group's rows spread evenly over its range (``spread``; "after"
         counts are then fractional). Neither: "after" is omitted. ``keep``: the
         columns to report (indices; default all)."""
+        self.wait()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
         out = {}
         if low is None and centroid is not None:
             after = np.zeros((len(self.qi), self.bins), np.int64)
