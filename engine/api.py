@@ -258,7 +258,7 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
                              numeric_output=numeric_output, ordinal=ordinal, weights=weights, csv=csv_opts,
                              scheduler=scheduler)
         rep = run(source, cfg, sink, tmp_dir=tmp_dir, group=group,
-                  distributions=prerender.distributions if prerender is not None else report is not None).report
+                  distributions=prerender.ahead if prerender is not None else report is not None).report
         from .html_report import describe_input
 
         rep.input = describe_input(source)
@@ -269,10 +269,13 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
             rep.risk = disclosure_risk(source, written_source(group.temp(sink), sink), numeric,
                                        chunk_rows=chunk_rows, ordinal=cfg.ordinal if cfg.spec.centroids else None,
                                        **csv).to_dict() if numeric else None
+        if html_tmp is not None:
+            page_report = rep.to_dict()
+            prerender.request(page_report)  # drawn by the worker while the JSON report is written
         if report_tmp is not None:
             rep.write_json(report_tmp, report)
         if html_tmp is not None:
-            html_report.write(rep.to_dict(), html_tmp, html, prerender)
+            html_report.write(page_report, html_tmp, html, prerender)
         group.commit()
     return rep
 

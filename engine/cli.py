@@ -346,12 +346,16 @@ def _start_group(stack, args, inputs, output, output_option="OUTPUT"):
 def _finish(group, report_tmp, report, args) -> None:
     """Write the report to its temporary file, then commit it with OUTPUT: both in
     place, or (an error, an interrupt) neither."""
+    html = getattr(args, "html_tmp", None) is not None
+    if html:
+        page_report = report.to_dict()
+        args.html_prerender.request(page_report)  # drawn by the worker while the JSON report is written
     if report_tmp is not None:
         report.write_json(report_tmp, args.report)
-    if getattr(args, "html_tmp", None) is not None:
+    if html:
         from . import html_report
 
-        html_report.write(report.to_dict(), args.html_tmp, args.html, args.html_prerender)
+        html_report.write(page_report, args.html_tmp, args.html, args.html_prerender)
     group.commit()
 
 
@@ -363,7 +367,7 @@ def _cmd_anonymize(args) -> int:
     with contextlib.ExitStack() as stack:
         group, report_tmp = _start_group(stack, args, inputs, args.output)
         result = run(args.input, cfg, args.output, tmp_dir=args.tmp_dir, group=group,
-                     distributions=args.html_prerender.distributions if args.html else bool(args.report))
+                     distributions=args.html_prerender.ahead if args.html else bool(args.report))
         result.report.input = args.input
         risk = None
         if args.risk:  # the output is complete, not yet in place: it reads the input and the output

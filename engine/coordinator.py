@@ -140,8 +140,9 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     with the group's other files (the report); else it is renamed when complete.
     ``distributions``: also count each QI's histogram before and after
     (``report.distributions``, for the HTML report; centroid methods); a callable is
-    also called with them before the write pass (``html_report.Prerender`` draws them
-    meanwhile). ``force_blocks`` (tests): spill even a table of one block."""
+    also called before the write pass with what the report knows by then (``k``,
+    ``group_size_counts``, ``distributions``: ``html_report.Prerender`` draws their
+    figures meanwhile). ``force_blocks`` (tests): spill even a table of one block."""
     t0 = time.perf_counter()
     start_rss = current_rss()
     passes: dict[str, float] = {}
@@ -155,12 +156,13 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         labels, stitched = _aggregate_and_stitch(inp, cfg, flow, blocks, passes)
         release_memory()
         dist = flow.distributions_after(stitched)
-        if callable(distributions) and dist is not None:
-            distributions(dist)
+        size_counts = _size_counts(stitched.sizes)
+        if callable(distributions):
+            distributions({"k": cfg.k, "group_size_counts": size_counts, "distributions": dist})
         with timed(passes, "write"):
             written = _write(inp, flow, stitched, blocks.profile if blocks else prof.profile, dest, tmp_dir, group)
         rss.sample()
-    report = _report(cfg, flow, inp, blocks, stitched, written, passes, dist,
+    report = _report(cfg, flow, inp, blocks, stitched, written, passes, dist, size_counts,
                      wall=time.perf_counter() - t0, peak=int(rss.peak))
     log.info("done: %d groups, IL %s %%", report.groups, report.information_loss_percent)
     out_labels = labels.astype(np.int64) if inp.single else labels
@@ -320,9 +322,14 @@ def _write(inp: _Input, flow, stitched, profile, dest, tmp_dir, group) -> Writte
         return flow.write(inp.source, tmp, inp.fmt, stitched, inp.budget.chunk_rows, profile)
 
 
-def _report(cfg, flow, inp, blocks, stitched, written, passes, dist, *, wall, peak) -> Report:
-    sizes = stitched.sizes
+def _size_counts(sizes: np.ndarray) -> dict:
+    """How many groups have each size: ``{"size": groups}`` (the report's ``group_size_counts``)."""
     values, counts = np.unique(sizes, return_counts=True)
+    return {str(int(s)): int(c) for s, c in zip(values, counts)}
+
+
+def _report(cfg, flow, inp, blocks, stitched, written, passes, dist, size_counts, *, wall, peak) -> Report:
+    sizes = stitched.sizes
     sse = sst = by_qi = None
     if written.col_sse is not None:
         sse, sst = float(written.col_sse.sum()), float(written.col_sst.sum())
@@ -348,7 +355,7 @@ def _report(cfg, flow, inp, blocks, stitched, written, passes, dist, *, wall, pe
         block_rows_max=int(max(units)),
         block_size=int(inp.budget.block_size),
         memory_limit=cfg.memory_limit,
-        group_size_counts={str(int(s)): int(c) for s, c in zip(values, counts)},
+        group_size_counts=size_counts,
         verified=written.verified,
         settings=cfg.settings(),
         information_loss_by_qi=by_qi,

@@ -169,7 +169,7 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
             X = moments.add(frame, offset) if moments is not None else frame_to_columns(frame, qi)
             h = X.shape[1]
             if dist is not None:
-                dist.add(X)
+                dist.add(X, background=True)  # (X is not changed below)
             if order.shape[0] < h:
                 order = np.empty(h, np.int64)
                 leaf = np.empty(h, np.int64)
