@@ -56,7 +56,6 @@ from .refine import nearest_groups  # (Python: all pairs for few groups, else a 
 
 NEAR_WINDOW = 24   # positions on each side in every kd order
 NEAR_DESCENT = 2   # two-hop refreshes of every list before the first round
-NEAR_HOPS = 1 << 30  # second hops through the first NEAR_HOPS entries of each near list
 
 
 def rotations(d: int, count: int = 3) -> np.ndarray:
@@ -146,7 +145,7 @@ def near_by_windows(sums, counts, near, R, W):
 
 
 @njit(cache=True, nogil=True)
-def refresh_lists(mu, near, mask, old, nd, mark, hops):
+def refresh_lists(mu, near, mask, old, nd, mark):
     """For the groups with ``mask`` set: the L nearest means among the current list
     and the lists of its members (two hops), ties by group id (bounded insertion).
     Reads ``old`` (a copy of ``near``), so the order of updates does not matter."""
@@ -167,7 +166,7 @@ def refresh_lists(mu, near, mask, old, nd, mark, hops):
             B = old[A, t]
             if B < 0:
                 continue
-            for u in range(-1, min(L, hops)):
+            for u in range(-1, L):
                 C = B if u < 0 else old[B, u]
                 if C < 0 or mark[C] == A:
                     continue
@@ -368,9 +367,8 @@ def _run(Z, labels, k, rounds, near_count, part, R, stop, min_gain):
         # groups the first round visits (those with a near group in another part, and their near groups)
         refresh = active if part.shape[0] != G else _seam_groups(near, part)
         for _ in range(NEAR_DESCENT):
-            refresh_lists(mu, near, refresh, old_near, ndist, mark, np.int64(NEAR_HOPS))
-    return _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds, stop, float(min_gain),
-                   np.int64(NEAR_HOPS))
+            refresh_lists(mu, near, refresh, old_near, ndist, mark)
+    return _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds, stop, float(min_gain))
 
 
 def _seam_groups(near, part):
@@ -412,7 +410,7 @@ def _layout(Z, labels, G, k):
 
 
 @njit(cache=True, nogil=True)
-def _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds, stop, min_gain, hops):
+def _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds, stop, min_gain):
     """The rounds of visits (see the module docstring); writes the labels back."""
     G, L = near.shape
     d = P.shape[1]
@@ -494,7 +492,7 @@ def _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds
                 for j in range(d):
                     sums[g, j] += P[s, j]
             _group_mean(sums, counts, mu, g)
-        refresh_lists(mu, near, active, old_near, ndist, mark, hops)
+        refresh_lists(mu, near, active, old_near, ndist, mark)
     for g in range(G):
         for t in range(counts[g]):
             labels[rid[g * cap + t]] = g
