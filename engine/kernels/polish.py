@@ -20,8 +20,10 @@ near-list then row-slot order) is applied, repeatedly, until none improves by
 more than ``tol`` (swaps are screened by a bound first: see ``_best_op``). Between
 rounds the group sums are recomputed from scratch and the near lists of the
 changed groups refreshed (two hops: the nearest among their lists' lists). It
-stops after ``rounds`` rounds or at a round without change (a local optimum for
-that neighbourhood).
+stops after ``rounds`` rounds, at a round without change (a local optimum for
+that neighbourhood) or, with ``min_gain`` > 0, after the first round whose applied
+operations lowered the SSE by less than that fraction of it (their exact changes
+summed in the serial order: deterministic).
 
 Near lists: with rotations ``R`` (shape (r, d, d), r >= 1), the candidates of a
 group are the groups within ``NEAR_WINDOW`` positions of it in 1 + r kd orders of
@@ -37,7 +39,8 @@ still a valid partition (every operation keeps sizes).
 
 ``polish_seams`` polishes a partition whose parts (units of the streamed path)
 were polished on their own: its first round starts from the groups with a near
-group in another part.
+group in another part, and only the lists of the groups that round visits get the
+two-hop refresh before it.
 
 Layout: the rows of each group sit in ``cap`` = max(2k-1, largest group)
 consecutive slots of a private copy ``P`` (group g at ``P[g*cap: g*cap+cap]``),
