@@ -84,10 +84,12 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
                    help="rows per spatial block (default 20000; a table this small runs as one exact block)")
     p.add_argument("--leaf-size", type=int, default=None, metavar="ROWS",
                    help="with several blocks, run the method on leaves of at most ROWS rows cut from each "
-                        "block by median splits (default 32768 when polished, else 256; 0: on whole blocks)")
+                        "block by median splits (default when polished 32768 at k <= 3, 8192 from k = 5; else 256; "
+                        "0: on whole blocks)")
     p.add_argument("--polish-rounds", type=int, default=None, metavar="N",
-                   help="streamed runs: rounds of moves/swaps among nearest groups (default 32 up to 2M rows, "
-                        "with leaves of 32768; 0 above, with leaves of 256; 0: off)")
+                   help="streamed runs: at most N rounds of moves/swaps among nearest groups, ending early at "
+                        "a round gaining < 1%% of the SSE (default 32 up to 2M rows; 0 above, with leaves of 256; "
+                        "0: off)")
     p.add_argument("--refine", choices=REFINE_MODES, default=None,
                    help="improve the partition: local moves/swaps, or the genetic hybrid (default: none)")
     p.add_argument("--refine-rounds", type=int, default=None, metavar="N", help="cap on refinement rounds")

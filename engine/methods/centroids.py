@@ -18,7 +18,7 @@ import logging
 import numpy as np
 
 from .. import mixed as mixed_types
-from ..config import POLISH_ROTATIONS, POLISH_UNIT_ROWS, polish_near
+from ..config import POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_UNIT_ROWS, polish_near
 from ..errors import EngineError
 from ..io.schema import check_output_types
 from ..io.sink import check_csv_columns
@@ -223,13 +223,15 @@ class CentroidFlow:
         return n_groups
 
     def _polish_seams(self, labels):
+        import functools
+
         from ..kernels.polish import polish_seams, rotations
 
         cfg = self.cfg
         lab = np.asarray(labels).astype(np.int64)
-        r, ops = _interruptible(polish_seams, self.seams[0], lab, cfg.k, self.polish_rounds, polish_near(cfg.k),
-                                np.asarray(self.seams[1], np.int64),
-                                rotations(self.cols.shape[0], POLISH_ROTATIONS))
+        seams = functools.partial(polish_seams, min_gain=POLISH_MIN_GAIN)
+        r, ops = _interruptible(seams, self.seams[0], lab, cfg.k, self.polish_rounds, polish_near(cfg.k),
+                                np.asarray(self.seams[1], np.int64), rotations(self.cols.shape[0], POLISH_ROTATIONS))
         labels[:] = lab
         self.seams = None
         self.polished.update(seam_rounds=int(r), seam_operations=int(ops))

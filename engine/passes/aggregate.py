@@ -169,9 +169,11 @@ def aggregate_unit(unit, *, store, profile, cols, method, leaf, want_sums, polis
     else:
         local = aggregate_block(Z, method_code, k, gamma, progress)
     if polish is not None:
+        from ..config import POLISH_MIN_GAIN
         from ..kernels.polish import polish as polish_kernel
 
-        polish_kernel(Z, local, k, polish[0], polish[1], polish[2], np.zeros(1, np.int64) if stop is None else stop)
+        polish_kernel(Z, local, k, polish[0], polish[1], polish[2], np.zeros(1, np.int64) if stop is None else stop,
+                      POLISH_MIN_GAIN)
     g = int(local.max()) + 1
     part = unit_sums(X, local, g, profile) if want_sums else None
     return ids, local, g, (part, ids if want_z else None, Z if want_z else None)
