@@ -62,6 +62,11 @@ from .passes.write import finish_sums
 # spill and the kernels' distance scans. Above these the run is refused (one line).
 MAX_CATEGORIES = 100  # per QI
 MAX_ENCODED = 256  # encoded columns in all
+# Streamed runs spill one column a QI (numbers, category codes), not the encoded
+# columns, and expand them to the encoded columns per block when it is read
+# (``Mixed.expand``); the profile pass reads the same compact columns. False: the
+# encoded columns all the way (the same output, more bytes; a test hook).
+SPILL_CODES = True
 KINDS = ("numeric", "date", "ordinal", "nominal")
 _SEP = "\x1f"  # in the encoded columns' names (never shown: the errors name the QI)
 
@@ -288,15 +293,17 @@ class Mixed:
                 self.names += [q.name + _SEP + c for c in q.categories]
                 grouping += range(q.first, q.first + q.width)
         self.grouping = np.array(grouping, np.int64)
+        self.owner = np.array([j for j, q in enumerate(qis) for _ in range(q.width)], np.int64)  # encoded -> QI
         self.cfg = dataclasses.replace(cfg, qi=tuple(self.names))
         self.source = EncodedSource(base, self)
         self.raw: Profile | None = None  # the encoded columns' measured profile (before the weights)
 
     # --- encoding ----------------------------------------------------------------------
 
-    def codes(self, q: QI, s: pl.Series, offset: int) -> np.ndarray:
-        """Category codes (int64) of ``s``; a missing value or one the dictionary pass
-        did not see (the input changed during the run) is an error naming the row."""
+    def codes(self, q: QI, s: pl.Series, offset: int, physical: bool = False) -> np.ndarray:
+        """Category codes (int64; ``physical``: the Enum's own unsigned integers) of ``s``;
+        a missing value or one the dictionary pass did not see (the input changed during
+        the run) is an error naming the row."""
         if s.null_count():
             raise _first_null_error(q.name, s, offset)
         t = _texts(s)
@@ -305,7 +312,8 @@ class Mixed:
             i = int(codes.is_null().arg_true()[0])
             raise EngineError(f"column {q.name!r} has the value {t[i]!r} at row {offset + i + 1}, which the first "
                               f"pass did not see: {self.source.label} changed during the run")
-        return codes.to_physical().to_numpy().astype(np.int64)
+        codes = codes.to_physical().to_numpy()
+        return codes if physical else codes.astype(np.int64)
 
     def encode(self, frame: pl.DataFrame, offset: int, want: Sequence[str] | None = None) -> pl.DataFrame:
         """The encoded columns (Float64) of a chunk of the QI columns; ``want``: only those."""
@@ -329,6 +337,109 @@ class Mixed:
                 for j, n in enumerate(hot):
                     cols[n] = onehot[j]
         return pl.DataFrame({n: cols[n] for n in self.names if n in want and n in cols})
+
+    def compact(self, frame: pl.DataFrame, offset: int) -> pl.DataFrame:
+        """One column a QI (named as the QI): numeric ones as read, dates as their
+        epoch values, categorical ones as their category codes (unsigned integers).
+        ``expand`` turns them into the encoded columns."""
+        cols = []
+        for q in self.qis:
+            s = frame.get_column(q.name)
+            if q.kind == "numeric":
+                cols.append(s)
+            elif q.kind == "date":
+                cols.append(s.to_physical())
+            else:
+                cols.append(pl.Series(q.name, self.codes(q, s, offset, physical=True)))
+        return pl.DataFrame(cols)
+
+    def expand(self, C: np.ndarray) -> np.ndarray:
+        """The encoded rows (n, encoded columns) float64, C-contiguous, of compact rows
+        ``C`` (n, QIs) (``compact``'s columns as float64): bit for bit what ``encode``
+        gives (one-hot and carry columns 1.0 / 0.0, the ordinal rank its code)."""
+        n = C.shape[0]
+        X = np.zeros((n, len(self.names)))
+        rows = np.arange(n)
+        for j, q in enumerate(self.qis):
+            if q.kind != "nominal":
+                X[:, q.first] = C[:, j]
+            if q.kind in ("ordinal", "nominal"):
+                hot = q.first + (1 if q.kind == "ordinal" else 0)
+                X[rows, hot + C[:, j].astype(np.intp)] = 1.0
+        return X
+
+    def expand_columns(self, C: np.ndarray, used: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """The encoded columns ``used`` of compact columns ``C`` (QIs, n), column-major,
+        into ``out`` (encoded columns, >= n); the other columns of ``out`` are left as
+        they are (the partition plan's routing reads only the columns it compares)."""
+        n = C.shape[1]
+        out = out[:, :n]
+        owner = self.owner
+        for c in used:
+            j = owner[c]
+            q = self.qis[j]
+            if q.kind in ("numeric", "date") or c == q.first and q.kind == "ordinal":
+                out[c] = C[j]
+            else:
+                np.equal(C[j], float(c - q.first - (1 if q.kind == "ordinal" else 0)), out=out[c], casting="unsafe")
+        return out
+
+    def profile_pass(self, chunk_rows: int, progress: bool, rows: int, stride: int = 0) -> Profile:
+        """``passes.profile.profile_columns`` on the encoded columns, from one read of the
+        compact columns (``compact``): their moments and sample as pass 1 measures
+        them (a numeric QI's, a date's and an ordinal rank's are the encoded column's,
+        bit for bit), one-hot and carry columns' from the category counts (mean p,
+        sd sqrt(p (1 - p)): unused, ``adjust`` replaces them). Then ``adjust``."""
+        from .passes.profile import Moments
+        from .progress import Progress
+
+        names = [q.name for q in self.qis]
+
+        def measure(scale):
+            m = Moments(names, scale)
+            counts = [np.zeros(q.m, np.int64) for q in self.qis]
+            samples, ids = [], []
+            with Progress("profile", rows, progress) as bar:
+                for offset, frame in self.source.iter_codes(chunk_rows):
+                    X = m.add(frame, offset)
+                    for j, q in enumerate(self.qis):
+                        if q.m:
+                            counts[j] += np.bincount(frame.get_column(q.name).to_numpy(), minlength=q.m)
+                    if stride:
+                        take = np.arange((-offset) % stride, frame.height, stride)
+                        samples.append(X[:, take].T)
+                        ids.append(take + offset)
+                    bar.update(m.n)
+            return m, counts, samples, ids
+
+        m, counts, samples, ids = measure(np.ones(len(names)))
+        if m.n == 0:
+            raise EngineError(f"{self.source.label} has no rows")
+        scale = m.rescale()
+        if scale is not None:  # as profile_columns: measured again in units of a power of two
+            m, counts, samples, ids = measure(scale)
+        p = m.profile()
+        e = len(self.names)
+        out = {k: np.zeros(e) for k in ("scale", "mean", "sd", "min", "max")}
+        out["scale"][:] = 1.0  # (a one-hot column's power-of-two scale is 1 too)
+        for j, q in enumerate(self.qis):
+            if q.kind != "nominal":
+                for k in out:
+                    out[k][q.first] = getattr(p, k)[j]
+            if q.m:
+                a = q.first + (1 if q.kind == "ordinal" else 0)
+                share = counts[j] / m.n
+                out["mean"][a: a + q.m] = share
+                out["sd"][a: a + q.m] = np.where((share > 0) & (share < 1), np.sqrt(share * (1.0 - share)), 0.0)
+                out["min"][a: a + q.m] = (share == 1.0).astype(np.float64)
+                out["max"][a: a + q.m] = (share > 0.0).astype(np.float64)
+        sample = sample_ids = None
+        if samples:
+            sample = self.expand(np.concatenate(samples))
+            sample_ids = np.concatenate(ids)
+        full = Profile(tuple(self.names), m.n, out["scale"], out["mean"], out["sd"], out["min"], out["max"],
+                       sample, sample_ids)
+        return self.adjust(full)
 
     def adjust(self, profile: Profile) -> Profile:
         """The measured profile of the encoded columns -> the one that standardizes
@@ -519,6 +630,14 @@ class EncodedSource:
         # it decodes strings with about half pyarrow's CPU time
         native = any(q.kind in ("ordinal", "nominal") for q in self.mixed.qis if q.name in read)
         frames = ((offset, self.mixed.encode(frame, offset, names).select(names))
+                  for offset, frame in self.base.iter_frames(read, chunk_rows, native=native))
+        return read_ahead(frames) if prefetch else frames
+
+    def iter_codes(self, chunk_rows: int, prefetch: bool = False):
+        """``(offset, frame)`` of the compact columns (``Mixed.compact``: one a QI)."""
+        read = [q.name for q in self.mixed.qis]
+        native = any(q.kind in ("ordinal", "nominal") for q in self.mixed.qis)
+        frames = ((offset, self.mixed.compact(frame, offset))
                   for offset, frame in self.base.iter_frames(read, chunk_rows, native=native))
         return read_ahead(frames) if prefetch else frames
 

@@ -130,8 +130,11 @@ class CentroidFlow:
         if sampled is None:
             del passes["sample"]
             with timed(passes, "profile"):
-                profile = profile_columns(source, cfg.qi, budget.chunk_rows, cfg.progress, rows=rows,
-                                          sample_stride=0 if single else stride)
+                if self.mixed is not None and mixed_types.SPILL_CODES:  # from one column a QI
+                    profile = self.mixed.profile_pass(budget.chunk_rows, cfg.progress, rows, 0 if single else stride)
+                else:
+                    profile = profile_columns(source, cfg.qi, budget.chunk_rows, cfg.progress, rows=rows,
+                                              sample_stride=0 if single else stride)
             log.info("profiled %d rows x %d quasi-identifiers", rows, len(cfg.qi))
         else:
             log.info("sampled %d rows from the row groups", sampled[0].shape[0])
@@ -158,6 +161,9 @@ class CentroidFlow:
 
     def new_store(self, n_blocks, folder, rows, budget):
         new = BlockStore if self.backend is None else self.backend.store  # (the backend's: part files)
+        if self.mixed is not None and mixed_types.SPILL_CODES:  # one value a QI spilled, expanded when read
+            return new(n_blocks, len(self.mixed.qis), folder, budget.spill_buffer, rows=rows,
+                       expand=self.mixed.expand)
         return new(n_blocks, len(self.cfg.qi), folder, budget.spill_buffer, rows=rows)
 
     def units(self, store, budget, profile):

@@ -164,16 +164,32 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
     leaf = np.empty(chunk_rows, np.int64)
     start = np.empty(plan.n_blocks + 1, np.int64)
     bounds = plan._routing(plan.raw_bounds(profile, cols))
+    # mixed-type QIs (``engine.mixed``) into a store of compact records (``BlockStore.expand``):
+    # one column a QI (numbers, category codes) is read and spilled; the encoded columns the
+    # plan compares are expanded from it for the routing only
+    compact = moments is None and getattr(store, "expand", None) is not None
+    if compact:
+        mixed = source.mixed
+        used = np.unique(np.append(bounds[0], 0))  # (leaves read column 0: ``route_rows``)
+        routed = np.empty((len(qi), chunk_rows))
+        chunks = ((o, frame_to_columns(f, f.columns)) for o, f in source.iter_codes(chunk_rows))
+    else:
+        chunks = ((o, moments.add(f, o) if moments is not None else frame_to_columns(f, qi))
+                  for o, f in source.iter_frames(qi, chunk_rows))
     with Progress("partition", rows if rows is not None else profile.rows, progress) as bar:
-        for offset, frame in source.iter_frames(qi, chunk_rows):
-            X = moments.add(frame, offset) if moments is not None else frame_to_columns(frame, qi)
+        for offset, X in chunks:  # X: the values spilled, column-major (d, h)
             h = X.shape[1]
             if dist is not None:
                 dist.add(X)
             if order.shape[0] < h:
                 order = np.empty(h, np.int64)
                 leaf = np.empty(h, np.int64)
-            leaf_h = plan.route(X, offset, bounds, leaf)
+            if compact:
+                if routed.shape[1] < h:
+                    routed = np.empty((len(qi), h))
+                leaf_h = plan.route(mixed.expand_columns(X, used, routed), offset, bounds, leaf)
+            else:
+                leaf_h = plan.route(X, offset, bounds, leaf)
             counting_order(leaf_h, plan.n_blocks, order[:h], start)
             # the chunk's records sorted by block once; each block gets a view
             rec = store.buffer(h)
