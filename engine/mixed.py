@@ -386,60 +386,42 @@ class Mixed:
 
     def profile_pass(self, chunk_rows: int, progress: bool, rows: int, stride: int = 0) -> Profile:
         """``passes.profile.profile_columns`` on the encoded columns, from one read of the
-        compact columns (``compact``): their moments and sample as pass 1 measures
-        them (a numeric QI's, a date's and an ordinal rank's are the encoded column's,
-        bit for bit), one-hot and carry columns' from the category counts (mean p,
-        sd sqrt(p (1 - p)): unused, ``adjust`` replaces them). Then ``adjust``."""
-        from .passes.profile import Moments
+        compact columns (``compact``, ``MixedMoments``), with every ``stride``-th row
+        (expanded) as the plan's sample."""
         from .progress import Progress
 
-        names = [q.name for q in self.qis]
-
         def measure(scale):
-            m = Moments(names, scale)
-            counts = [np.zeros(q.m, np.int64) for q in self.qis]
+            m = MixedMoments(self, scale)
             samples, ids = [], []
             with Progress("profile", rows, progress) as bar:
                 for offset, frame in self.source.iter_codes(chunk_rows):
                     X = m.add(frame, offset)
-                    for j, q in enumerate(self.qis):
-                        if q.m:
-                            counts[j] += np.bincount(frame.get_column(q.name).to_numpy(), minlength=q.m)
                     if stride:
                         take = np.arange((-offset) % stride, frame.height, stride)
                         samples.append(X[:, take].T)
                         ids.append(take + offset)
                     bar.update(m.n)
-            return m, counts, samples, ids
+            return m, samples, ids
 
-        m, counts, samples, ids = measure(np.ones(len(names)))
+        m, samples, ids = measure(None)
         if m.n == 0:
             raise EngineError(f"{self.source.label} has no rows")
         scale = m.rescale()
         if scale is not None:  # as profile_columns: measured again in units of a power of two
-            m, counts, samples, ids = measure(scale)
-        p = m.profile()
-        e = len(self.names)
-        out = {k: np.zeros(e) for k in ("scale", "mean", "sd", "min", "max")}
-        out["scale"][:] = 1.0  # (a one-hot column's power-of-two scale is 1 too)
-        for j, q in enumerate(self.qis):
-            if q.kind != "nominal":
-                for k in out:
-                    out[k][q.first] = getattr(p, k)[j]
-            if q.m:
-                a = q.first + (1 if q.kind == "ordinal" else 0)
-                share = counts[j] / m.n
-                out["mean"][a: a + q.m] = share
-                out["sd"][a: a + q.m] = np.where((share > 0) & (share < 1), np.sqrt(share * (1.0 - share)), 0.0)
-                out["min"][a: a + q.m] = (share == 1.0).astype(np.float64)
-                out["max"][a: a + q.m] = (share > 0.0).astype(np.float64)
-        sample = sample_ids = None
-        if samples:
-            sample = self.expand(np.concatenate(samples))
-            sample_ids = np.concatenate(ids)
-        full = Profile(tuple(self.names), m.n, out["scale"], out["mean"], out["sd"], out["min"], out["max"],
-                       sample, sample_ids)
-        return self.adjust(full)
+            m, samples, ids = measure(scale)
+        if not samples:
+            return m.profile()
+        return m.profile((self.expand(np.concatenate(samples)), np.concatenate(ids)))
+
+    def sample_row_groups(self, rows: int, stride: int):
+        """``passes.partition.sample_row_groups`` for the encoded columns: the compact
+        columns of the sampled rows, expanded; None as there (not Parquet, ...)."""
+        from .passes.partition import frame_to_columns, sample_row_groups
+
+        names = [q.name for q in self.qis]
+        got = sample_row_groups(self.source.base, names, rows, stride,
+                                lambda frame, first: frame_to_columns(self.compact(frame, first), names))
+        return None if got is None else (self.expand(got[0]), got[1])
 
     def adjust(self, profile: Profile) -> Profile:
         """The measured profile of the encoded columns -> the one that standardizes
@@ -499,6 +481,71 @@ class Mixed:
                                          "ordinal": "100 x mean |rank change| / (m - 1)",
                                          "combined": "mean of the per-QI figures (QIs of one value count 0)"},
         }
+
+
+class MixedMoments:
+    """Pass 1's arithmetic (``passes.profile.Moments``) on compact frames (``Mixed.compact``),
+    fed chunk by chunk in row order: the moments of the numeric, date and ordinal QIs'
+    columns (bit for bit those of their encoded columns), the category counts of the
+    categorical ones; ``profile`` gives the encoded columns' adjusted profile. Used by
+    the profile pass and by the partition pass when it measures on its way."""
+
+    def __init__(self, mixed: Mixed, scale: np.ndarray | None = None):
+        from .passes.profile import Moments
+
+        self.mixed = mixed
+        self.names = [q.name for q in mixed.qis]
+        self.measured = [j for j, q in enumerate(mixed.qis) if q.kind != "nominal"]
+        cols = [self.names[j] for j in self.measured]
+        self.moments = Moments(cols, np.ones(len(cols)) if scale is None else scale)
+        self.counts = [np.zeros(q.m, np.int64) for q in mixed.qis]
+
+    @property
+    def n(self) -> int:
+        return self.moments.n
+
+    def add(self, frame: pl.DataFrame, offset: int) -> np.ndarray:
+        """Check and add a compact chunk; return its columns (QIs, rows) float64."""
+        X = np.empty((len(self.names), frame.height))
+        if self.measured:
+            X[self.measured] = self.moments.add(frame, offset)
+        else:  # (every QI nominal: only counts)
+            self.moments.n += frame.height
+        for j, q in enumerate(self.mixed.qis):
+            if q.m:
+                codes = frame.get_column(q.name).to_numpy()
+                self.counts[j] += np.bincount(codes, minlength=q.m)
+                if q.kind == "nominal":
+                    X[j] = codes
+        return X
+
+    def rescale(self) -> np.ndarray | None:
+        return self.moments.rescale()
+
+    def profile(self, sample=(None, None)) -> Profile:
+        """The encoded columns' profile, adjusted (``Mixed.adjust``). One-hot and carry
+        columns (which ``adjust`` standardizes to fixed scales) get mean p, sd
+        sqrt(p (1 - p)) from the counts; their scale is 1, as pass 1's power of two
+        of a 0/1 column."""
+        n = self.moments.n
+        p = self.moments.profile() if self.measured else None
+        e = len(self.mixed.names)
+        out = {k: np.zeros(e) for k in ("scale", "mean", "sd", "min", "max")}
+        out["scale"][:] = 1.0
+        for i, j in enumerate(self.measured):
+            for k in out:
+                out[k][self.mixed.qis[j].first] = getattr(p, k)[i]
+        for j, q in enumerate(self.mixed.qis):
+            if q.m:
+                a = q.first + (1 if q.kind == "ordinal" else 0)
+                share = self.counts[j] / n
+                out["mean"][a: a + q.m] = share
+                out["sd"][a: a + q.m] = np.where((share > 0) & (share < 1), np.sqrt(share * (1.0 - share)), 0.0)
+                out["min"][a: a + q.m] = (share == 1.0).astype(np.float64)
+                out["max"][a: a + q.m] = (share > 0.0).astype(np.float64)
+        full = Profile(tuple(self.mixed.names), n, out["scale"], out["mean"], out["sd"], out["min"], out["max"],
+                       sample[0], sample[1])
+        return self.mixed.adjust(full)
 
 
 def group_categories(q: QI, centroid: np.ndarray, sizes: np.ndarray) -> np.ndarray:
