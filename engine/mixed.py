@@ -548,22 +548,28 @@ class MixedMoments:
         return self.mixed.adjust(full)
 
 
-def group_categories(q: QI, centroid: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+def group_categories(q: QI, centroid: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, int]:
     """Each group's published category code from its encoded mean: the per-category
-    counts are ``mean x size`` of the one-hot (nominal) or carry (ordinal) columns.
-    Nominal: the mode, ties to the lowest code (the first in the sorted dictionary);
-    ordinal: the lower median (the first category whose cumulative count reaches half
-    the group)."""
+    counts are ``mean x size`` of the one-hot (nominal) or carry (ordinal) columns
+    (exact: sums of 0/1 values). Nominal: the mode, ties to the lowest code (the first
+    in the sorted dictionary); ordinal: the lower median (the first category whose
+    cumulative count reaches half the group). Also the QI's loss from the same
+    counts: nominal, the rows whose value is not their group's mode; ordinal, the sum
+    of |rank - published rank| over the rows."""
     a = q.first if q.kind == "nominal" else q.first + 1
     out = np.empty(sizes.shape[0], np.int64)
+    changed = 0
     for g in range(0, sizes.shape[0], _SLICE):  # in slices: bounded temporaries
         size = sizes[g: g + _SLICE, None]
         counts = np.rint(centroid[g: g + _SLICE, a: a + q.m] * size)
         if q.kind == "nominal":
-            out[g: g + _SLICE] = np.argmax(counts, axis=1)
+            pick = np.argmax(counts, axis=1)
+            changed += int(size.sum()) - int(counts[np.arange(counts.shape[0]), pick].sum())
         else:
-            out[g: g + _SLICE] = np.argmax(2 * np.cumsum(counts, axis=1) >= size, axis=1)
-    return out
+            pick = np.argmax(2 * np.cumsum(counts, axis=1) >= size, axis=1)
+            changed += int((counts * np.abs(np.arange(q.m)[None, :] - pick[:, None])).sum())
+        out[g: g + _SLICE] = pick
+    return out, changed
 
 
 _SLICE = 65_536  # groups at a time in ``group_categories``
@@ -576,30 +582,33 @@ class Publisher:
     def __init__(self, mixed: Mixed, groups):
         self.mixed = mixed
         self.columns = [q.name for q in mixed.qis]
-        raw = mixed.raw
+        # categorical QIs' losses from the groups' category counts (``group_categories``):
+        # the write pass need not read those columns (``unread``), it only writes them
+        self.changed = np.zeros(len(mixed.qis), np.int64)  # nominal: values changed; ordinal: |rank change|
+        self.unread = [q.name for q in mixed.qis if q.kind in ("ordinal", "nominal")]
         self.pub = {}
-        for q in mixed.qis:
+        for j, q in enumerate(mixed.qis):
             c = groups.centroid[:, q.first]
             if q.kind == "numeric":
                 self.pub[q.name] = c.copy()
             elif q.kind == "date":
                 self.pub[q.name] = np.rint(c).astype(np.int64)
             else:
-                self.pub[q.name] = group_categories(q, groups.centroid, groups.sizes)
+                self.pub[q.name], self.changed[j] = group_categories(q, groups.centroid, groups.sizes)
         self.domains = {q.name: q.domain() for q in mixed.qis if q.categories is not None}
         e = len(mixed.names)
         # numeric and date QIs: the write pass's row-order sums (``kernels.groups.column_sums``)
         # by encoded column; categorical QIs: whole counts. Neither depends on the chunking.
         self.sums = (np.zeros(e), np.zeros(e), np.zeros(e))
-        self.changed = np.zeros(len(mixed.qis), np.int64)  # nominal: values changed; ordinal: |rank change|
 
     def publish(self, frame: pl.DataFrame, lab: np.ndarray, offset: int) -> pl.DataFrame:
-        """``frame`` (every input column) with the QIs replaced by their group's published values."""
+        """``frame`` (the input's columns but ``unread``) with the QIs replaced by, or (the
+        ``unread`` ones) given, their group's published values."""
         out = []
-        for j, q in enumerate(self.mixed.qis):
-            s = frame.get_column(q.name)
+        for q in self.mixed.qis:
             p = self.pub[q.name][lab]
             if q.kind in ("numeric", "date"):
+                s = frame.get_column(q.name)
                 x = numeric_values(s if q.kind == "numeric" else s.to_physical()).astype(np.float64, copy=False)
                 raw = self.mixed.raw
                 column_sums(x, p.astype(np.float64, copy=False), raw.scale, raw.mean, q.first, *self.sums)
@@ -608,12 +617,7 @@ class Publisher:
                 else:
                     out.append(pl.Series(q.name, p, dtype=pl.Int64).cast(q.dtype))
             else:
-                published = self.domains[q.name].gather(p).alias(q.name)
-                if q.kind == "nominal":  # values compared as they are written (cheaper than codes)
-                    self.changed[j] += int((s != published).sum())
-                else:
-                    self.changed[j] += int(np.abs(self.mixed.codes(q, s, offset) - p).sum())
-                out.append(published)
+                out.append(self.domains[q.name].gather(p).alias(q.name))
         return frame.with_columns(out)
 
     def finish(self) -> tuple[np.ndarray, np.ndarray]:
