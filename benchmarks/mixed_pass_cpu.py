@@ -2,7 +2,7 @@
 
     python benchmarks/mixed_pass_cpu.py DATA [--qi ...] [--memory-limit 1GiB] [--codes/--onehot]
 
-Wraps the passes' entry points (the dictionary pass, pass 1, the partition pass,
+Runs as the ``microagg`` command does (``OMP_WAIT_POLICY=PASSIVE``). Wraps the passes' entry points (the dictionary pass, pass 1, the partition pass,
 the aggregate pass, the stitch, the write pass) with ``time.process_time`` (CPU of
 every thread of the process) and ``time.perf_counter``: on a shared machine the CPU
 seconds move much less with the other jobs than the wall time. ``--onehot`` spills
@@ -36,6 +36,7 @@ def main() -> None:
     ap.add_argument("--onehot", action="store_true", help="spill the encoded (one-hot) columns")
     args = ap.parse_args()
     os.environ.setdefault("NUMBA_CACHE_DIR", str(HERE.parent / "build" / "numba-cache"))
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the microagg command (engine.cli.entry)
     import engine
     from engine import coordinator, mixed
     from engine.methods import centroids
