@@ -1,13 +1,15 @@
 """CPU and wall seconds per pass of one mixed-type run (issue 17), in this process.
 
-    python benchmarks/mixed_pass_cpu.py DATA [--qi ...] [--memory-limit 1GiB] [--codes/--onehot]
+    python benchmarks/mixed_pass_cpu.py DATA [--qi ...] [--memory-limit 1GiB] [--block-size N] [--onehot]
 
-Runs as the ``microagg`` command does (``OMP_WAIT_POLICY=PASSIVE``). Wraps the passes' entry points (the dictionary pass, pass 1, the partition pass,
-the aggregate pass, the stitch, the write pass) with ``time.process_time`` (CPU of
+Runs as the ``microagg`` command does (``OMP_WAIT_POLICY=PASSIVE``). Wraps the
+passes' entry points (the dictionary pass, pass 1, the partition pass, the
+aggregate pass, the stitch, the write pass) with ``time.process_time`` (CPU of
 every thread of the process) and ``time.perf_counter``: on a shared machine the CPU
 seconds move much less with the other jobs than the wall time. ``--onehot`` spills
-the encoded columns (``engine.mixed.SPILL_CODES = False``, the earlier layout) for a
-same-run comparison; the output is the same either way.
+the encoded columns (``engine.mixed.SPILL_CODES = False``, the earlier layout; it
+also runs pass 1 on a Parquet input the row-group sample would spare) for a
+same-run comparison; on the same plan the output is the same either way.
 """
 
 from __future__ import annotations
