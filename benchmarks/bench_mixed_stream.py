@@ -54,8 +54,9 @@ def cpu_timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, fl
 def engine_run(data: Path, out: Path, qi: str, extra: list[str], code: str | None = None) -> dict:
     """``code``: the engine's checkout to run (default: this one)."""
     report = out.with_suffix(".json")
-    cmd = [sys.executable, "-m", "engine", "anonymize", str(data), str(out), "--qi", qi, "--k", "5",
-           "--report", str(report), "--quiet", "--no-progress", *extra]
+    # (-P: not the current folder's engine first on the path, but PYTHONPATH's)
+    cmd = [sys.executable, *(["-P"] if code else []), "-m", "engine", "anonymize", str(data), str(out), "--qi", qi,
+           "--k", "5", "--report", str(report), "--quiet", "--no-progress", *extra]
     env = None if code is None else {"PYTHONPATH": code, "NUMBA_CACHE_DIR": str(Path(code) / "build" / "numba-cache")}
     wall, rss, cpu = cpu_timed(cmd, env)
     rep = json.loads(report.read_text())
