@@ -53,9 +53,10 @@ import polars as pl
 
 from .errors import EngineError
 from .io.source import frame_to_array, numeric_values
-from .kernels.groups import column_sums
+from .kernels.groups import column_sums, gather_columns
 from .parallel import read_ahead
 from .passes.profile import Profile
+from .passes.stitch import aligned_zeros
 from .passes.write import finish_sums
 
 # A nominal or ordinal QI is one-hot encoded: its categories widen every block, the
@@ -586,15 +587,17 @@ class Publisher:
         # the write pass need not read those columns (``unread``), it only writes them
         self.changed = np.zeros(len(mixed.qis), np.int64)  # nominal: values changed; ordinal: |rank change|
         self.unread = [q.name for q in mixed.qis if q.kind in ("ordinal", "nominal")]
-        self.pub = {}
+        # one row a group, one value a QI (the number, the date's rounded epoch value, the
+        # category code), 64-byte aligned: the write pass gathers a row's values at once
+        self.table = aligned_zeros(groups.sizes.shape[0], len(mixed.qis))
         for j, q in enumerate(mixed.qis):
             c = groups.centroid[:, q.first]
             if q.kind == "numeric":
-                self.pub[q.name] = c.copy()
+                self.table[:, j] = c
             elif q.kind == "date":
-                self.pub[q.name] = np.rint(c).astype(np.int64)
+                self.table[:, j] = np.rint(c)
             else:
-                self.pub[q.name], self.changed[j] = group_categories(q, groups.centroid, groups.sizes)
+                self.table[:, j], self.changed[j] = group_categories(q, groups.centroid, groups.sizes)
         self.domains = {q.name: q.domain() for q in mixed.qis if q.categories is not None}
         e = len(mixed.names)
         # numeric and date QIs: the write pass's row-order sums (``kernels.groups.column_sums``)
@@ -605,19 +608,21 @@ class Publisher:
         """``frame`` (the input's columns but ``unread``) with the QIs replaced by, or (the
         ``unread`` ones) given, their group's published values."""
         out = []
-        for q in self.mixed.qis:
-            p = self.pub[q.name][lab]
+        values = np.empty((len(self.mixed.qis), lab.shape[0]))
+        gather_columns(lab, self.table, values)  # column-major: each row a column, no copy
+        for j, q in enumerate(self.mixed.qis):
+            p = values[j]
             if q.kind in ("numeric", "date"):
                 s = frame.get_column(q.name)
                 x = numeric_values(s if q.kind == "numeric" else s.to_physical()).astype(np.float64, copy=False)
                 raw = self.mixed.raw
-                column_sums(x, p.astype(np.float64, copy=False), raw.scale, raw.mean, q.first, *self.sums)
+                column_sums(x, p, raw.scale, raw.mean, q.first, *self.sums)
                 if q.kind == "numeric":
                     out.append(pl.Series(q.name, p, dtype=pl.Float64))
                 else:
-                    out.append(pl.Series(q.name, p, dtype=pl.Int64).cast(q.dtype))
+                    out.append(pl.Series(q.name, p.astype(np.int64), dtype=pl.Int64).cast(q.dtype))
             else:
-                out.append(self.domains[q.name].gather(p).alias(q.name))
+                out.append(self.domains[q.name].gather(p.astype(np.int64)).alias(q.name))
         return frame.with_columns(out)
 
     def finish(self) -> tuple[np.ndarray, np.ndarray]:
