@@ -260,9 +260,12 @@ def _partition_sampled(inp, cfg, flow, prof, cleanup, passes):
     budget, total = inp.budget, inp.rows
     X, ids = prof.sampled
     sprof = sample_profile(prof.columns, X)
+    adjust = getattr(prof.source, "adjust_profile", None)  # (mixed-type QIs: the distance's scales, engine.mixed)
+    sprof = adjust(sprof) if adjust is not None else sprof
     plan = plan_blocks(standardized(X, sprof, prof.cols), ids, total, budget.block_size)
     store = cleanup.enter_context(flow.new_store(plan.n_blocks, inp.folder, total, budget))
-    moments = Moments(prof.columns, np.ones(len(prof.columns)))
+    new_moments = getattr(flow, "new_moments", None)  # (mixed-type QIs: their own, engine.mixed)
+    moments = new_moments(prof.columns) if new_moments else Moments(prof.columns, np.ones(len(prof.columns)))
     if flow.dist is not None:  # bins over the sample's range (the columns' own is not known yet)
         flow.dist.start(sprof.min, sprof.max)
     _partition_fn(inp)(prof.source, sprof, prof.cols, plan, store, budget.chunk_rows, cfg.progress,

@@ -26,7 +26,7 @@ from ..io.spill import BlockStore, MemoryBlocks
 from ..passes.aggregate import aggregate_blocks
 from ..passes.distributions import Distributions
 from ..passes.partition import sample_row_groups, sample_stride
-from ..passes.profile import check_columns, profile_columns
+from ..passes.profile import Moments, check_columns, profile_columns
 from ..passes.stitch import Groups, aligned_zeros, stitch_blocks
 from ..passes.write import write_pass
 
@@ -125,13 +125,21 @@ class CentroidFlow:
         # blocks from Parquet: the plan's sample from a few row groups, and pass 1's
         # checks and sums done by the partition pass (one pass over the QIs fewer)
         with timed(passes, "sample"):
-            sampled = None if single else sample_row_groups(source, cfg.qi, rows, stride)
+            if single:
+                sampled = None
+            elif self.mixed is not None:  # the compact columns of the sampled rows (or None)
+                sampled = self.mixed.sample_row_groups(rows, stride) if mixed_types.SPILL_CODES else None
+            else:
+                sampled = sample_row_groups(source, cfg.qi, rows, stride)
         profile = None
         if sampled is None:
             del passes["sample"]
             with timed(passes, "profile"):
-                profile = profile_columns(source, cfg.qi, budget.chunk_rows, cfg.progress, rows=rows,
-                                          sample_stride=0 if single else stride)
+                if self.mixed is not None and mixed_types.SPILL_CODES:  # from one column a QI
+                    profile = self.mixed.profile_pass(budget.chunk_rows, cfg.progress, rows, 0 if single else stride)
+                else:
+                    profile = profile_columns(source, cfg.qi, budget.chunk_rows, cfg.progress, rows=rows,
+                                              sample_stride=0 if single else stride)
             log.info("profiled %d rows x %d quasi-identifiers", rows, len(cfg.qi))
         else:
             log.info("sampled %d rows from the row groups", sampled[0].shape[0])
@@ -158,7 +166,18 @@ class CentroidFlow:
 
     def new_store(self, n_blocks, folder, rows, budget):
         new = BlockStore if self.backend is None else self.backend.store  # (the backend's: part files)
+        if self.mixed is not None and mixed_types.SPILL_CODES:  # one value a QI spilled, expanded when read
+            return new(n_blocks, len(self.mixed.qis), folder, budget.spill_buffer, rows=rows,
+                       expand=self.mixed.expand)
         return new(n_blocks, len(self.cfg.qi), folder, budget.spill_buffer, rows=rows)
+
+    def new_moments(self, columns):
+        """Pass 1's arithmetic for a partition pass that measures on its way
+        (``passes.profile.Moments``; mixed-type QIs: ``mixed.MixedMoments``, on the
+        compact columns the store spills)."""
+        if self.mixed is not None and mixed_types.SPILL_CODES:
+            return mixed_types.MixedMoments(self.mixed)
+        return Moments(columns, np.ones(len(columns)))
 
     def units(self, store, budget, profile):
         """Polished runs aggregate units of several blocks (fewer seams); else one block a unit."""
