@@ -23,7 +23,7 @@ from ..errors import EngineError
 from ..io.schema import check_output_types
 from ..io.sink import check_csv_columns
 from ..io.spill import BlockStore, MemoryBlocks
-from ..passes.aggregate import aggregate_blocks
+from ..passes.aggregate import UnitPlan, aggregate_blocks
 from ..passes.distributions import Distributions
 from ..passes.partition import sample_row_groups, sample_stride
 from ..passes.profile import Moments, check_columns, profile_columns
@@ -192,11 +192,14 @@ class CentroidFlow:
         """The method's registered block function (``Method.block``) on one unit."""
         return self.cfg.spec.block_function(Z, self.cfg, leaf, progress)
 
+    def _method(self) -> tuple[int, int, float]:
+        return self.cfg.method_code, self.cfg.k, self.cfg.effective_gamma
+
     def aggregate(self, blocks, labels, threads, bar) -> int:
         cfg, rows, cols = self.cfg, blocks.profile.rows, self.cols
         if blocks.single:  # one exact block, no leaves; the write pass measures the errors
-            return aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols, cfg.method_code, cfg.k,
-                                    cfg.effective_gamma, labels, threads, bar, block=self._block)
+            return aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols,
+                                    UnitPlan(self._method(), block=self._block), labels, threads, bar)
         near = polish_near(cfg.k)
         # the seams between units are polished in memory (all standardized rows at once)
         if self.polish_rounds > 0 and len(blocks.units) > 1:
@@ -214,10 +217,10 @@ class CentroidFlow:
         # on Dask the units are tasks: the default block function (this family's kernels,
         # as ``block_labels``) travels, not this flow
         block, mapper = (self._block, None) if self.backend is None else (None, self.backend.map_ordered)
-        n_groups = aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols, cfg.method_code, cfg.k,
-                                    cfg.effective_gamma, labels, threads, bar, leaf=cfg.effective_leaf_size(rows),
-                                    sums=self.sums, polish_rounds=self.polish_rounds, polish_near=near,
-                                    polish_rotations=POLISH_ROTATIONS, seams=self.seams, block=block, mapper=mapper)
+        polish = (self.polish_rounds, near, POLISH_ROTATIONS) if self.polish_rounds > 0 else None
+        plan = UnitPlan(self._method(), cfg.effective_leaf_size(rows), polish, block)
+        n_groups = aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols, plan, labels, threads, bar,
+                                    sums=self.sums, seams=self.seams, mapper=mapper)
         if self.polish_rounds > 0:
             self.polished.update(rounds=self.polish_rounds, near=near)
         return n_groups
