@@ -222,7 +222,7 @@ class CentroidFlow:
         n_groups = aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols, plan, labels, threads, bar,
                                     sums=self.sums, seams=self.seams, mapper=mapper)
         if self.polish_rounds > 0:
-            self.polished.update(rounds=self.polish_rounds, near=near)
+            self.polished.update(rounds=self.polish_rounds, near=near, min_gain=POLISH_MIN_GAIN)
         return n_groups
 
     def after_aggregate(self, blocks, labels, n_groups, passes) -> int:
