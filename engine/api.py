@@ -69,7 +69,8 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
         Rows per block (default 20,000; tables up to this size run as one exact block).
     leaf_size : int, optional
         With several blocks, each block is cut by median splits into leaves of at
-        most this many rows (default 32,768 when polished, else 256), and the method
+        most this many rows (default when polished: 32,768 at k <= 3, 16,384 at k = 4,
+        8,192 from k = 5; else 256), and the method
         runs on each leaf: much faster, a little more loss (see the README). 0: the
         method on whole blocks.
     refine : {"local", "ga"}, optional
@@ -79,8 +80,9 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
         Caps on refinement work (rounds are deterministic; seconds are not).
     polish_rounds : int, optional
         Streamed runs (several blocks) of at most 2M rows polish the partition by
-        default (moves and swaps among nearest groups, at most 32 rounds, leaves of
-        32,768 rows): IL at or below exact MDAV's. 0: no polish (leaves of 256 rows,
+        default (moves and swaps among nearest groups, at most 32 rounds, ending at
+        the first round that gains less than 1 % of the SSE): IL at or below exact
+        MDAV's. 0: no polish (leaves of 256 rows,
         the fast path used above 2M rows); N: at most N rounds at any size.
     seed : int, optional
         Seed of the randomized steps (``refine="ga"``, maxent's SOM); default 0.
@@ -258,7 +260,7 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
                              numeric_output=numeric_output, ordinal=ordinal, weights=weights, csv=csv_opts,
                              scheduler=scheduler)
         rep = run(source, cfg, sink, tmp_dir=tmp_dir, group=group,
-                  distributions=prerender.distributions if prerender is not None else report is not None).report
+                  distributions=prerender.ahead if prerender is not None else report is not None).report
         from .html_report import describe_input
 
         rep.input = describe_input(source)
@@ -269,10 +271,13 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
             rep.risk = disclosure_risk(source, written_source(group.temp(sink), sink), numeric,
                                        chunk_rows=chunk_rows, ordinal=cfg.ordinal if cfg.spec.centroids else None,
                                        **csv).to_dict() if numeric else None
+        if html_tmp is not None:
+            page_report = rep.to_dict()
+            prerender.request(page_report)  # drawn by the worker while the JSON report is written
         if report_tmp is not None:
             rep.write_json(report_tmp, report)
         if html_tmp is not None:
-            html_report.write(rep.to_dict(), html_tmp, html, prerender)
+            html_report.write(page_report, html_tmp, html, prerender)
         group.commit()
     return rep
 

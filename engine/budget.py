@@ -15,16 +15,19 @@ measured on census-like tables (docs/benchmarks.md, "Memory limit"):
 * a chunk in flight: ``CELL`` bytes per cell of the chunk (the read frame, its float
   copy, the output frame, its Arrow form, the read-ahead and the background writer);
 * a block in flight: about 8 * (5d + 6) per row (spill record, values, z-scores,
-  the kd-tree and labels), for ``threads + 1`` blocks;
+  the index and labels): two blocks at the least (one aggregated, the next read),
+  one more for each further unit aggregated at once (``workers``, at most the threads);
 * the spill buffers: two of ``spill_buffer`` bytes (one filled, one being written);
 * a CSV input read a piece at a time (``Source.bounded``): about ``PIECE_FACTOR``
   times the piece (the bytes, Polars' parse buffers and columns);
 * a margin: ``MARGIN_SHARE`` of the limit plus ``MARGIN_FIXED``.
 
-Below the minimum (every size at its floor: ``MIN_CHUNK`` rows, ``MIN_BLOCK`` rows,
-``MIN_SPILL`` buffers, ``MIN_PIECE`` pieces) the run is refused up front with one
-line naming the minimum. Above it, what is left is shared among the chunk, the
-blocks, the spill buffers and the pieces, each capped at its default.
+Below the minimum (every size at its floor: ``MIN_CHUNK`` rows, two blocks of the
+block size, ``MIN_SPILL`` buffers, ``MIN_PIECE`` pieces) the run is refused up front
+with one line naming the minimum. Above it, what is left is shared among the chunk,
+the units in flight, the spill buffers and the pieces, each capped at its default.
+The block size is never chosen by the limit (it decides the partition, so the output
+would then depend on the memory and the thread count).
 
 Without a limit: blocks of ``DEFAULT_BLOCK_SIZE`` rows, the chunk size asked for,
 32 MiB spill buffers and Polars' own CSV reader.
@@ -47,7 +50,6 @@ CSV_PASSES = 32 * MiB        # a CSV's passes before the plan, beyond RUNTIME's 
 MARGIN_SHARE = 0.05
 MARGIN_FIXED = 16 * MiB
 MIN_CHUNK = 10_000
-MIN_BLOCK = 5_000
 MIN_SPILL = 4 * MiB
 MIN_PIECE = 2 * MiB
 MAX_PIECE = 16 * MiB
@@ -66,6 +68,9 @@ class Budget:
     unit_room: int | None = None  # bytes for the units in flight once the table is spilled (no chunk, no piece)
     unit_row: int = 0  # bytes per row of a block in flight
     unit_floor: int = 0  # the room for units at the least limit
+    rows: int = 0  # for the refusal's message: the table's rows, QIs and method
+    qis: int = 0
+    method: str = ""
 
 
 def rss() -> int:
@@ -95,25 +100,29 @@ def stated(need: float) -> int:
     return -(-int(need + 4 * MiB) // (8 * MiB)) * 8 * MiB
 
 
-def refuse(limit: int, need: int, rows: int, d: int, method: str, why: str = "") -> EngineError:
+def refuse(limit: int, need: int, rows: int, d: int, method: str, why: str = "", tail: str = "") -> EngineError:
     need = stated(need)
     return EngineError(f"--memory-limit {mib(limit)} is below what this run needs (at least {mib(need)} for "
-                       f"{rows:,} rows of {d} QIs with method {method}{why}); raise it")
+                       f"{rows:,} rows of {d} QIs with method {method}{why}); raise it{tail}")
 
 
 def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind: str = "parquet",
                 method: str | None = None, state: int | None = None, qis: int | None = None,
-                start_rss: int | None = None, min_block: int = MIN_BLOCK) -> Budget:
+                start_rss: int | None = None) -> Budget:
     """``d``: the columns a block row holds (the QIs, or more for the sensitive
     methods); ``columns``: the input's columns; ``kind``: the input's ("csv" reads in
     pieces); ``state``: the bytes the run keeps for the whole table beside the row
     -> group map (default: the MDAV family's group table; the sensitive methods pass
     their class statistics); ``qis``, ``method``: for the message; ``start_rss``: the
     process's RSS when the run began (a CSV's type inference and row count leave the
-    allocators' arenas larger, which ``RUNTIME`` already counts: ``CSV_PASSES`` at most);
-    ``min_block``: the least block size the limit may choose (the sensitive methods
-    pass the default, so that their blocks, hence maxent's fused units and the least
-    limit stated for them, do not change with the limit)."""
+    allocators' arenas larger, which ``RUNTIME`` already counts: ``CSV_PASSES`` at most).
+
+    The block size, which decides the partition and so the output, never depends on
+    the limit, the thread count or the process's memory: it is the one asked for, or
+    ``DEFAULT_BLOCK_SIZE``. The limit decides what does not change the output: the
+    chunk, the spill buffers, the CSV pieces, where the label map lives, and how many
+    units are aggregated at once (``workers``); below the least limit that fits one
+    block at a time, the run is refused."""
     block = cfg.block_size or DEFAULT_BLOCK_SIZE
     chunk = cfg.chunk_rows
     if cfg.memory_limit is None:
@@ -131,23 +140,24 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
         groups = int(state)
     csv = kind == "csv"
     cell = CELL * max(columns, 1)
-    per_block = 8 * (5 * d + 6) * (threads + 1)
-    # the blocks: at least ``min_block`` rows, or the block size asked for (never lowered)
-    floor_block = min(cfg.block_size or min(min_block, block), max(rows, 2 * cfg.k))
+    row = 8 * (5 * d + 6)  # bytes per row of a block in flight
+    # one block aggregated while the next is read (a smaller table: the table)
+    floor_units = 2 * min(block, max(rows, 2 * cfg.k)) * row
     floor_chunk = min(MIN_CHUNK, chunk)
-    floors = floor_chunk * cell + floor_block * per_block + 2 * MIN_SPILL + (PIECE_FACTOR * MIN_PIECE if csv else 0)
+    floors = floor_chunk * cell + floor_units + 2 * MIN_SPILL + (PIECE_FACTOR * MIN_PIECE if csv else 0)
     # the label map: in memory, or memory-mapped in the spill folder when above a quarter
     # of what is left; counted either way (the pages of a mapped file written count in RSS)
     least = (fixed + MARGIN_FIXED + groups + labels + floors) / (1 - MARGIN_SHARE)
     if limit < least:
-        raise refuse(limit, least, rows, qis, method)
+        # the blocks a large share of it: say how to need less
+        tail = f" or lower --block-size (now {block:,} rows)" if floor_units > (least - fixed) / 4 else ""
+        raise refuse(limit, least, rows, qis, method, tail=tail)
     free = limit - fixed - margin - groups
     on_disk = labels > (free - labels - floors) / 4
     left = max(0, free - labels - floors)
-    # what is left above the floors: a third each to the chunk and the blocks, the rest
-    # to the spill buffers and (CSV) the pieces
+    # what is left above the floors: a third each to the chunk and the units in flight,
+    # the rest to the spill buffers and (CSV) the pieces
     chunk = max(floor_chunk, min(chunk, floor_chunk + int(left / 3 / cell)))
-    fit = floor_block + int(left / 3 / per_block)
     rest = left / 3
     if csv:
         piece = int(min(MAX_PIECE, MIN_PIECE + rest / 2 / PIECE_FACTOR))
@@ -155,18 +165,28 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     else:
         piece = None
     spill = int(min(DEFAULT_SPILL, MIN_SPILL + rest / 2))
-    if cfg.block_size is None:
-        block = max(min(block, fit), 2 * cfg.k)
-    elif cfg.block_size > fit:
-        need = least + (cfg.block_size - fit) * per_block / (1 - MARGIN_SHARE)
-        raise EngineError(f"--block-size {cfg.block_size:,} does not fit --memory-limit {mib(limit)} with "
-                          f"{threads} threads (at most {fit:,} rows; this block size needs at least "
-                          f"{mib(need)})")
     # once the table is spilled no chunk, piece or spill buffer is in flight: the units
     # (blocks, or maxent's fused units) may take what the floors and the left-over hold
-    unit_floor = floor_block * per_block + floor_chunk * cell + 2 * MIN_SPILL
-    return Budget(block, chunk, on_disk, max(fit, block), spill, piece, int(least), unit_floor + left,
-                  per_block // (threads + 1), unit_floor)
+    unit_floor = floor_units + floor_chunk * cell + 2 * MIN_SPILL
+    return Budget(block, chunk, on_disk, 2 * block, spill, piece, int(least), unit_floor + left, row, unit_floor,
+                  rows, qis, method)
+
+
+def workers(budget: Budget, limit: int | None, units: list[int], threads: int) -> int:
+    """How many units to aggregate at once: ``threads``, fewer when the largest units
+    (with the next one read meanwhile) would not fit the room the plan leaves them
+    (the output does not depend on it). Refused (one line naming the least limit) when
+    not even one fits: a unit grown past the plan (a skewed sample) cannot be cut."""
+    if limit is None or budget.unit_room is None or not units:
+        return threads
+    top = sorted(units, reverse=True)[:max(threads, 1) + 1]
+    for w in range(min(max(threads, 1), len(units)), 0, -1):
+        if sum(top[:w + 1]) * budget.unit_row <= budget.unit_room:
+            return w
+    need = sum(top[:2]) * budget.unit_row
+    least = budget.least + (need - budget.unit_floor) / (1 - MARGIN_SHARE)
+    raise refuse(limit, max(least, limit + MiB), budget.rows, budget.qis, budget.method,
+                 f": units of up to {top[0]:,} rows")
 
 
 def check_unit(budget: Budget, limit: int | None, units: list[int], threads: int, rows: int, d: int,

@@ -84,10 +84,12 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
                    help="rows per spatial block (default 20000; a table this small runs as one exact block)")
     p.add_argument("--leaf-size", type=int, default=None, metavar="ROWS",
                    help="with several blocks, run the method on leaves of at most ROWS rows cut from each "
-                        "block by median splits (default 32768 when polished, else 256; 0: on whole blocks)")
+                        "block by median splits (default when polished 32768 at k <= 3, 8192 from k = 5; else 256; "
+                        "0: on whole blocks)")
     p.add_argument("--polish-rounds", type=int, default=None, metavar="N",
-                   help="streamed runs: rounds of moves/swaps among nearest groups (default 32 up to 2M rows, "
-                        "with leaves of 32768; 0 above, with leaves of 256; 0: off)")
+                   help="streamed runs: at most N rounds of moves/swaps among nearest groups, ending early at "
+                        "a round gaining < 1%% of the SSE (default 32 up to 2M rows; 0 above, with leaves of 256; "
+                        "0: off)")
     p.add_argument("--refine", choices=REFINE_MODES, default=None,
                    help="improve the partition: local moves/swaps, or the genetic hybrid (default: none)")
     p.add_argument("--refine-rounds", type=int, default=None, metavar="N", help="cap on refinement rounds")
@@ -346,12 +348,16 @@ def _start_group(stack, args, inputs, output, output_option="OUTPUT"):
 def _finish(group, report_tmp, report, args) -> None:
     """Write the report to its temporary file, then commit it with OUTPUT: both in
     place, or (an error, an interrupt) neither."""
+    html = getattr(args, "html_tmp", None) is not None
+    if html:
+        page_report = report.to_dict()
+        args.html_prerender.request(page_report)  # drawn by the worker while the JSON report is written
     if report_tmp is not None:
         report.write_json(report_tmp, args.report)
-    if getattr(args, "html_tmp", None) is not None:
+    if html:
         from . import html_report
 
-        html_report.write(report.to_dict(), args.html_tmp, args.html, args.html_prerender)
+        html_report.write(page_report, args.html_tmp, args.html, args.html_prerender)
     group.commit()
 
 
@@ -363,7 +369,7 @@ def _cmd_anonymize(args) -> int:
     with contextlib.ExitStack() as stack:
         group, report_tmp = _start_group(stack, args, inputs, args.output)
         result = run(args.input, cfg, args.output, tmp_dir=args.tmp_dir, group=group,
-                     distributions=args.html_prerender.distributions if args.html else bool(args.report))
+                     distributions=args.html_prerender.ahead if args.html else bool(args.report))
         result.report.input = args.input
         risk = None
         if args.risk:  # the output is complete, not yet in place: it reads the input and the output

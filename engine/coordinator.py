@@ -44,7 +44,7 @@ import numba
 import numpy as np
 import polars as pl
 
-from .budget import early_piece, plan_budget, rss as current_rss
+from .budget import early_piece, plan_budget, rss as current_rss, workers
 from .config import RunConfig
 from .errors import EngineError
 from .io.sink import CommitGroup, atomic_output, check_destination, check_tmp_dir, output_format
@@ -140,8 +140,9 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     with the group's other files (the report); else it is renamed when complete.
     ``distributions``: also count each QI's histogram before and after
     (``report.distributions``, for the HTML report; centroid methods); a callable is
-    also called with them before the write pass (``html_report.Prerender`` draws them
-    meanwhile). ``force_blocks`` (tests): spill even a table of one block."""
+    also called before the write pass with what the report knows by then (``k``,
+    ``group_size_counts``, ``distributions``: ``html_report.Prerender`` draws their
+    figures meanwhile). ``force_blocks`` (tests): spill even a table of one block."""
     t0 = time.perf_counter()
     start_rss = current_rss()
     passes: dict[str, float] = {}
@@ -155,12 +156,13 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         labels, stitched = _aggregate_and_stitch(inp, cfg, flow, blocks, passes)
         release_memory()
         dist = flow.distributions_after(stitched)
-        if callable(distributions) and dist is not None:
-            distributions(dist)
+        size_counts = _size_counts(stitched.sizes)
+        if callable(distributions):
+            distributions({"k": cfg.k, "group_size_counts": size_counts, "distributions": dist})
         with timed(passes, "write"):
             written = _write(inp, flow, stitched, blocks.profile if blocks else prof.profile, dest, tmp_dir, group)
         rss.sample()
-    report = _report(cfg, flow, inp, blocks, stitched, written, passes, dist,
+    report = _report(cfg, flow, inp, blocks, stitched, written, passes, dist, size_counts,
                      wall=time.perf_counter() - t0, peak=int(rss.peak))
     log.info("done: %d groups, IL %s %%", report.groups, report.information_loss_percent)
     out_labels = labels.astype(np.int64) if inp.single else labels
@@ -258,9 +260,12 @@ def _partition_sampled(inp, cfg, flow, prof, cleanup, passes):
     budget, total = inp.budget, inp.rows
     X, ids = prof.sampled
     sprof = sample_profile(prof.columns, X)
+    adjust = getattr(prof.source, "adjust_profile", None)  # (mixed-type QIs: the distance's scales, engine.mixed)
+    sprof = adjust(sprof) if adjust is not None else sprof
     plan = plan_blocks(standardized(X, sprof, prof.cols), ids, total, budget.block_size)
     store = cleanup.enter_context(flow.new_store(plan.n_blocks, inp.folder, total, budget))
-    moments = Moments(prof.columns, np.ones(len(prof.columns)))
+    new_moments = getattr(flow, "new_moments", None)  # (mixed-type QIs: their own, engine.mixed)
+    moments = new_moments(prof.columns) if new_moments else Moments(prof.columns, np.ones(len(prof.columns)))
     if flow.dist is not None:  # bins over the sample's range (the columns' own is not known yet)
         flow.dist.start(sprof.min, sprof.max)
     _partition_fn(inp)(prof.source, sprof, prof.cols, plan, store, budget.chunk_rows, cfg.progress,
@@ -297,7 +302,9 @@ def _aggregate_and_stitch(inp: _Input, cfg, flow, blocks: Blocks | None, passes)
             np.memmap(blocks.store.private_file("labels.i32", 4 * rows), dtype=np.int32, mode="r+", shape=(rows,))
         labels[:] = -1  # a row no unit assigns stays -1 and fails the recount
         with timed(passes, flow.aggregate_pass), Progress(flow.aggregate_pass, rows, cfg.progress) as bar:
-            n_groups = flow.aggregate(blocks, labels, inp.threads, bar)
+            threads = inp.threads if inp.backend is not None or blocks.single else \
+                workers(inp.budget, cfg.memory_limit, blocks.unit_rows, inp.threads)  # units at once
+            n_groups = flow.aggregate(blocks, labels, threads, bar)
         release_memory()
         n_groups = flow.after_aggregate(blocks, labels, n_groups, passes)
         with timed(passes, "stitch"), Progress("stitch", rows, cfg.progress) as bar:
@@ -318,9 +325,14 @@ def _write(inp: _Input, flow, stitched, profile, dest, tmp_dir, group) -> Writte
         return flow.write(inp.source, tmp, inp.fmt, stitched, inp.budget.chunk_rows, profile)
 
 
-def _report(cfg, flow, inp, blocks, stitched, written, passes, dist, *, wall, peak) -> Report:
-    sizes = stitched.sizes
+def _size_counts(sizes: np.ndarray) -> dict:
+    """How many groups have each size: ``{"size": groups}`` (the report's ``group_size_counts``)."""
     values, counts = np.unique(sizes, return_counts=True)
+    return {str(int(s)): int(c) for s, c in zip(values, counts)}
+
+
+def _report(cfg, flow, inp, blocks, stitched, written, passes, dist, size_counts, *, wall, peak) -> Report:
+    sizes = stitched.sizes
     sse = sst = by_qi = None
     if written.col_sse is not None:
         sse, sst = float(written.col_sse.sum()), float(written.col_sst.sum())
@@ -346,7 +358,7 @@ def _report(cfg, flow, inp, blocks, stitched, written, passes, dist, *, wall, pe
         block_rows_max=int(max(units)),
         block_size=int(inp.budget.block_size),
         memory_limit=cfg.memory_limit,
-        group_size_counts={str(int(s)): int(c) for s, c in zip(values, counts)},
+        group_size_counts=size_counts,
         verified=written.verified,
         settings=cfg.settings(),
         information_loss_by_qi=by_qi,

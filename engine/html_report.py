@@ -75,15 +75,22 @@ def _worker_env() -> dict:
     return {**os.environ, "PYTHONSAFEPATH": "1", "PYTHONPATH": path}
 
 
+WORKER_NICE = 19  # the worker's niceness (os.nice): it yields to the run's threads
+
+
 class Prerender:
     """A worker process that draws the page beside the run: started with the run, it
-    imports matplotlib (most of a second) while the passes work; it draws the
-    distributions (the largest figure) while the write pass runs
-    (``distributions``, the coordinator's callback), and the page at the end
-    (``page``). The page is the same as ``render``'s; if the worker fails, ``page``
-    renders in this process."""
+    imports matplotlib while the passes work; it draws the figures whose data is
+    known before the write pass (``ahead``, the coordinator's callback: the
+    distributions and the group sizes) while that pass runs, and the rest of the
+    page at the end (``page``: the times per pass and the loss per QI, known only
+    then). It runs at the lowest priority (``WORKER_NICE``): while the run's threads
+    want both cores it waits, and it draws when one is idle (and after the run, when
+    the caller waits for it). The page is the same as ``render``'s; if the worker
+    fails, ``page`` renders in this process."""
 
     def __init__(self):
+        self._requested = None  # the report whose page was asked for (``request``)
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "engine.html_report"], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -102,11 +109,18 @@ class Prerender:
             self.close()
             return False
 
-    def distributions(self, dist: dict) -> None:
-        self._send({"distributions": dist})
+    def ahead(self, partial: dict) -> None:
+        """Draw the figures of ``partial`` (part of a report: ``AHEAD``'s keys) now."""
+        self._send({"ahead": partial})
+
+    def request(self, report: dict) -> None:
+        """Ask for the page of ``report`` now (the worker draws it while the caller does
+        something else, such as writing the JSON report); ``page(report)`` collects it."""
+        self._requested = report if self._send({"page": report}) else None
 
     def page(self, report: dict) -> str:
-        if self._send({"page": report}):
+        if self._requested is report or self._send({"page": report}):
+            self._requested = None
             try:
                 answer = json.loads(self.proc.stdout.readline())
                 if "page" in answer:
@@ -129,19 +143,27 @@ class Prerender:
             proc.wait()
 
 
+def _import_matplotlib() -> None:
+    """What drawing a page needs of matplotlib (never pyplot)."""
+    import matplotlib.backends.backend_svg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+
+
 def _worker() -> None:  # pragma: no cover - run as a process (tests cover it through the CLI)
     """``python -m engine.html_report``: the ``Prerender`` worker's loop."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends it (closes its input, or kills it)
-    import matplotlib.backends.backend_svg  # noqa: F401
-    import matplotlib.figure  # noqa: F401
-
+    try:  # the lowest priority: it draws on the cores the run leaves idle
+        os.nice(WORKER_NICE)
+    except (AttributeError, OSError):  # (no os.nice on Windows)
+        pass
+    _import_matplotlib()
     for line in sys.stdin:
         msg = json.loads(line)
-        if "distributions" in msg:
+        if "ahead" in msg:
             try:
-                _distributions(msg["distributions"], {})
+                _ahead(msg["ahead"])
             except Exception:  # drawn again by ``page``, which reports the error
                 pass
         elif "page" in msg:
@@ -252,6 +274,8 @@ def _fig(w, h, left=1.6, bottom=0.55, top=0.35, right=0.3, **kw):
 
 
 def _style(ax):
+    # (titles are set with y=1.0: a fixed place above the axes, which spares matplotlib
+    # measuring the tick labels to lift them, a quarter of a small figure's time)
     ax.spines[["top", "right"]].set_visible(False)
     ax.grid(axis="both", color="#eee", linewidth=0.8)
     ax.set_axisbelow(True)
@@ -299,7 +323,7 @@ def _section_run(r: dict) -> str:
         for y, v in enumerate(vals):
             ax.annotate(f"{v:.2f} s", (v, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
         ax.set_xlabel("wall time of the pass (seconds)")
-        ax.set_title(f"Time per pass (whole run {r['wall_seconds']:.2f} s)")
+        ax.set_title(f"Time per pass (whole run {r['wall_seconds']:.2f} s)", y=1.0)
         ax.margins(x=0.15)
         _style(ax)
         body.append(_figure(fig, "How to read: each bar is the wall time of one pass over the data, in "
@@ -320,33 +344,39 @@ def _section_guarantee(r: dict) -> str:
                     ("group size range (rows)", f"{r['min_group_size']} .. {r['max_group_size']}")])]
     counts = r.get("group_size_counts") or {}
     if counts:
-        sizes = sorted(counts, key=int)
-        fig = _fig(7, 2.8, left=0.9)
-        ax = fig.add_subplot()
-        xs = [int(s) for s in sizes]
-        ys = [counts[s] for s in sizes]
-        ax.bar(xs, ys, width=0.8 if len(xs) < 60 else 1.0, color=ACCENT)
-        if k is not None:
-            ax.axvline(k - 0.5, color=AFTER, linestyle="--", linewidth=1.2, label=f"k = {k} (no group left of it)")
-            ax.legend(frameon=False, fontsize=8)
-        if max(ys) / max(1, min(ys)) > 100:
-            from matplotlib.ticker import LogLocator, NullLocator
-
-            ax.set_yscale("log")
-            ax.yaxis.set_major_locator(LogLocator(numticks=6))
-            ax.yaxis.set_minor_locator(NullLocator())  # (minor log ticks: most of the figure's time)
-            ax.set_ylabel("groups (log scale)")
-        else:
-            ax.set_ylabel("groups")
-        ax.set_xlabel("group size (rows)")
-        ax.set_title("Group sizes")
-        if len(xs) <= 20:
-            ax.set_xticks(xs)
-        ax.set_xlim(min(xs[0], k or xs[0]) - 1, xs[-1] + 1)
-        _style(ax)
-        body.append(_figure(fig, "How to read: each bar counts the groups of one size (rows sharing the same "
-                                 "published QI values); every bar must lie right of the dashed k line."))
+        body.append(_cached("group_sizes", {"counts": counts, "k": k}, _draw_group_sizes))
     return _section("guarantee", "The guarantee", body)
+
+
+def _draw_group_sizes(counts: dict, k) -> str:
+    sizes = sorted(counts, key=int)
+    fig = _fig(7, 2.8, left=1.25)
+    ax = fig.add_subplot()
+    xs = [int(s) for s in sizes]
+    ys = [counts[s] for s in sizes]
+    ax.bar(xs, ys, width=0.8 if len(xs) < 60 else 1.0, color=ACCENT)
+    if k is not None:
+        ax.axvline(k - 0.5, color=AFTER, linestyle="--", linewidth=1.2, label=f"k = {k} (no group left of it)")
+        ax.legend(frameon=False, fontsize=8)
+    if max(ys) / max(1, min(ys)) > 100:
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(numticks=6))
+        ax.yaxis.set_minor_locator(NullLocator())  # (minor log ticks: most of the figure's time)
+        # plain numbers (1,000 rather than 10³): no mathtext to parse, a tenth of the figure's time
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+        ax.set_ylabel("groups (log scale)")
+    else:
+        ax.set_ylabel("groups")
+    ax.set_xlabel("group size (rows)")
+    ax.set_title("Group sizes", y=1.0)
+    if len(xs) <= 20:
+        ax.set_xticks(xs)
+    ax.set_xlim(min(xs[0], k or xs[0]) - 1, xs[-1] + 1)
+    _style(ax)
+    return _figure(fig, "How to read: each bar counts the groups of one size (rows sharing the same "
+                        "published QI values); every bar must lie right of the dashed k line.")
 
 
 def _section_utility(r: dict) -> str:
@@ -367,7 +397,7 @@ def _section_utility(r: dict) -> str:
             ax.axvline(il, color=AFTER, linestyle="--", linewidth=1.2, label=f"overall {il:.2f} %")
             ax.legend(frameon=False, fontsize=8, loc="lower right")
         ax.set_xlabel("information loss of the column (% of its variance)")
-        ax.set_title("Information loss per quasi-identifier")
+        ax.set_title("Information loss per quasi-identifier", y=1.0)
         _style(ax)
         extra = " Orange bars are the key attributes the groups were formed on." if keys else ""
         body.append(_figure(fig, "How to read: each bar is the share of a column's variance lost by replacing "
@@ -377,26 +407,40 @@ def _section_utility(r: dict) -> str:
         body.append(_note("The loss per quasi-identifier is not measured for this method."))
     dist = r.get("distributions")
     if dist:
-        body.append(_distributions(dist, r))
+        body.append(_cached("distributions", {"dist": dist}, _draw_distributions))
     else:
         body.append(_note("Distributions before and after are not in this report (they are counted by runs "
                           "with --html or --report; a single-class release has none)."))
     return _section("utility", "Utility", body)
 
 
-_drawn: dict = {}  # distributions figures drawn ahead (``Prerender``), by their data
+AHEAD = ("k", "group_size_counts", "distributions")  # what the report knows before the write pass
+_drawn: dict = {}  # figures drawn ahead (``Prerender``): kind -> (its data, its markup)
 
 
-def _distributions(dist: dict, r: dict) -> str:
-    key = json.dumps(dist, sort_keys=True)
-    if key in _drawn:
-        return _drawn[key]
-    _drawn.clear()
-    _drawn[key] = _draw_distributions(dist)
-    return _drawn[key]
+def _cached(kind: str, data: dict, draw) -> str:
+    """``draw(**data)``, or the markup drawn ahead for the same ``data``."""
+    key = json.dumps(data, sort_keys=True)
+    if kind in _drawn and _drawn[kind][0] == key:
+        return _drawn[kind][1]
+    _drawn[kind] = (key, draw(**data))
+    return _drawn[kind][1]
+
+
+def _ahead(r: dict) -> None:
+    """Draw the figures of the partial report ``r`` (``AHEAD``) into the cache."""
+    if r.get("distributions"):
+        _cached("distributions", {"dist": r["distributions"]}, _draw_distributions)
+    if r.get("group_size_counts"):
+        _cached("group_sizes", {"counts": r["group_size_counts"], "k": r.get("k")}, _draw_group_sizes)
 
 
 def _draw_distributions(dist: dict) -> str:
+    return _figure(*_distributions_figure(dist))
+
+
+def _distributions_figure(dist: dict):
+    """The distributions figure (a matplotlib Figure, not yet serialized) and its caption."""
     from matplotlib.ticker import MaxNLocator
 
     names = list(dist)
@@ -418,7 +462,7 @@ def _draw_distributions(dist: dict) -> str:
         if "after" in d:
             has_after = True
             ax.stairs([100.0 * v / total for v in d["after"]], edges, color=AFTER, linewidth=1.3, label="after")
-        ax.set_title(c, fontsize=9)
+        ax.set_title(c, fontsize=9, y=1.0)
         ax.set_xlabel(f"{c} (input units)", fontsize=8)
         ax.set_ylabel("rows (%)", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -438,7 +482,7 @@ def _draw_distributions(dist: dict) -> str:
     else:
         after = "no 'after' distribution is drawn"
     bins = len(dist[names[0]]["before"])
-    return _figure(fig, f"How to read: the filled area is the share of input rows in each of {bins} equal bins "
+    return fig, (f"How to read: the filled area is the share of input rows in each of {bins} equal bins "
                         f"between the column's smallest and largest value, {after}; the first and last bin "
                         f"may be wider when the bins were set from a sample.")
 
@@ -476,7 +520,7 @@ def _section_dependency(r: dict) -> str:
     ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
     ax.set_ylim(min(ys) - 0.6, max(ys) + 0.6)
     ax.axis("off")
-    ax.set_title(f"{dep.get('tree', '')} spanning tree of {dep.get('measure')} between the QIs".strip())
+    ax.set_title(f"{dep.get('tree', '')} spanning tree of {dep.get('measure')} between the QIs".strip(), y=1.0)
     body = [_figure(fig, "How to read: each box is a quasi-identifier with its degree in the tree, each line "
                          f"an edge labelled with its {_e(dep.get('measure'))} weight; orange boxes are the key "
                          "attributes the groups were formed on, the others follow them.")]
@@ -529,7 +573,7 @@ def _section_sensitive(r: dict) -> str:
     ax.set_xlabel(f"entropy of {r.get('settings', {}).get('sa') or 'the sensitive attribute'} "
                   f"in the class (bits)")
     ax.set_ylabel("published classes")
-    ax.set_title("Sensitive-attribute entropy per class")
+    ax.set_title("Sensitive-attribute entropy per class", y=1.0)
     ax.legend(frameon=False, fontsize=8)
     _style(ax)
     rows = [(k, v) for k, v in m.items() if not isinstance(v, (dict, list))]
@@ -553,7 +597,7 @@ def _section_risk(r: dict) -> str:
         ax.annotate(f"{v:.2f} %", (v, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
     ax.set_xlim(0, max(5.0, 1.2 * max(vals)))
     ax.set_xlabel("records at risk (% of rows)")
-    ax.set_title("Disclosure risk")
+    ax.set_title("Disclosure risk", y=1.0)
     _style(ax)
     body = [_figure(fig, "How to read: record linkage is the share of records an intruder holding the "
                          "original QIs links to the right original record by nearest distance (at most 1/k for a centroid "

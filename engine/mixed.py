@@ -53,15 +53,21 @@ import polars as pl
 
 from .errors import EngineError
 from .io.source import frame_to_array, numeric_values
-from .kernels.groups import column_sums
+from .kernels.groups import column_sums, gather_columns
 from .parallel import read_ahead
 from .passes.profile import Profile
+from .passes.stitch import aligned_zeros
 from .passes.write import finish_sums
 
 # A nominal or ordinal QI is one-hot encoded: its categories widen every block, the
 # spill and the kernels' distance scans. Above these the run is refused (one line).
 MAX_CATEGORIES = 100  # per QI
 MAX_ENCODED = 256  # encoded columns in all
+# Streamed runs spill one column a QI (numbers, category codes), not the encoded
+# columns, and expand them to the encoded columns per block when it is read
+# (``Mixed.expand``); the profile pass reads the same compact columns. False: the
+# encoded columns all the way (the same output, more bytes; a test hook).
+SPILL_CODES = True
 KINDS = ("numeric", "date", "ordinal", "nominal")
 _SEP = "\x1f"  # in the encoded columns' names (never shown: the errors name the QI)
 
@@ -288,15 +294,17 @@ class Mixed:
                 self.names += [q.name + _SEP + c for c in q.categories]
                 grouping += range(q.first, q.first + q.width)
         self.grouping = np.array(grouping, np.int64)
+        self.owner = np.array([j for j, q in enumerate(qis) for _ in range(q.width)], np.int64)  # encoded -> QI
         self.cfg = dataclasses.replace(cfg, qi=tuple(self.names))
         self.source = EncodedSource(base, self)
         self.raw: Profile | None = None  # the encoded columns' measured profile (before the weights)
 
     # --- encoding ----------------------------------------------------------------------
 
-    def codes(self, q: QI, s: pl.Series, offset: int) -> np.ndarray:
-        """Category codes (int64) of ``s``; a missing value or one the dictionary pass
-        did not see (the input changed during the run) is an error naming the row."""
+    def codes(self, q: QI, s: pl.Series, offset: int, physical: bool = False) -> np.ndarray:
+        """Category codes (int64; ``physical``: the Enum's own unsigned integers) of ``s``;
+        a missing value or one the dictionary pass did not see (the input changed during
+        the run) is an error naming the row."""
         if s.null_count():
             raise _first_null_error(q.name, s, offset)
         t = _texts(s)
@@ -305,7 +313,8 @@ class Mixed:
             i = int(codes.is_null().arg_true()[0])
             raise EngineError(f"column {q.name!r} has the value {t[i]!r} at row {offset + i + 1}, which the first "
                               f"pass did not see: {self.source.label} changed during the run")
-        return codes.to_physical().to_numpy().astype(np.int64)
+        codes = codes.to_physical().to_numpy()
+        return codes if physical else codes.astype(np.int64)
 
     def encode(self, frame: pl.DataFrame, offset: int, want: Sequence[str] | None = None) -> pl.DataFrame:
         """The encoded columns (Float64) of a chunk of the QI columns; ``want``: only those."""
@@ -329,6 +338,91 @@ class Mixed:
                 for j, n in enumerate(hot):
                     cols[n] = onehot[j]
         return pl.DataFrame({n: cols[n] for n in self.names if n in want and n in cols})
+
+    def compact(self, frame: pl.DataFrame, offset: int) -> pl.DataFrame:
+        """One column a QI (named as the QI): numeric ones as read, dates as their
+        epoch values, categorical ones as their category codes (unsigned integers).
+        ``expand`` turns them into the encoded columns."""
+        cols = []
+        for q in self.qis:
+            s = frame.get_column(q.name)
+            if q.kind == "numeric":
+                cols.append(s)
+            elif q.kind == "date":
+                cols.append(s.to_physical())
+            else:
+                cols.append(pl.Series(q.name, self.codes(q, s, offset, physical=True)))
+        return pl.DataFrame(cols)
+
+    def expand(self, C: np.ndarray) -> np.ndarray:
+        """The encoded rows (n, encoded columns) float64, C-contiguous, of compact rows
+        ``C`` (n, QIs) (``compact``'s columns as float64): bit for bit what ``encode``
+        gives (one-hot and carry columns 1.0 / 0.0, the ordinal rank its code)."""
+        n = C.shape[0]
+        X = np.zeros((n, len(self.names)))
+        rows = np.arange(n)
+        for j, q in enumerate(self.qis):
+            if q.kind != "nominal":
+                X[:, q.first] = C[:, j]
+            if q.kind in ("ordinal", "nominal"):
+                hot = q.first + (1 if q.kind == "ordinal" else 0)
+                X[rows, hot + C[:, j].astype(np.intp)] = 1.0
+        return X
+
+    def expand_columns(self, C: np.ndarray, used: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """The encoded columns ``used`` of compact columns ``C`` (QIs, n), column-major,
+        into ``out`` (encoded columns, >= n); the other columns of ``out`` are left as
+        they are (the partition plan's routing reads only the columns it compares)."""
+        n = C.shape[1]
+        out = out[:, :n]
+        owner = self.owner
+        for c in used:
+            j = owner[c]
+            q = self.qis[j]
+            if q.kind in ("numeric", "date") or c == q.first and q.kind == "ordinal":
+                out[c] = C[j]
+            else:
+                np.equal(C[j], float(c - q.first - (1 if q.kind == "ordinal" else 0)), out=out[c], casting="unsafe")
+        return out
+
+    def profile_pass(self, chunk_rows: int, progress: bool, rows: int, stride: int = 0) -> Profile:
+        """``passes.profile.profile_columns`` on the encoded columns, from one read of the
+        compact columns (``compact``, ``MixedMoments``), with every ``stride``-th row
+        (expanded) as the plan's sample."""
+        from .progress import Progress
+
+        def measure(scale):
+            m = MixedMoments(self, scale)
+            samples, ids = [], []
+            with Progress("profile", rows, progress) as bar:
+                for offset, frame in self.source.iter_codes(chunk_rows):
+                    X = m.add(frame, offset)
+                    if stride:
+                        take = np.arange((-offset) % stride, frame.height, stride)
+                        samples.append(X[:, take].T)
+                        ids.append(take + offset)
+                    bar.update(m.n)
+            return m, samples, ids
+
+        m, samples, ids = measure(None)
+        if m.n == 0:
+            raise EngineError(f"{self.source.label} has no rows")
+        scale = m.rescale()
+        if scale is not None:  # as profile_columns: measured again in units of a power of two
+            m, samples, ids = measure(scale)
+        if not samples:
+            return m.profile()
+        return m.profile((self.expand(np.concatenate(samples)), np.concatenate(ids)))
+
+    def sample_row_groups(self, rows: int, stride: int):
+        """``passes.partition.sample_row_groups`` for the encoded columns: the compact
+        columns of the sampled rows, expanded; None as there (not Parquet, ...)."""
+        from .passes.partition import frame_to_columns, sample_row_groups
+
+        names = [q.name for q in self.qis]
+        got = sample_row_groups(self.source.base, names, rows, stride,
+                                lambda frame, first: frame_to_columns(self.compact(frame, first), names))
+        return None if got is None else (self.expand(got[0]), got[1])
 
     def adjust(self, profile: Profile) -> Profile:
         """The measured profile of the encoded columns -> the one that standardizes
@@ -390,22 +484,93 @@ class Mixed:
         }
 
 
-def group_categories(q: QI, centroid: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+class MixedMoments:
+    """Pass 1's arithmetic (``passes.profile.Moments``) on compact frames (``Mixed.compact``),
+    fed chunk by chunk in row order: the moments of the numeric, date and ordinal QIs'
+    columns (bit for bit those of their encoded columns), the category counts of the
+    categorical ones; ``profile`` gives the encoded columns' adjusted profile. Used by
+    the profile pass and by the partition pass when it measures on its way."""
+
+    def __init__(self, mixed: Mixed, scale: np.ndarray | None = None):
+        from .passes.profile import Moments
+
+        self.mixed = mixed
+        self.names = [q.name for q in mixed.qis]
+        self.measured = [j for j, q in enumerate(mixed.qis) if q.kind != "nominal"]
+        cols = [self.names[j] for j in self.measured]
+        self.moments = Moments(cols, np.ones(len(cols)) if scale is None else scale)
+        self.counts = [np.zeros(q.m, np.int64) for q in mixed.qis]
+
+    @property
+    def n(self) -> int:
+        return self.moments.n
+
+    def add(self, frame: pl.DataFrame, offset: int) -> np.ndarray:
+        """Check and add a compact chunk; return its columns (QIs, rows) float64."""
+        X = np.empty((len(self.names), frame.height))
+        if self.measured:
+            X[self.measured] = self.moments.add(frame, offset)
+        else:  # (every QI nominal: only counts)
+            self.moments.n += frame.height
+        for j, q in enumerate(self.mixed.qis):
+            if q.m:
+                codes = frame.get_column(q.name).to_numpy()
+                self.counts[j] += np.bincount(codes, minlength=q.m)
+                if q.kind == "nominal":
+                    X[j] = codes
+        return X
+
+    def rescale(self) -> np.ndarray | None:
+        return self.moments.rescale()
+
+    def profile(self, sample=(None, None)) -> Profile:
+        """The encoded columns' profile, adjusted (``Mixed.adjust``). One-hot and carry
+        columns (which ``adjust`` standardizes to fixed scales) get mean p, sd
+        sqrt(p (1 - p)) from the counts; their scale is 1, as pass 1's power of two
+        of a 0/1 column."""
+        n = self.moments.n
+        p = self.moments.profile() if self.measured else None
+        e = len(self.mixed.names)
+        out = {k: np.zeros(e) for k in ("scale", "mean", "sd", "min", "max")}
+        out["scale"][:] = 1.0
+        for i, j in enumerate(self.measured):
+            for k in out:
+                out[k][self.mixed.qis[j].first] = getattr(p, k)[i]
+        for j, q in enumerate(self.mixed.qis):
+            if q.m:
+                a = q.first + (1 if q.kind == "ordinal" else 0)
+                share = self.counts[j] / n
+                out["mean"][a: a + q.m] = share
+                out["sd"][a: a + q.m] = np.where((share > 0) & (share < 1), np.sqrt(share * (1.0 - share)), 0.0)
+                out["min"][a: a + q.m] = (share == 1.0).astype(np.float64)
+                out["max"][a: a + q.m] = (share > 0.0).astype(np.float64)
+        full = Profile(tuple(self.mixed.names), n, out["scale"], out["mean"], out["sd"], out["min"], out["max"],
+                       sample[0], sample[1])
+        return self.mixed.adjust(full)
+
+
+def group_categories(q: QI, centroid: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, int]:
     """Each group's published category code from its encoded mean: the per-category
-    counts are ``mean x size`` of the one-hot (nominal) or carry (ordinal) columns.
-    Nominal: the mode, ties to the lowest code (the first in the sorted dictionary);
-    ordinal: the lower median (the first category whose cumulative count reaches half
-    the group)."""
+    counts are ``mean x size`` of the one-hot (nominal) or carry (ordinal) columns
+    (exact: sums of 0/1 values). Nominal: the mode, ties to the lowest code (the first
+    in the sorted dictionary); ordinal: the lower median (the first category whose
+    cumulative count reaches half the group). Also the QI's loss from the same
+    counts: nominal, the rows whose value is not their group's mode; ordinal, the sum
+    of |rank - published rank| over the rows."""
     a = q.first if q.kind == "nominal" else q.first + 1
     out = np.empty(sizes.shape[0], np.int64)
+    changed = 0
     for g in range(0, sizes.shape[0], _SLICE):  # in slices: bounded temporaries
         size = sizes[g: g + _SLICE, None]
         counts = np.rint(centroid[g: g + _SLICE, a: a + q.m] * size)
         if q.kind == "nominal":
-            out[g: g + _SLICE] = np.argmax(counts, axis=1)
+            pick = np.argmax(counts, axis=1)
+            changed += int(size.sum()) - int(counts[np.arange(counts.shape[0]), pick].sum())
         else:
-            out[g: g + _SLICE] = np.argmax(2 * np.cumsum(counts, axis=1) >= size, axis=1)
-    return out
+            pick = np.argmax(2 * np.cumsum(counts, axis=1) >= size, axis=1)
+            changed += int((counts * np.abs(np.arange(q.m)[None, :] - pick[:, None])).sum())
+        out[g: g + _SLICE] = pick
+    return out, changed
 
 
 _SLICE = 65_536  # groups at a time in ``group_categories``
@@ -418,44 +583,46 @@ class Publisher:
     def __init__(self, mixed: Mixed, groups):
         self.mixed = mixed
         self.columns = [q.name for q in mixed.qis]
-        raw = mixed.raw
-        self.pub = {}
-        for q in mixed.qis:
+        # categorical QIs' losses from the groups' category counts (``group_categories``):
+        # the write pass need not read those columns (``unread``), it only writes them
+        self.changed = np.zeros(len(mixed.qis), np.int64)  # nominal: values changed; ordinal: |rank change|
+        self.unread = [q.name for q in mixed.qis if q.kind in ("ordinal", "nominal")]
+        # one row a group, one value a QI (the number, the date's rounded epoch value, the
+        # category code), 64-byte aligned: the write pass gathers a row's values at once
+        self.table = aligned_zeros(groups.sizes.shape[0], len(mixed.qis))
+        for j, q in enumerate(mixed.qis):
             c = groups.centroid[:, q.first]
             if q.kind == "numeric":
-                self.pub[q.name] = c.copy()
+                self.table[:, j] = c
             elif q.kind == "date":
-                self.pub[q.name] = np.rint(c).astype(np.int64)
+                self.table[:, j] = np.rint(c)
             else:
-                self.pub[q.name] = group_categories(q, groups.centroid, groups.sizes)
+                self.table[:, j], self.changed[j] = group_categories(q, groups.centroid, groups.sizes)
         self.domains = {q.name: q.domain() for q in mixed.qis if q.categories is not None}
         e = len(mixed.names)
         # numeric and date QIs: the write pass's row-order sums (``kernels.groups.column_sums``)
         # by encoded column; categorical QIs: whole counts. Neither depends on the chunking.
         self.sums = (np.zeros(e), np.zeros(e), np.zeros(e))
-        self.changed = np.zeros(len(mixed.qis), np.int64)  # nominal: values changed; ordinal: |rank change|
 
     def publish(self, frame: pl.DataFrame, lab: np.ndarray, offset: int) -> pl.DataFrame:
-        """``frame`` (every input column) with the QIs replaced by their group's published values."""
+        """``frame`` (the input's columns but ``unread``) with the QIs replaced by, or (the
+        ``unread`` ones) given, their group's published values."""
         out = []
+        values = np.empty((len(self.mixed.qis), lab.shape[0]))
+        gather_columns(lab, self.table, values)  # column-major: each row a column, no copy
         for j, q in enumerate(self.mixed.qis):
-            s = frame.get_column(q.name)
-            p = self.pub[q.name][lab]
+            p = values[j]
             if q.kind in ("numeric", "date"):
+                s = frame.get_column(q.name)
                 x = numeric_values(s if q.kind == "numeric" else s.to_physical()).astype(np.float64, copy=False)
                 raw = self.mixed.raw
-                column_sums(x, p.astype(np.float64, copy=False), raw.scale, raw.mean, q.first, *self.sums)
+                column_sums(x, p, raw.scale, raw.mean, q.first, *self.sums)
                 if q.kind == "numeric":
                     out.append(pl.Series(q.name, p, dtype=pl.Float64))
                 else:
-                    out.append(pl.Series(q.name, p, dtype=pl.Int64).cast(q.dtype))
+                    out.append(pl.Series(q.name, p.astype(np.int64), dtype=pl.Int64).cast(q.dtype))
             else:
-                published = self.domains[q.name].gather(p).alias(q.name)
-                if q.kind == "nominal":  # values compared as they are written (cheaper than codes)
-                    self.changed[j] += int((s != published).sum())
-                else:
-                    self.changed[j] += int(np.abs(self.mixed.codes(q, s, offset) - p).sum())
-                out.append(published)
+                out.append(self.domains[q.name].gather(p.astype(np.int64)).alias(q.name))
         return frame.with_columns(out)
 
     def finish(self) -> tuple[np.ndarray, np.ndarray]:
@@ -519,6 +686,14 @@ class EncodedSource:
         # it decodes strings with about half pyarrow's CPU time
         native = any(q.kind in ("ordinal", "nominal") for q in self.mixed.qis if q.name in read)
         frames = ((offset, self.mixed.encode(frame, offset, names).select(names))
+                  for offset, frame in self.base.iter_frames(read, chunk_rows, native=native))
+        return read_ahead(frames) if prefetch else frames
+
+    def iter_codes(self, chunk_rows: int, prefetch: bool = False):
+        """``(offset, frame)`` of the compact columns (``Mixed.compact``: one a QI)."""
+        read = [q.name for q in self.mixed.qis]
+        native = any(q.kind in ("ordinal", "nominal") for q in self.mixed.qis)
+        frames = ((offset, self.mixed.compact(frame, offset))
                   for offset, frame in self.base.iter_frames(read, chunk_rows, native=native))
         return read_ahead(frames) if prefetch else frames
 

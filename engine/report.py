@@ -197,7 +197,9 @@ class Report:
             p = self.polish
             seam = (f"; seams {p['seam_operations']:,} operations in {p['seam_rounds']} rounds"
                     if "seam_rounds" in p else "")
-            lines.append(f"polish: moves/swaps among {p['near']} nearest groups, at most {p['rounds']} rounds{seam}")
+            stop = f", ending at a round gaining < {100 * p['min_gain']:g} % of the SSE" if p.get("min_gain") else ""
+            lines.append(f"polish: moves/swaps among {p['near']} nearest groups, at most {p['rounds']} rounds{stop}"
+                         f"{seam}")
         if self.refine:
             r = self.refine
             lines.append(f"refine {r['mode']}: SSE {r['sse_before']:.4f} -> {r['sse_after']:.4f}, "

@@ -277,3 +277,22 @@ def tie_key(row_id: int) -> int:
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
     return z ^ (z >> 31)
+
+
+def histogram(values, lo, hi, bins, weights=None):
+    """Each value's bin, one by one: ``floor((x - lo) / w)`` with ``w = hi / bins - lo /
+    bins``, below 0 (and NaN) in bin 0, from ``bins`` on in the last; every value in
+    bin 0 when ``hi <= lo``. Python floats (exact division); ``weights``: how many
+    times each value counts."""
+    counts = [0] * bins
+    w = hi / bins - lo / bins if hi > lo else 0.0
+    for i, x in enumerate(values):
+        b = 0
+        if w > 0:
+            t = (x - lo) / w if math.isfinite(x - lo) else x / w - lo / w
+            if t >= bins:
+                b = bins - 1
+            elif t > 0:
+                b = int(math.floor(t))
+        counts[b] += 1 if weights is None else int(weights[i])
+    return counts

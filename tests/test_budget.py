@@ -21,7 +21,8 @@ QI = ",".join(NUMERIC_QI)
 MAXENT = ["--method", "maxent", "--qi", "age,education_years,hours_per_week,wage_income,sex,region",
           "--sa", "occupation", "--epsilon", "2.0", "--k", "5"]
 REFUSED = re.compile(r"microagg: error: --memory-limit (\d+)MiB is below what this run needs \(at least (\d+)MiB "
-                     r"for ([\d,]+) rows of (\d+) QIs with method (\w+)(: [^)]*)?\); raise it")
+                     r"for ([\d,]+) rows of (\d+) QIs with method (\w+)(: [^)]*)?\); raise it"
+                     r"( or lower --block-size \(now [\d,]+ rows\))?")
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +86,7 @@ def test_peak_rss_stays_under_the_least_limit_accepted(tables, tmp_path, name):
     it also compiles the kernels into the cache, whose memory (LLVM's, on a first
     run only) the plan does not count (docs/usage.md)."""
     out = tmp_path / "o.parquet"
-    # the limit changes the chunks and pieces, never the output for a given block size
+    # the limit changes the chunks and pieces, never the output
     ref = tmp_path / "ref.parquet"
     proc, _ = _anonymize(tables / name, ref, "4GiB", "--qi", QI, "--k", "5", "--block-size", "20000")
     assert proc.returncode == 0, proc.stderr
@@ -111,3 +112,21 @@ def test_maxent_peak_rss_stays_under_the_least_limit_accepted(tables, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert peak <= least << 20, f"peak RSS {peak / 2**20:.0f} MiB above the accepted limit {least} MiB"
     assert pl.scan_parquet(out).select(pl.len()).collect().item() == 60_000
+
+
+def test_the_limit_never_changes_the_output(tables, tmp_path):
+    """The block size (hence the partition) does not depend on the limit, the thread
+    count or the process's memory: a tight limit with 1 or 2 threads gives the output of
+    the run without a limit (whose polish the limit turns off: ``polish_rounds=0``)."""
+    free = tmp_path / "free.parquet"
+    proc = subprocess.run([sys.executable, "-m", "engine", "anonymize", str(tables / "t.parquet"), str(free), "--qi", QI,
+                           "--k", "5", "--polish-rounds", "0", "--quiet"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    least = _least(tables / "t.parquet", tmp_path / "o.parquet", "--qi", QI, "--k", "5")
+    for threads, limit in (("1", least), ("2", least), ("2", least + 200)):
+        out = tmp_path / f"o{threads}-{limit}.parquet"
+        proc = subprocess.run([sys.executable, "-m", "engine", "anonymize", str(tables / "t.parquet"), str(out), "--qi",
+                               QI, "--k", "5", "--memory-limit", f"{limit}MiB", "--threads", threads, "--quiet"],
+                              capture_output=True, text=True, cwd=ROOT)
+        assert proc.returncode == 0, proc.stderr
+        assert out.read_bytes() == free.read_bytes(), (threads, limit)

@@ -61,6 +61,45 @@ def test_polish_lowers_loss_and_is_deterministic():
     assert sse(Z, a) < 0.9 * sse(Z, lab)
 
 
+def test_polish_stops_at_a_small_gain():
+    """``min_gain``: the rounds stop at the first whose SSE gain is below that fraction of
+    the SSE before it, along the same path as a run capped at that many rounds."""
+    rng = np.random.default_rng(6)
+    Z = rng.normal(size=(4000, 4))
+    lab = _start(Z, 3, 256)
+    R = rotations(4, 3)
+    full = lab.copy()
+    r_full, _ = polish(Z, full, 3, 64, 12, R, np.zeros(1, np.int64))
+    g = 0.01
+    out = lab.copy()
+    r, _ = polish(Z, out, 3, 64, 12, R, np.zeros(1, np.int64), min_gain=g)
+    assert 2 <= r < r_full
+    capped = lab.copy()
+    polish(Z, capped, 3, r, 12, R, np.zeros(1, np.int64))
+    assert np.array_equal(out, capped)
+    path = [sse(Z, lab)]
+    for rounds in (r - 1, r):
+        x = lab.copy()
+        polish(Z, x, 3, rounds, 12, R, np.zeros(1, np.int64))
+        path.append(sse(Z, x))
+    if r == 2:
+        path.insert(1, path[0])
+    before, prev, last = path[-3], path[-2], path[-1]
+    assert prev - last < g * prev * (1 + 1e-9)
+    if r > 2:
+        assert before - prev >= g * before * (1 - 1e-9)
+    one = lab.copy()
+    assert polish(Z, one, 3, 64, 12, R, np.zeros(1, np.int64), min_gain=1.0)[0] == 1
+
+
+def test_polish_leaf_size_by_k():
+    from engine.config import RunConfig, polish_leaf_size
+
+    assert [polish_leaf_size(k) for k in (2, 3, 4, 5, 10)] == [32_768, 32_768, 16_384, 8_192, 8_192]
+    assert RunConfig.make(qi=["a"], k=5).effective_leaf_size(100_000) == 8_192
+    assert RunConfig.make(qi=["a"], k=5, polish_rounds=0).effective_leaf_size(100_000) == 256
+
+
 def test_polish_stops_when_asked():
     rng = np.random.default_rng(5)
     Z = rng.normal(size=(3000, 4))

@@ -46,12 +46,17 @@ def _write_all(fd: int, views: list) -> None:
 
 class BlockStore:
     def __init__(self, n_blocks: int, d: int, folder: str | os.PathLike | None = None,
-                 buffer_bytes: int = 32 << 20, *, rows: int | None = None):
-        """``rows``: the table's row count, when known; narrow records need it below 2^32."""
+                 buffer_bytes: int = 32 << 20, *, rows: int | None = None, expand=None):
+        """``rows``: the table's row count, when known; narrow records need it below 2^32.
+        ``expand``: the records hold ``d`` compact values a row, which ``expand`` (an
+        (m, d) float64 array -> (m, d') float64 C-contiguous, row by row) turns into
+        the values ``read`` returns (``engine.mixed``: category codes -> the encoded
+        columns); None: ``read`` returns the values spilled."""
         clean_stale(folder)  # spill folders of killed runs
         self.path = Path(private_dir(folder))
         self.n_blocks = n_blocks
         self.d = d
+        self.expand = expand
         self.rows = np.zeros(n_blocks, np.int64)
         self.narrow = rows is not None and rows < 2 ** 32
         self.narrow_rows = np.zeros(n_blocks, np.int64)  # the first narrow_rows[b] records of b are narrow
@@ -175,7 +180,12 @@ class BlockStore:
     def read(self, block: int, contiguous: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """``(row_ids int64, X float64 (m, d))`` of one block, in row order: C-contiguous
         arrays, or (``contiguous=False``, wide records only) strided views into the
-        records read."""
+        records read; with ``expand``, X is the expanded values (C-contiguous)."""
+        ids, X = self._read(block, contiguous)
+        return (ids, X) if self.expand is None else (ids, self.expand(X))
+
+    def _read(self, block: int, contiguous: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """The records of one block as spilled (before ``expand``)."""
         n = int(self.rows[block])
         if n == 0:
             return np.zeros(0, np.int64), np.zeros((0, self.d))
@@ -186,8 +196,9 @@ class BlockStore:
         """Several blocks, concatenated in the order given (see ``read``)."""
         if len(blocks) == 1:
             return self.read(blocks[0], contiguous)
-        parts = [self.read(b) for b in blocks]
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        parts = [self._read(b) for b in blocks]
+        ids, X = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        return (ids, X) if self.expand is None else (ids, self.expand(X))
 
     def units(self, min_rows: int) -> list[list[int]]:
         """Consecutive blocks grouped so that each unit holds at least ``min_rows`` rows

@@ -49,7 +49,7 @@ is one level deep and built for scanning:
   ``nthreads`` interleaved chunks (``prange``), each with its own running bound,
   when at least ``par_min`` buckets are left to scan (a parallel region costs
   more than a short scan); the answer is the same for any number of chunks.
-  ``nthreads`` and ``par_min`` are fixed at build (``meta[1]``, ``meta[6]``).
+  ``nthreads`` and ``par_min`` are fixed at build (``meta[_THREADS]``, ``meta[_PAR_MIN]``).
 
 Rows are addressed by their row index (``id``) in ``X``; ``alive[id]`` tells
 whether a row is still to be grouped. Farthest from the centroid (asked once per
@@ -63,8 +63,10 @@ bucket b's column j at ``(b d + j) 64``; ``slot_id`` / ``where`` slot -> id and
 id -> slot (bucket ``slot // 64``); ``bcnt`` each bucket's remaining rows;
 ``lo`` / ``hi`` / ``cen`` (d, B); ``esc`` (2, B) the scales ``2**-e`` and
 ``2**2e``; ``rad`` (B,) the radius of the remaining rows (of ``rr``, each slot's
-distance to its centre); ``meta = [remaining, nthreads, buckets, plain, rows at
-the last build, leaf, par_min]``; ``bnd``, ``bup`` (B,), ``scr`` (nthreads, 64)
+distance to its centre); ``meta`` (7,) int64, indexed by the constants
+``_REMAINING`` (rows not yet grouped), ``_THREADS``, ``_BUCKETS``, ``_PLAIN`` (1:
+every query by brute force in float64), ``_BUILT`` (rows at the last build),
+``_LEAF``, ``_PAR_MIN``; a field read alone is ``T[_X]``, ``T[_ALIVE]``, ``T[_META]``; ``bnd``, ``bup`` (B,), ``scr`` (nthreads, 64)
 float32, ``cand_id`` / ``cand_lo`` (n,): scratch of the queries.
 """
 
@@ -83,9 +85,12 @@ _REL = (1.0 + 2.0 ** -20) * _U32  # (constants computed once: ``**`` in a kernel
 _UP32 = 1.0 + 2.0 ** -22  # rounds a threshold up past its float32 rounding
 _FAR = 2.0 ** 40  # a query farther than this from a bucket (scaled units): float64 row by row
 _E_LIM = 400  # scale exponents are kept within +-_E_LIM (2**(2e) stays a normal float64)
-_FIT = 1e100  # data with a value beyond (or NaN, inf) are queried by brute force (``meta[3]``)
+_FIT = 1e100  # data with a value beyond (or NaN, inf) are queried by brute force (``meta[_PLAIN]``)
 PAR_MIN = 4096  # buckets to scan before a farthest scan takes threads (``build``)
 _LP = 64  # slots per bucket (its largest size): loops of a fixed length, vectorized
+# positions in ``T`` of the fields read alone, and the slots of ``meta`` (module docstring)
+_X, _ALIVE, _META = 0, 4, 12
+_REMAINING, _THREADS, _BUCKETS, _PLAIN, _BUILT, _LEAF, _PAR_MIN = 0, 1, 2, 3, 4, 5, 6
 
 
 @njit(cache=True, nogil=True)
@@ -117,10 +122,10 @@ def _refresh_box(X, slot_id, bcnt, lo, hi, b):
 @njit(cache=True, nogil=True)
 def _fill(T, rows, m):
     """(Re)build the buckets, in place, over the rows ``rows[:m]`` (increasing ids):
-    median splits into buckets of at most ``meta[5]`` rows."""
+    median splits into buckets of at most ``meta[_LEAF]`` rows."""
     X, C, slot_id, where, alive, bcnt, lo, hi, cen, esc, rad, rr, meta = T[:13]
     n, d = X.shape
-    leaf = meta[5]
+    leaf = meta[_LEAF]
     if m > leaf:
         if m == n:
             order, bounds = split_leaves(X, leaf)
@@ -137,8 +142,8 @@ def _fill(T, rows, m):
         bounds = np.zeros(2, np.int64)
         bounds[1] = m
     nb = bounds.shape[0] - 1
-    meta[2] = nb
-    meta[4] = m
+    meta[_BUCKETS] = nb
+    meta[_BUILT] = m
     for b in range(nb):
         cnt = bounds[b + 1] - bounds[b]
         bcnt[b] = cnt
@@ -200,23 +205,23 @@ def build(X, leaf, nthreads, par_min):
     rr = np.zeros(nb * _LP)
     C = np.zeros(nb * d * _LP, np.float32)  # bucket b, column j, slot a at (b d + j) 64 + a
     meta = np.zeros(7, np.int64)
-    meta[0] = n
-    meta[1] = max(nthreads, 1)
-    meta[5] = leaf
-    meta[6] = par_min
+    meta[_REMAINING] = n
+    meta[_THREADS] = max(nthreads, 1)
+    meta[_LEAF] = leaf
+    meta[_PAR_MIN] = par_min
     if d == 0:
-        meta[3] = 1
+        meta[_PLAIN] = 1
     for i in range(n):
         for j in range(d):
             if not abs(X[i, j]) < _FIT:
-                meta[3] = 1  # plain: every query by brute force in float64
+                meta[_PLAIN] = 1  # plain: every query by brute force in float64
     bnd = np.empty(nb)
     bup = np.empty(nb)
-    scr = np.empty((meta[1], _LP), np.float32)
+    scr = np.empty((meta[_THREADS], _LP), np.float32)
     cand_id = np.empty(n, np.int64)
     cand_lo = np.empty(n)
     T = (X, C, slot_id, where, alive, bcnt, lo, hi, cen, esc, rad, rr, meta, bnd, bup, scr, cand_id, cand_lo)
-    if meta[3] == 0:
+    if meta[_PLAIN] == 0:
         _fill(T, np.arange(n), n)
     return T
 
@@ -231,8 +236,8 @@ def remove(T, i):
     if not alive[i]:
         return
     alive[i] = False
-    meta[0] -= 1
-    if meta[3]:
+    meta[_REMAINING] -= 1
+    if meta[_PLAIN]:
         return
     s = where[i]
     b = s // _LP
@@ -248,8 +253,8 @@ def remove(T, i):
         where[moved] = s
         rr[s] = rr[last]
     bcnt[b] -= 1
-    if 2 * meta[0] < meta[4] and meta[0] > 4 * _LP:
-        rows = np.empty(meta[0], np.int64)
+    if 2 * meta[_REMAINING] < meta[_BUILT] and meta[_REMAINING] > 4 * _LP:
+        rows = np.empty(meta[_REMAINING], np.int64)
         m = np.int64(0)  # (not a literal: one compiled _fill)
         for t in range(n):
             if alive[t]:
@@ -337,7 +342,7 @@ def _dists32(C, base, d, bq, out):
 
 @njit(cache=True, nogil=True)
 def _far_plain(T, q):
-    X, alive = T[0], T[4]
+    X, alive = T[_X], T[_ALIVE]
     best_d = -1.0
     best_id = np.int64(-1)
     first = np.int64(-1)
@@ -373,7 +378,7 @@ def _insert(out_id, out_d, m, found, i, dd):
 
 @njit(cache=True, nogil=True)
 def _near_plain(T, q, m, exclude, out_id, out_d):
-    X, alive = T[0], T[4]
+    X, alive = T[_X], T[_ALIVE]
     found = np.int64(0)  # (int64, not a literal: one compiled _insert)
     for i in range(X.shape[0]):
         if alive[i] and i != exclude:
@@ -391,7 +396,7 @@ def _bounds(T, q, far):
     q's distance to its centre (widened up); returns the bucket of the best bound."""
     X, C, slot_id, where, alive, bcnt, lo, hi, cen, esc, rad, rr, meta, bnd, bup = T[:15]
     d = X.shape[1]
-    nb = meta[2]
+    nb = meta[_BUCKETS]
     box = np.zeros(nb)
     for b in range(nb):
         bup[b] = 0.0
@@ -463,7 +468,7 @@ def _far_chunk(T, q, c, nth, best_lo):
     X, C, slot_id, where, alive, bcnt, lo, hi, cen, esc, rad, rr, meta, bnd, bup, scr = T[:16]
     bq = np.empty(X.shape[1])
     dist = scr[c % scr.shape[0]]
-    for b in range(c, meta[2], nth):
+    for b in range(c, meta[_BUCKETS], nth):
         if bnd[b] < best_lo or bnd[b] < 0.0:
             bnd[b] = -1.0
             continue
@@ -499,9 +504,9 @@ def _far_chunks(T, q, nth, best_lo):
 def farthest(T, q):
     """The remaining row farthest from ``q`` (ties: the lowest row id); -1 if none."""
     X, C, slot_id, where, alive, bcnt, lo, hi, cen, esc, rad, rr, meta, bnd, bup, scr = T[:16]
-    if meta[0] == 0:
+    if meta[_REMAINING] == 0:
         return np.int64(-1)
-    if meta[3]:
+    if meta[_PLAIN]:
         return _far_plain(T, q)
     n, d = X.shape
     seed = _bounds(T, q, np.int64(1))
@@ -509,17 +514,17 @@ def farthest(T, q):
     dist = scr[0]
     # the seed first (its bound the largest: a chunk of one bucket), then every
     # bucket that may beat it
-    best_lo = _far_chunk(T, q, seed, max(meta[2], np.int64(1)), -1.0)
+    best_lo = _far_chunk(T, q, seed, max(meta[_BUCKETS], np.int64(1)), -1.0)
     up0 = bnd[seed]
     bnd[seed] = -2.0  # done: not again
-    nth = meta[1]
+    nth = meta[_THREADS]
     if nth > 1:
         # threads only for a long scan: a parallel region costs more than a short one
         # (tens of microseconds when a core is busy with other work)
         work = 0
-        for b in range(meta[2]):
+        for b in range(meta[_BUCKETS]):
             work += bnd[b] >= best_lo
-        if work < meta[6]:
+        if work < meta[_PAR_MIN]:
             nth = 1
     if nth > 1:
         best_lo = max(best_lo, _far_chunks(T, q, nth, best_lo))
@@ -529,7 +534,7 @@ def farthest(T, q):
     # the candidates: rows whose upper bound reaches best_lo, measured in float64
     best_d = -1.0
     best_id = np.int64(-1)
-    for b in range(meta[2]):
+    for b in range(meta[_BUCKETS]):
         if bnd[b] < best_lo:
             continue
         eps, f2 = _scan(X, C, bcnt, cen, esc, rad, bup, q, b, bq, dist)
@@ -585,9 +590,9 @@ def knn(T, q, m, exclude, out_id, out_d):
     increasing (distance, row id) order and returns ``found`` (< m only when fewer
     rows remain)."""
     X, C, slot_id, where, alive, bcnt, lo, hi, cen, esc, rad, rr, meta, bnd, bup, scr, cand_id, cand_lo = T
-    if m <= 0 or meta[0] == 0:
+    if m <= 0 or meta[_REMAINING] == 0:
         return 0
-    if meta[3]:
+    if meta[_PLAIN]:
         return _near_plain(T, q, m, exclude, out_id, out_d)
     d = X.shape[1]
     seed = _bounds(T, q, np.int64(0))
@@ -598,7 +603,7 @@ def knn(T, q, m, exclude, out_id, out_d):
     nc = np.int64(0)  # (int64, not a literal: one compiled _near_collect)
     eps, f2 = _scan(X, C, bcnt, cen, esc, rad, bup, q, seed, bq, dist)
     nc, tau = _near_collect(X, slot_id, bcnt, cand_id, cand_lo, q, seed, m, exclude, dist, eps, f2, top, nc, tau)
-    for b in range(meta[2]):
+    for b in range(meta[_BUCKETS]):
         if b == seed or bnd[b] > tau:
             continue
         eps, f2 = _scan(X, C, bcnt, cen, esc, rad, bup, q, b, bq, dist)
@@ -637,7 +642,7 @@ def knn(T, q, m, exclude, out_id, out_d):
 
 @njit(cache=True, nogil=True)
 def _anchor_at(T, c):
-    X, alive, meta = T[0], T[4], T[12]
+    X, alive, meta = T[_X], T[_ALIVE], T[_META]
     n = X.shape[0]
     m = 0
     for i in range(n):
@@ -670,7 +675,7 @@ def farthest_from_moving(T, A, c):
 
     Returns ``(id, A)``; ``A`` is replaced when the scan decides to re-anchor.
     """
-    X, alive, meta = T[0], T[4], T[12]
+    X, alive, meta = T[_X], T[_ALIVE], T[_META]
     order, D0, head, a, work = A
     delta = 0.0
     for j in range(c.shape[0]):
@@ -701,6 +706,6 @@ def farthest_from_moving(T, A, c):
         best_id = order[head[0]]
     # re-anchor when the work spent scanning since the last anchor exceeds what a
     # rebuild costs (amortized O(1) rebuilds per "remaining rows" scanned)
-    if scanned > 32 and work[0] > meta[0]:
+    if scanned > 32 and work[0] > meta[_REMAINING]:
         A = _anchor_at(T, c)
     return best_id, A

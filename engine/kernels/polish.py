@@ -20,8 +20,10 @@ near-list then row-slot order) is applied, repeatedly, until none improves by
 more than ``tol`` (swaps are screened by a bound first: see ``_best_op``). Between
 rounds the group sums are recomputed from scratch and the near lists of the
 changed groups refreshed (two hops: the nearest among their lists' lists). It
-stops after ``rounds`` rounds or at a round without change (a local optimum for
-that neighbourhood).
+stops after ``rounds`` rounds, at a round without change (a local optimum for
+that neighbourhood) or, with ``min_gain`` > 0, after the first round whose applied
+operations lowered the SSE by less than that fraction of it (their exact changes
+summed in the serial order: deterministic).
 
 Near lists: with rotations ``R`` (shape (r, d, d), r >= 1), the candidates of a
 group are the groups within ``NEAR_WINDOW`` positions of it in 1 + r kd orders of
@@ -37,7 +39,8 @@ still a valid partition (every operation keeps sizes).
 
 ``polish_seams`` polishes a partition whose parts (units of the streamed path)
 were polished on their own: its first round starts from the groups with a near
-group in another part.
+group in another part, and only the lists of the groups that round visits get the
+two-hop refresh before it.
 
 Layout: the rows of each group sit in ``cap`` = max(2k-1, largest group)
 consecutive slots of a private copy ``P`` (group g at ``P[g*cap: g*cap+cap]``),
@@ -99,9 +102,11 @@ def near_by_windows(sums, counts, near, R, W):
     for g in range(G):
         for t in range(L):
             near[g, t] = -1
-    mark = np.full(G, -1, np.int64)
+    O = R.shape[0] + 1
+    pos = np.empty((O, G), np.int64)  # position of each group in each kd order
+    orders = np.empty((O, G), np.int64)
     Y = np.empty((G, d))
-    for o in range(R.shape[0] + 1):
+    for o in range(O):
         if o == 0:
             for g in range(G):  # (element by element: no shape-mismatch error path to compile)
                 for j in range(d):
@@ -115,19 +120,18 @@ def near_by_windows(sums, counts, near, R, W):
                     Y[g, j] = v
         order, _ = split_leaves(Y, np.int64(4))  # int64, not a literal (one compiled version)
         for p in range(G):
-            g = order[p]
+            orders[o, p] = order[p]
+            pos[o, order[p]] = p
+    mark = np.full(G, -1, np.int64)  # mark[h] == g: h already a candidate of g
+    for g in range(G):
+        mark[g] = g
+        for o in range(O):
+            p = pos[o, g]
             for u in range(max(0, p - W), min(G, p + W + 1)):
-                h = order[u]
-                if h == g:
+                h = orders[o, u]
+                if mark[h] == g:
                     continue
-                # skip candidates already in g's list (mark: the last g that saw h)
-                seen = False
-                for t in range(L):
-                    if near[g, t] == h:
-                        seen = True
-                        break
-                if seen:
-                    continue
+                mark[h] = g
                 dd = 0.0
                 for j in range(d):
                     tt = C[g, j] - C[h, j]
@@ -328,20 +332,21 @@ def _swap(P, rid, sums, counts, mu, cap, A, p, B, q):
     _group_mean(sums, counts, mu, B)
 
 
-def polish(Z, labels, k, rounds, near_count, R, stop):
+def polish(Z, labels, k, rounds, near_count, R, stop, min_gain=0.0):
     """Relabel ``labels`` (int64, in place) with lower SSE; returns
-    ``(rounds run, operations applied)``."""
-    return _run(Z, labels, k, rounds, near_count, np.empty(0, np.int64), R, stop)
+    ``(rounds run, operations applied)``. ``min_gain`` > 0: stop after the first
+    round that lowered the SSE by less than this fraction of it."""
+    return _run(Z, labels, k, rounds, near_count, np.empty(0, np.int64), R, stop, min_gain)
 
 
-def polish_seams(Z, labels, k, rounds, near_count, part, R, stop):
+def polish_seams(Z, labels, k, rounds, near_count, part, R, stop, min_gain=0.0):
     """``polish`` of a partition made of parts already polished on their own
     (``part[g]``: the part of group g): the first round visits only the groups
     with a near group in another part (and, as always, the groups near them)."""
-    return _run(Z, labels, k, rounds, near_count, part, R, stop)
+    return _run(Z, labels, k, rounds, near_count, part, R, stop, min_gain)
 
 
-def _run(Z, labels, k, rounds, near_count, part, R, stop):
+def _run(Z, labels, k, rounds, near_count, part, R, stop, min_gain):
     """Python driver of three kernels (the layout, the near lists, the rounds), so
     that each compiles on its own and a run compiles only the near-list kernel it
     uses (kd-tree queries with an empty ``R``, else the kd orders)."""
@@ -361,9 +366,19 @@ def _run(Z, labels, k, rounds, near_count, part, R, stop):
     else:
         near_by_windows(sums, counts, near, R, np.int64(NEAR_WINDOW))
         old_near, ndist, mark = np.empty_like(near), np.empty(L), np.full(G, -1, np.int64)
-        for _ in range(NEAR_DESCENT):  # neighbours of neighbours: toward the exact lists
-            refresh_lists(mu, near, active, old_near, ndist, mark)
-    return _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds, stop)
+        # neighbours of neighbours, toward the exact lists: of every group, or for seams of the
+        # groups the first round visits (those with a near group in another part, and their near groups)
+        refresh = active if part.shape[0] != G else _seam_groups(near, part)
+        for _ in range(NEAR_DESCENT):
+            refresh_lists(mu, near, refresh, old_near, ndist, mark)
+    return _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds, stop, float(min_gain))
+
+
+def _seam_groups(near, part):
+    """1 for the groups with a near group in another part, and for their near groups."""
+    ok = near >= 0
+    seam = (ok & (part[np.maximum(near, 0)] != part[:, None])).any(axis=1)
+    return (seam | (ok & seam[np.maximum(near, 0)]).any(axis=1)).astype(np.int64)
 
 
 @njit(cache=True, nogil=True)
@@ -398,7 +413,7 @@ def _layout(Z, labels, G, k):
 
 
 @njit(cache=True, nogil=True)
-def _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds, stop):
+def _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds, stop, min_gain):
     """The rounds of visits (see the module docstring); writes the labels back."""
     G, L = near.shape
     d = P.shape[1]
@@ -421,10 +436,19 @@ def _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds
     yA = np.empty(cap)
     rA = np.empty(cap)
     tol = 1e-12 * max(1.0, float(n * d))
+    # the SSE, for the gain test: sum |x|^2 - sum of a |mu|^2 over the groups
+    sse = 0.0
+    for g in range(G):
+        for t in range(counts[g]):
+            for j in range(d):
+                sse += P[g * cap + t, j] ** 2
+        for j in range(d):
+            sse -= counts[g] * mu[g, j] ** 2
     r = 0
     ops = 0
     while r < rounds:
         applied = 0
+        gain = 0.0
         for g in range(G):
             nxt[g] = 0
         for A in range(G):
@@ -449,6 +473,7 @@ def _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds
                     _move(P, rid, sums, counts, mu, cap, B, q, A)
                 else:
                     _swap(P, rid, sums, counts, mu, cap, A, p, B, q)
+                gain -= dl
                 nxt[A] = 1
                 nxt[B] = 1
                 applied += 1
@@ -458,8 +483,9 @@ def _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds
             break
         for g in range(G):
             active[g] = nxt[g]
-        if applied == 0:
+        if applied == 0 or gain < min_gain * sse:
             break
+        sse -= gain
         # sums from scratch (no drift), then the near lists of the changed groups
         for g in range(G):
             for j in range(d):

@@ -18,15 +18,15 @@ import logging
 import numpy as np
 
 from .. import mixed as mixed_types
-from ..config import POLISH_ROTATIONS, POLISH_UNIT_ROWS, polish_near
+from ..config import POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_UNIT_ROWS, polish_near
 from ..errors import EngineError
 from ..io.schema import check_output_types
 from ..io.sink import check_csv_columns
 from ..io.spill import BlockStore, MemoryBlocks
-from ..passes.aggregate import aggregate_blocks
+from ..passes.aggregate import UnitPlan, aggregate_blocks
 from ..passes.distributions import Distributions
 from ..passes.partition import sample_row_groups, sample_stride
-from ..passes.profile import check_columns, profile_columns
+from ..passes.profile import Moments, check_columns, profile_columns
 from ..passes.stitch import Groups, aligned_zeros, stitch_blocks
 from ..passes.write import write_pass
 
@@ -125,13 +125,21 @@ class CentroidFlow:
         # blocks from Parquet: the plan's sample from a few row groups, and pass 1's
         # checks and sums done by the partition pass (one pass over the QIs fewer)
         with timed(passes, "sample"):
-            sampled = None if single else sample_row_groups(source, cfg.qi, rows, stride)
+            if single:
+                sampled = None
+            elif self.mixed is not None:  # the compact columns of the sampled rows (or None)
+                sampled = self.mixed.sample_row_groups(rows, stride) if mixed_types.SPILL_CODES else None
+            else:
+                sampled = sample_row_groups(source, cfg.qi, rows, stride)
         profile = None
         if sampled is None:
             del passes["sample"]
             with timed(passes, "profile"):
-                profile = profile_columns(source, cfg.qi, budget.chunk_rows, cfg.progress, rows=rows,
-                                          sample_stride=0 if single else stride)
+                if self.mixed is not None and mixed_types.SPILL_CODES:  # from one column a QI
+                    profile = self.mixed.profile_pass(budget.chunk_rows, cfg.progress, rows, 0 if single else stride)
+                else:
+                    profile = profile_columns(source, cfg.qi, budget.chunk_rows, cfg.progress, rows=rows,
+                                              sample_stride=0 if single else stride)
             log.info("profiled %d rows x %d quasi-identifiers", rows, len(cfg.qi))
         else:
             log.info("sampled %d rows from the row groups", sampled[0].shape[0])
@@ -158,7 +166,18 @@ class CentroidFlow:
 
     def new_store(self, n_blocks, folder, rows, budget):
         new = BlockStore if self.backend is None else self.backend.store  # (the backend's: part files)
+        if self.mixed is not None and mixed_types.SPILL_CODES:  # one value a QI spilled, expanded when read
+            return new(n_blocks, len(self.mixed.qis), folder, budget.spill_buffer, rows=rows,
+                       expand=self.mixed.expand)
         return new(n_blocks, len(self.cfg.qi), folder, budget.spill_buffer, rows=rows)
+
+    def new_moments(self, columns):
+        """Pass 1's arithmetic for a partition pass that measures on its way
+        (``passes.profile.Moments``; mixed-type QIs: ``mixed.MixedMoments``, on the
+        compact columns the store spills)."""
+        if self.mixed is not None and mixed_types.SPILL_CODES:
+            return mixed_types.MixedMoments(self.mixed)
+        return Moments(columns, np.ones(len(columns)))
 
     def units(self, store, budget, profile):
         """Polished runs aggregate units of several blocks (fewer seams); else one block a unit."""
@@ -173,11 +192,14 @@ class CentroidFlow:
         """The method's registered block function (``Method.block``) on one unit."""
         return self.cfg.spec.block_function(Z, self.cfg, leaf, progress)
 
+    def _method(self) -> tuple[int, int, float]:
+        return self.cfg.method_code, self.cfg.k, self.cfg.effective_gamma
+
     def aggregate(self, blocks, labels, threads, bar) -> int:
         cfg, rows, cols = self.cfg, blocks.profile.rows, self.cols
         if blocks.single:  # one exact block, no leaves; the write pass measures the errors
-            return aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols, cfg.method_code, cfg.k,
-                                    cfg.effective_gamma, labels, threads, bar, block=self._block)
+            return aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols,
+                                    UnitPlan(self._method(), block=self._block), labels, threads, bar)
         near = polish_near(cfg.k)
         # the seams between units are polished in memory (all standardized rows at once)
         if self.polish_rounds > 0 and len(blocks.units) > 1:
@@ -195,12 +217,12 @@ class CentroidFlow:
         # on Dask the units are tasks: the default block function (this family's kernels,
         # as ``block_labels``) travels, not this flow
         block, mapper = (self._block, None) if self.backend is None else (None, self.backend.map_ordered)
-        n_groups = aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols, cfg.method_code, cfg.k,
-                                    cfg.effective_gamma, labels, threads, bar, leaf=cfg.effective_leaf_size(rows),
-                                    sums=self.sums, polish_rounds=self.polish_rounds, polish_near=near,
-                                    polish_rotations=POLISH_ROTATIONS, seams=self.seams, block=block, mapper=mapper)
+        polish = (self.polish_rounds, near, POLISH_ROTATIONS) if self.polish_rounds > 0 else None
+        plan = UnitPlan(self._method(), cfg.effective_leaf_size(rows), polish, block)
+        n_groups = aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols, plan, labels, threads, bar,
+                                    sums=self.sums, seams=self.seams, mapper=mapper)
         if self.polish_rounds > 0:
-            self.polished.update(rounds=self.polish_rounds, near=near)
+            self.polished.update(rounds=self.polish_rounds, near=near, min_gain=POLISH_MIN_GAIN)
         return n_groups
 
     def after_aggregate(self, blocks, labels, n_groups, passes) -> int:
@@ -223,13 +245,15 @@ class CentroidFlow:
         return n_groups
 
     def _polish_seams(self, labels):
+        import functools
+
         from ..kernels.polish import polish_seams, rotations
 
         cfg = self.cfg
         lab = np.asarray(labels).astype(np.int64)
-        r, ops = _interruptible(polish_seams, self.seams[0], lab, cfg.k, self.polish_rounds, polish_near(cfg.k),
-                                np.asarray(self.seams[1], np.int64),
-                                rotations(self.cols.shape[0], POLISH_ROTATIONS))
+        seams = functools.partial(polish_seams, min_gain=POLISH_MIN_GAIN)
+        r, ops = _interruptible(seams, self.seams[0], lab, cfg.k, self.polish_rounds, polish_near(cfg.k),
+                                np.asarray(self.seams[1], np.int64), rotations(self.cols.shape[0], POLISH_ROTATIONS))
         labels[:] = lab
         self.seams = None
         self.polished.update(seam_rounds=int(r), seam_operations=int(ops))

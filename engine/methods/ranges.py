@@ -87,7 +87,6 @@ import numpy as np
 import polars as pl
 
 from ..budget import check_unit, plan_budget
-from ..config import DEFAULT_BLOCK_SIZE
 from ..errors import EngineError
 from ..io.schema import check_output_types
 from ..io.sink import check_csv_columns
@@ -230,10 +229,10 @@ class RangeFlow:
     def budget_args(self, source, rows, m=None, words=None) -> dict:
         """A unit's working set (the method's arrays beside the spilled record) is about
         twice the centroid methods' per-row estimate: 2d + 2 columns; the whole-table
-        state is the class statistics; blocks no smaller than the default, so that
-        maxent's fused units and the least limit stated do not change with the limit."""
+        state is the class statistics (the blocks, hence maxent's fused units, never
+        change with the limit: ``engine.budget``)."""
         spilled = len(self.qi) + (1 if self.sa else 0)
-        return dict(d=2 * spilled + 2, method=self.method, qis=len(self.qi), min_block=DEFAULT_BLOCK_SIZE,
+        return dict(d=2 * spilled + 2, method=self.method, qis=len(self.qi),
                     state=_class_state(rows, self.qi, self.schema, self.method, self.cfg.k, m, words))
 
     # ------------------------------------------------------------ pass 1

@@ -6,6 +6,10 @@ one label per row out (0..groups-1, in the order the groups were formed).
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 
 from ..kernels import mdav as _mdav
@@ -88,18 +92,32 @@ def aggregate_units(store, units, work, labels: np.ndarray, threads: int, progre
     return next_id
 
 
-def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, k: int, gamma: float,
-                     labels: np.ndarray, threads: int, progress: Progress | None = None, leaf: int = 0,
-                     sums: tuple[np.ndarray, np.ndarray] | None = None, polish_rounds: int = 0,
-                     polish_near: int = 12, polish_rotations: int = 0,
-                     seams: tuple[np.ndarray, list] | None = None, block=None, mapper=None) -> int:
-    """Run an MDAV-family method on every unit of blocks (``store.units``) through
-    ``aggregate_units``; write global group ids into ``labels`` (by row id) and return
-    the number of groups.
+@dataclass(frozen=True)
+class UnitPlan:
+    """What the aggregate pass does to every unit of blocks.
 
-    With ``leaf`` > 0 each unit is cut into leaves of at most ``leaf`` rows by
-    median splits and the method runs on each leaf (``engine.kernels.leaf``); with 0
-    the whole unit is one block (``aggregate_block``; the in-memory run is one unit).
+    ``method``: ``(code, k, gamma)``; ``leaf``: leaves of at most that many rows
+    (median splits; the method runs on each leaf: ``engine.kernels.leaf``), 0 for the
+    whole unit as one block (``aggregate_block``; the in-memory run is one unit);
+    ``polish``: ``(rounds, near, rotations)`` or None: the unit's partition polished in
+    the worker (``engine.kernels.polish``: moves and swaps among each group's ``near``
+    nearest groups, at most ``rounds`` rounds, ending at a round gaining less than
+    ``POLISH_MIN_GAIN``; ``rotations``: a count, or the matrices once ``aggregate_blocks``
+    made them); ``block(Z, leaf, progress)``: the method's block function (None: the
+    kernels named by the code, as on Dask, where the plan travels to the workers)."""
+
+    method: tuple[int, int, float]
+    leaf: int = 0
+    polish: tuple | None = None
+    block: Callable | None = None
+
+
+def aggregate_blocks(store, units, profile, cols: np.ndarray, plan: UnitPlan, labels: np.ndarray, threads: int,
+                     progress: Progress | None = None, *, sums: tuple | None = None,
+                     seams: tuple[np.ndarray, list] | None = None, mapper=None) -> int:
+    """Run ``plan`` (an MDAV-family method) on every unit of blocks (``store.units``)
+    through ``aggregate_units``; write global group ids into ``labels`` (by row id) and
+    return the number of groups.
 
     With ``sums = (centroid, cnt, sse)`` (arrays of at least as many rows as
     groups; ``sse`` of d values), the workers also compute each group's centroid
@@ -109,27 +127,23 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
     published centroids per QI in units of the scale (``published_sse``), added to
     ``sse`` in block order: the write pass then needs no QI values.
 
-    With ``polish_rounds`` > 0 every unit's partition is polished in the worker
-    (``engine.kernels.polish``: moves and swaps among each group's ``polish_near``
-    nearest groups, at most that many rounds). With ``seams = (Z, part)`` the
-    workers' standardized rows are also copied into ``Z`` (by row id) and the unit
-    of every group appended to the list ``part``, for the seam polish that follows.
-    ``block(Z, leaf, progress)``: the method's block function (default: the
-    kernels named by ``method_code``). Workers call only serial (``nogil``) kernels.
-    ``mapper``: see ``aggregate_units`` (the units as Dask tasks: ``block`` None).
+    With ``seams = (Z, part)`` the workers' standardized rows are also copied into
+    ``Z`` (by row id) and the unit of every group appended to the list ``part``, for
+    the seam polish that follows. Workers call only serial (``nogil``) kernels.
+    ``mapper``: see ``aggregate_units`` (the units as Dask tasks: ``plan.block`` None).
     """
     import functools
 
-    polish = None
-    if polish_rounds > 0:
+    if plan.polish is not None:
         from ..kernels.polish import rotations  # imported when used: start-up time
 
-        polish = (polish_rounds, polish_near, rotations(cols.shape[0], polish_rotations))
+        rounds, near, n_rot = plan.polish
+        plan = dataclasses.replace(plan, polish=(rounds, near, rotations(cols.shape[0], n_rot)))
     stop = np.zeros(1, np.int64)  # set on an error or a signal: running polish kernels return soon
-    one = len(units) == 1 and not leaf  # one exact block: progress from inside the kernel
-    work = functools.partial(aggregate_unit, store=store, profile=profile, cols=cols, method=(method_code, k, gamma),
-                             leaf=leaf, want_sums=sums is not None, polish=polish, want_z=seams is not None,
-                             block=block, stop=None if mapper is not None else stop,
+    one = len(units) == 1 and not plan.leaf  # one exact block: progress from inside the kernel
+    work = functools.partial(aggregate_unit, store=store, profile=profile, cols=cols, plan=plan,
+                             want_sums=sums is not None, want_z=seams is not None,
+                             stop=None if mapper is not None else stop,
                              progress=progress if one and mapper is None else None)
     done_units = [0]
 
@@ -145,34 +159,35 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, method_code: int, 
             sums[2][:] += part[2]
 
     return aggregate_units(store, units, work, labels, threads, progress, collect, stop=stop,
-                           pool=polish_rounds > 0 or not one, mapper=mapper)
+                           pool=plan.polish is not None or not one, mapper=mapper)
 
 
-def aggregate_unit(unit, *, store, profile, cols, method, leaf, want_sums, polish, want_z, block=None, stop=None,
-                   progress=None):
-    """One unit of ``aggregate_blocks`` (``method = (code, k, gamma)``; ``polish = (rounds,
-    near, rotations)`` or None): read its blocks, run the method (and the polish), and
-    with ``want_sums`` each group's centroid, size and the squared error of the
-    published centroids. Returns ``(row ids, local labels, groups, (sums or None, row
-    ids and standardized rows when want_z))``. Module-level and a pure function of its
-    arguments and the blocks, so a Dask task (``engine.cluster``) run again gives the
-    same result."""
+def aggregate_unit(unit, *, store, profile, cols, plan: UnitPlan, want_sums, want_z, stop=None, progress=None):
+    """One unit of ``aggregate_blocks``: read its blocks, run the plan's method (and
+    its polish), and with ``want_sums`` each group's centroid, size and the squared
+    error of the published centroids. Returns ``(row ids, local labels, groups, (sums
+    or None, row ids and standardized rows when want_z))``. Module-level and a pure
+    function of its arguments and the blocks, so a Dask task (``engine.cluster``) run
+    again gives the same result."""
     from ..kernels.leaf import aggregate_leaves
     from .partition import standardized
 
-    method_code, k, gamma = method
+    method_code, k, gamma = plan.method
     ids, X = store.read_many(unit, contiguous=False)  # views into the records read
     Z = standardized(X, profile, cols)
-    if block is not None:
-        local = block(Z, leaf, progress)
-    elif leaf:
-        local = aggregate_leaves(Z, method_code, k, gamma, leaf)
+    if plan.block is not None:
+        local = plan.block(Z, plan.leaf, progress)
+    elif plan.leaf:
+        local = aggregate_leaves(Z, method_code, k, gamma, plan.leaf)
     else:
         local = aggregate_block(Z, method_code, k, gamma, progress)
-    if polish is not None:
+    if plan.polish is not None:
+        from ..config import POLISH_MIN_GAIN
         from ..kernels.polish import polish as polish_kernel
 
-        polish_kernel(Z, local, k, polish[0], polish[1], polish[2], np.zeros(1, np.int64) if stop is None else stop)
+        rounds, near, rot = plan.polish
+        polish_kernel(Z, local, k, rounds, near, rot, np.zeros(1, np.int64) if stop is None else stop,
+                      POLISH_MIN_GAIN)
     g = int(local.max()) + 1
     part = unit_sums(X, local, g, profile) if want_sums else None
     return ids, local, g, (part, ids if want_z else None, Z if want_z else None)

@@ -164,16 +164,33 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
     leaf = np.empty(chunk_rows, np.int64)
     start = np.empty(plan.n_blocks + 1, np.int64)
     bounds = plan._routing(plan.raw_bounds(profile, cols))
+    # mixed-type QIs (``engine.mixed``) into a store of compact records (``BlockStore.expand``):
+    # one column a QI (numbers, category codes) is read and spilled; the encoded columns the
+    # plan compares are expanded from it for the routing only
+    compact = getattr(store, "expand", None) is not None
+    if compact:  # (``moments``: ``engine.mixed.MixedMoments``, on the compact columns)
+        mixed = source.mixed
+        used = np.unique(np.append(bounds[0], 0))  # (leaves read column 0: ``route_rows``)
+        routed = np.empty((len(qi), chunk_rows))
+        chunks = ((o, moments.add(f, o) if moments is not None else frame_to_columns(f, f.columns))
+                  for o, f in source.iter_codes(chunk_rows))
+    else:
+        chunks = ((o, moments.add(f, o) if moments is not None else frame_to_columns(f, qi))
+                  for o, f in source.iter_frames(qi, chunk_rows))
     with Progress("partition", rows if rows is not None else profile.rows, progress) as bar:
-        for offset, frame in source.iter_frames(qi, chunk_rows):
-            X = moments.add(frame, offset) if moments is not None else frame_to_columns(frame, qi)
+        for offset, X in chunks:  # X: the values spilled, column-major (d, h)
             h = X.shape[1]
             if dist is not None:
-                dist.add(X)
+                dist.add(X, background=True)  # (X is not changed below)
             if order.shape[0] < h:
                 order = np.empty(h, np.int64)
                 leaf = np.empty(h, np.int64)
-            leaf_h = plan.route(X, offset, bounds, leaf)
+            if compact:
+                if routed.shape[1] < h:
+                    routed = np.empty((len(qi), h))
+                leaf_h = plan.route(mixed.expand_columns(X, used, routed), offset, bounds, leaf)
+            else:
+                leaf_h = plan.route(X, offset, bounds, leaf)
             counting_order(leaf_h, plan.n_blocks, order[:h], start)
             # the chunk's records sorted by block once; each block gets a view
             rec = store.buffer(h)
@@ -209,7 +226,7 @@ def frame_to_columns(frame, columns) -> np.ndarray:
 SAMPLE_GROUP_STRIDE = 8  # the merged plan's sample reads every 8th row group
 
 
-def sample_row_groups(source: Source, qi, rows: int, stride: int):
+def sample_row_groups(source: Source, qi, rows: int, stride: int, to_columns=None):
     """The plan's sample without a pass over the data: rows of every
     ``SAMPLE_GROUP_STRIDE``-th row group of a Parquet input (about an eighth of
     it), every (stride / 8)-th row of those (row id a multiple of it), so about
@@ -218,7 +235,9 @@ def sample_row_groups(source: Source, qi, rows: int, stride: int):
     Returns ``(X (m, d), row ids)``, or None when this does not pay or cannot be
     trusted: not Parquet, fewer than 4 x 8 row groups, or a missing or non-finite
     value in the sample (pass 1 then runs, and reports it). Depends on the file's
-    row-group layout only, not on the chunk size or threads."""
+    row-group layout only, not on the chunk size or threads. ``to_columns(frame,
+    first row id)``: a row group's columns ``qi`` as a (d, rows) float64 array
+    (default ``frame_to_columns``; ``engine.mixed``: its compact columns)."""
     if source.kind != "parquet":
         return None
     import pyarrow.parquet as pq
@@ -240,7 +259,8 @@ def sample_row_groups(source: Source, qi, rows: int, stride: int):
         pf = files.setdefault(f, pq.ParquetFile(f))
         frame = pl.from_arrow(pf.read_row_group(g, columns=list(qi)))
         take = np.arange((-first) % step, n, step)
-        parts.append(frame_to_columns(frame, qi)[:, take].T)
+        cols = frame_to_columns(frame, qi) if to_columns is None else to_columns(frame, first)
+        parts.append(cols[:, take].T)
         ids.append(take + first)
     X = np.ascontiguousarray(np.concatenate(parts))
     if X.shape[0] < 2 or not np.isfinite(X).all() or np.abs(X).max() > 2.0 ** 400:

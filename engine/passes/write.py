@@ -193,6 +193,8 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     read = None
     if measured:
         read = [c for c in order if c not in set(qi)] or qi[:1]
+    elif publisher is not None and publisher.unread:  # (mixed-type QIs: published from the groups alone)
+        read = [c for c in order if c not in set(publisher.unread)] or order[:1]
     writer = _Writer(path, fmt)
     counter = ClassCounter(qi, groups.count) if counter is None else counter
     unit_scale = np.ones(d)
@@ -222,7 +224,7 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
                                 column_sums(numeric_values(frame.get_column(c)).astype(np.float64) * inv,
                                             out[j] * inv, unit_scale, profile.mean, j, col_sse, zs, zq)
                     frame = frame.with_columns(pl.Series(c, out[j], dtype=pl.Float64) for j, c in enumerate(qi))
-                if measured:
+                if read is not None:
                     frame = frame.select(order)  # the input's column order (no copy)
                 if group_column is not None:
                     frame = frame.with_columns(pl.Series(group_column, lab, dtype=pl.Int64))

@@ -1,0 +1,186 @@
+"""Mixed-type QIs spilled as one column a QI (numbers, category codes) and expanded
+to the encoded columns when a block is read (engine.mixed ``compact`` / ``expand``,
+``BlockStore(expand=...)``), pass 1 measured on the same compact columns
+(``MixedMoments``), and on a Parquet input of many row groups the plan from a
+row-group sample with pass 1's sums made by the partition pass."""
+
+import numpy as np
+import polars as pl
+import pytest
+
+import engine
+from engine import mixed
+from engine.config import RunConfig
+from engine.io.source import frame_to_array, open_source
+from engine.io.spill import BlockStore
+from engine.passes.partition import frame_to_columns
+from engine.passes.profile import profile_columns
+from test_mixed import ORDER, mixed_table
+from test_mixed_stream import check_same_release
+
+QI = ["x", "colour", "grade", "flag", "day", "n", "cat"]
+
+
+def _table(n, seed):
+    rng = np.random.default_rng(seed)
+    return mixed_table(rng, n).with_columns(pl.Series("n", rng.integers(0, 50, n)),
+                                            pl.col("colour").cast(pl.Categorical).alias("cat"))
+
+
+def _plan(t, chunk=1000):
+    cfg = RunConfig.make(qi=QI, k=3, ordinal={"grade": ORDER}, weights={"colour": 3.0, "x": 0.5})
+    return mixed.plan(open_source(t), cfg, chunk)
+
+
+def _bits(a):
+    return np.ascontiguousarray(a, np.float64).view(np.int64)
+
+
+def test_codes_round_trip_to_the_encoded_columns():
+    """compact -> float64 -> expand is bit for bit the encoded columns, also after a
+    round trip through a store's narrow (float32) and wide records."""
+    t = _table(500, 0).with_columns(pl.col("x").cast(pl.Float32).cast(pl.Float64))  # narrow records hold it
+    m = _plan(t)
+    names = [q.name for q in m.qis]
+    want = frame_to_array(m.encode(t.select(names), 0), m.names)
+    C = frame_to_columns(m.compact(t.select(names), 0), names)  # (QIs, n)
+    assert C.shape == (len(QI), 500)
+    np.testing.assert_array_equal(_bits(m.expand(C.T)), _bits(want))
+    # only some encoded columns (the partition plan's routing)
+    used = np.array([0, m.qis[1].first + 2, m.qis[2].first, m.qis[2].first + 3, m.qis[6].first])
+    out = np.full((len(m.names), 600), np.nan)
+    got = m.expand_columns(C, used, out)
+    np.testing.assert_array_equal(_bits(got[used].T), _bits(want[:, used]))
+    # through spilled records: narrow, then wide (a value that is not a float32)
+    with BlockStore(2, len(QI), rows=1000, expand=m.expand) as store:
+        ids = np.arange(500)
+        narrow = np.empty((500, 1 + len(QI)), np.float32)  # (as the partition pass gathers them)
+        narrow.view(np.uint32)[:, 0] = ids
+        narrow[:, 1:] = C.T
+        store.append_records(0, narrow)
+        store.append(0, ids + 500, C.T)
+        store.append(1, ids, C.T)
+        store.flush()
+        got_ids, X = store.read(0)
+        np.testing.assert_array_equal(got_ids, np.arange(1000))
+        np.testing.assert_array_equal(_bits(X), _bits(np.vstack([want, want])))
+        got_ids, X = store.read_many([0, 1])
+        assert X.shape == (1500, len(m.names)) and X.flags.c_contiguous
+        np.testing.assert_array_equal(_bits(X[1000:]), _bits(want))
+
+
+def test_profile_from_codes_equals_pass_1_on_the_encoded_columns():
+    """The profile measured on the compact columns equals pass 1 on the encoded
+    columns where it matters (scale, mean and sd after ``adjust``, the numeric,
+    date and rank columns' raw moments, the sample), for any chunk size."""
+    t = _table(2000, 1)
+    m = _plan(t)
+    want = profile_columns(m.source, m.cfg.qi, 300, sample_stride=7)
+    raw = m.raw
+    for chunk in (2000, 300, 257):
+        got = m.profile_pass(chunk, False, 2000, 7)
+        _same_standardization(got, want)
+        own = [q.first for q in m.qis if q.kind != "nominal"]
+        for f in ("mean", "sd", "min", "max"):
+            np.testing.assert_array_equal(getattr(m.raw, f)[own], getattr(raw, f)[own])
+        np.testing.assert_array_equal(_bits(got.sample), _bits(want.sample))
+        np.testing.assert_array_equal(got.sample_ids, want.sample_ids)
+        assert got.rows == want.rows == 2000
+        # one-hot and carry columns: the category shares
+        q = m.qis[1]
+        share = t["colour"].value_counts().sort("colour")["count"].to_numpy() / 2000
+        np.testing.assert_allclose(m.raw.mean[q.first: q.first + q.m], share, rtol=1e-15)
+
+
+def test_profile_from_codes_rescaled():
+    """Values so large that pass 1 measures them in a power-of-two scale: the same
+    scale and moments from the compact columns."""
+    t = _table(300, 2).with_columns(pl.col("x") * 1e200)
+    m = _plan(t)
+    want = profile_columns(m.source, m.cfg.qi, 100)
+    got = m.profile_pass(100, False, 300)
+    assert got.scale[0] > 1
+    _same_standardization(got, want)
+
+
+def _same_standardization(got, want):
+    """The same ``z = (x / scale - mean) / sd`` (a column of sd 0 standardizes to 0:
+    the carry columns, whose mean is a share measured either way)."""
+    np.testing.assert_array_equal(got.scale, want.scale)
+    np.testing.assert_array_equal(got.sd, want.sd)
+    live = want.sd > 0
+    np.testing.assert_array_equal(got.mean[live], want.mean[live])
+    np.testing.assert_allclose(got.mean, want.mean, rtol=1e-15, atol=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("opts", [
+    dict(polish_rounds=0),
+    dict(polish_rounds=3, leaf_size=512),
+    dict(leaf_size=0, polish_rounds=0),
+    dict(refine="local", refine_rounds=2, polish_rounds=0),
+])
+def test_codes_spill_equals_one_hot_spill(tmp_path, monkeypatch, opts):
+    """The output with codes spilled is the output with the encoded (one-hot) columns
+    spilled, for any chunk size and thread count (one row group: pass 1 runs)."""
+    t = _table(2500, 3)
+    path = tmp_path / "t.parquet"
+    t.write_parquet(path)
+    outs = []
+    for codes, threads, chunk in [(False, 2, 1000), (True, 1, 2500), (True, 2, 257), (True, 2, 1000)]:
+        monkeypatch.setattr(mixed, "SPILL_CODES", codes)
+        res = engine.microaggregate(str(path), QI, 4, block_size=600, threads=threads, chunk_rows=chunk,
+                                    ordinal={"grade": ORDER}, weights={"x": 2.0}, **opts)
+        assert res.report.blocks > 1 and "profile" in res.report.passes
+        outs.append(res)
+    check_same_release(outs, t, QI, 4)
+    for r in outs[1:]:
+        assert r.report.metrics["mixed"] == outs[0].report.metrics["mixed"]
+
+
+@pytest.mark.slow
+def test_row_group_sample_plan(tmp_path):
+    """A Parquet input of many row groups: no pass 1 (the partition pass measures the
+    columns); the release is k-anonymous with categories from their domains, the
+    same for any chunk size and thread count, and its information loss is that of
+    the run with pass 1 (whose plan differs) within a few percent."""
+    t = _table(8000, 4)
+    path = tmp_path / "t.parquet"
+    t.write_parquet(path, row_group_size=100)
+    outs = []
+    for threads, chunk in [(1, 8000), (2, 333), (2, 1000)]:
+        res = engine.microaggregate(str(path), QI, 4, block_size=900, threads=threads, chunk_rows=chunk,
+                                    ordinal={"grade": ORDER}, polish_rounds=0)
+        assert "sample" in res.report.passes and "profile" not in res.report.passes
+        outs.append(res)
+    check_same_release(outs, t, QI, 4)
+    out = outs[0].table
+    assert out["other"].to_list() == t["other"].to_list()
+    # the same rows in one row group: pass 1 and its every-s-th-row plan
+    one = tmp_path / "one.parquet"
+    t.write_parquet(one)
+    full = engine.microaggregate(str(one), QI, 4, block_size=900, ordinal={"grade": ORDER}, polish_rounds=0)
+    assert "profile" in full.report.passes
+    # (on so small a table the plan's first cuts, among columns of equal variance, move
+    # the loss by 5-20 % either way; at 10M census-like rows the sampled plan's is 0.3 % lower)
+    assert outs[0].report.information_loss_percent < 1.3 * full.report.information_loss_percent
+    # the published values' losses are measured the same way (verify recomputes them)
+    dest = tmp_path / "out.parquet"
+    rep = engine.anonymize(str(path), str(dest), QI, 4, block_size=900, ordinal={"grade": ORDER},
+                           polish_rounds=0)
+    assert rep.information_loss_by_qi == outs[0].report.information_loss_by_qi
+    assert pl.read_parquet(dest).equals(out)
+
+
+def test_every_qi_nominal(tmp_path):
+    """No numeric, date or ordinal QI: only category counts in pass 1 (and in the
+    partition pass that measures on its way)."""
+    rng = np.random.default_rng(6)
+    n = 4000
+    t = pl.DataFrame({"a": rng.choice(list("pqrst"), n), "b": rng.choice(["u", "v"], n), "other": np.arange(n)})
+    path = tmp_path / "t.parquet"
+    t.write_parquet(path, row_group_size=100)
+    for p in (path, t):
+        res = engine.microaggregate(p if isinstance(p, pl.DataFrame) else str(p), ["a", "b"], 5, block_size=500,
+                                    polish_rounds=0)
+        assert res.table.group_by(["a", "b"]).len()["len"].min() >= 5
