@@ -44,7 +44,7 @@ from .mdav import IVMDAV, MDAV, MDAV_SINGLE, VMDAV, as_block
 MDAV_BRUTE_MAX_ROWS = 32768
 # V-MDAV / IV-MDAV leaves of at most this many rows run by brute force
 # (``leaf.aggregate_leaves``): 5-8x faster than the index on the default 256-row
-# leaves, 1.3-1.5x at 8,192 rows, 2-3x slower at 32,768 (the leaves of polished runs),
+# leaves, 1.3-1.5x at 8,192 rows, 2-3x slower at 32,768 (polished runs' leaves at k <= 3),
 # 8 census-like columns, k = 3 and 5
 LEAF_BRUTE_MAX_ROWS = 8192
 
