@@ -19,7 +19,7 @@ so on any block it returns the same labels as ``mdav.microaggregate``: tested.
 V-MDAV and IV-MDAV run on each leaf by brute force too, on the same slots
 (``engine.kernels.brute``: the labels of their bucket-index kernels, tested), when
 leaves have at most ``brute.LEAF_BRUTE_MAX_ROWS`` rows (the default 256-row leaves,
-and polished runs' 8,192 from k = 5; not their 32,768 at k <= 3, where the index is
+and polished runs' 8,192 from k = 5; not their 16,384-32,768 at k <= 4, where the index is
 faster); other leaves, and data brute force does not take (the limits below), run
 the index kernel.
 
