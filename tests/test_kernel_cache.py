@@ -1,0 +1,57 @@
+"""The kernels' Numba cache is stamped with all of engine/kernels/ (engine/kernels/__init__.py):
+a change to any kernel file recompiles every kernel, since a kernel holds the machine code of
+the kernels it calls from other files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# a kernel of one file (``split``) called by a kernel of another (``leaf``)
+PROBE = """
+import numpy as np
+from engine.kernels import leaf
+X = np.arange(40.0).reshape(20, 2)
+leaf._leaf_rows(X, np.int64(2), np.int64(8))
+print(sum(leaf._leaf_rows.stats.cache_hits.values()), sum(leaf._leaf_rows.stats.cache_misses.values()))
+"""
+
+
+def _probe(pkg: Path, cache: Path) -> tuple[int, int]:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(pkg))
+    out = subprocess.run([sys.executable, "-P", "-c", PROBE], env=env, capture_output=True, text=True, cwd=pkg)
+    assert out.returncode == 0, out.stderr
+    hits, misses = out.stdout.split()
+    return int(hits), int(misses)
+
+
+@pytest.mark.slow
+def test_a_change_in_a_called_kernel_file_recompiles_the_caller(tmp_path):
+    pkg = tmp_path / "pkg"
+    shutil.copytree(ROOT / "engine", pkg / "engine", ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
+    assert _probe(pkg, cache) == (0, 1)  # compiled
+    assert _probe(pkg, cache) == (1, 0)  # from the cache
+    with open(pkg / "engine" / "kernels" / "split.py", "a") as fh:  # the callee's file only
+        fh.write("\n# changed\n")
+    assert _probe(pkg, cache) == (0, 1)  # stale: compiled again
+    assert _probe(pkg, cache) == (1, 0)
+
+
+def test_only_this_package_uses_the_package_stamp():
+    from numba.core import caching
+
+    import engine.kernels as kernels
+    from engine.kernels import leaf
+
+    locator = leaf._leaf_rows._cache._impl.locator
+    assert type(locator).__name__.startswith("Kernels") and locator.get_source_stamp() == kernels.fingerprint()
+    assert caching.CacheImpl._locator_classes[0].from_function(test_only_this_package_uses_the_package_stamp,
+                                                               __file__) is None
