@@ -336,13 +336,22 @@ def _start_group(stack, args, inputs, output, output_option="OUTPUT"):
         report_tmp = group.add(args.report, side=True)
     args.html_tmp = None
     if getattr(args, "html", None):
+        _start_prerender(stack, args)
+        check_side_output("--html", args.html, inputs, [(output_option, output), ("--report", args.report)])
+        args.html_tmp = group.add(args.html, side=True)
+    return group, report_tmp
+
+
+def _start_prerender(stack, args) -> None:
+    """With ``--html``: the page's worker (``html_report.Prerender``, ``args.html_prerender``),
+    once. ``anonymize`` starts it first thing, so that its imports (matplotlib: a third
+    of a CPU-second) run on the core this process leaves idle while it imports Polars
+    and Numba, rather than beside the partition pass's threads."""
+    if getattr(args, "html", None) and getattr(args, "html_prerender", None) is None:
         from . import html_report
 
         html_report.require_matplotlib()
-        check_side_output("--html", args.html, inputs, [(output_option, output), ("--report", args.report)])
-        args.html_tmp = group.add(args.html, side=True)
         args.html_prerender = stack.enter_context(contextlib.closing(html_report.Prerender()))
-    return group, report_tmp
 
 
 def _finish(group, report_tmp, report, args) -> None:
@@ -362,11 +371,12 @@ def _finish(group, report_tmp, report, args) -> None:
 
 
 def _cmd_anonymize(args) -> int:
-    from .coordinator import run
-
-    cfg = _settings(args, args.qi)  # every option checked against the method before any work
-    inputs = _inputs(args.input)
     with contextlib.ExitStack() as stack:
+        _start_prerender(stack, args)  # (before the imports below: they overlap the worker's)
+        from .coordinator import run
+
+        cfg = _settings(args, args.qi)  # every option checked against the method before any work
+        inputs = _inputs(args.input)
         group, report_tmp = _start_group(stack, args, inputs, args.output)
         result = run(args.input, cfg, args.output, tmp_dir=args.tmp_dir, group=group,
                      distributions=args.html_prerender.ahead if args.html else bool(args.report))

@@ -142,7 +142,9 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     (``report.distributions``, for the HTML report; centroid methods); a callable is
     also called before the write pass with what the report knows by then (``k``,
     ``group_size_counts``, ``distributions``: ``html_report.Prerender`` draws their
-    figures meanwhile). ``force_blocks`` (tests): spill even a table of one block."""
+    figures meanwhile), and for centroid methods after the partition pass with the
+    "before" counts alone (``{"distributions": ...}``, no "after": their figure is
+    begun during the aggregate pass). ``force_blocks`` (tests): spill even a table of one block."""
     t0 = time.perf_counter()
     start_rss = current_rss()
     passes: dict[str, float] = {}
@@ -153,6 +155,8 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
         release_memory()
         blocks = _partition(inp, cfg, flow, prof, cleanup, passes)
         release_memory()
+        if callable(distributions) and cfg.spec.centroids and getattr(flow.dist, "counts", None) is not None:
+            distributions({"distributions": flow.dist.before()})  # (its figure is begun meanwhile)
         labels, stitched = _aggregate_and_stitch(inp, cfg, flow, blocks, passes)
         release_memory()
         dist = flow.distributions_after(stitched)

@@ -416,6 +416,7 @@ def _section_utility(r: dict) -> str:
 
 AHEAD = ("k", "group_size_counts", "distributions")  # what the report knows before the write pass
 _drawn: dict = {}  # figures drawn ahead (``Prerender``): kind -> (its data, its markup)
+_started: dict = {}  # distributions figures begun from the "before" counts alone: their key -> Figure
 
 
 def _cached(kind: str, data: dict, draw) -> str:
@@ -428,9 +429,14 @@ def _cached(kind: str, data: dict, draw) -> str:
 
 
 def _ahead(r: dict) -> None:
-    """Draw the figures of the partial report ``r`` (``AHEAD``) into the cache."""
-    if r.get("distributions"):
-        _cached("distributions", {"dist": r["distributions"]}, _draw_distributions)
+    """Draw the figures of the partial report ``r`` (``AHEAD``) into the cache. The
+    distributions without "after" (known at the end of the partition pass) begin
+    their figure: the panels and the "before" areas (``_begin_distributions``)."""
+    dist = r.get("distributions")
+    if dist and not any("after" in d for d in dist.values()):
+        _begin_distributions(dist)
+    elif dist:
+        _cached("distributions", {"dist": dist}, _draw_distributions)
     if r.get("group_size_counts"):
         _cached("group_sizes", {"counts": r["group_size_counts"], "k": r.get("k")}, _draw_group_sizes)
 
@@ -439,29 +445,35 @@ def _draw_distributions(dist: dict) -> str:
     return _figure(*_distributions_figure(dist))
 
 
-def _distributions_figure(dist: dict):
-    """The distributions figure (a matplotlib Figure, not yet serialized) and its caption."""
+def _before_key(dist: dict) -> str:
+    """What the first part of the distributions figure depends on: the QIs, their
+    bins and "before" counts."""
+    return json.dumps([(c, d["edges"], d["before"]) for c, d in dist.items()])
+
+
+def _begin_distributions(dist: dict):
+    """The distributions figure's panels with their "before" areas, labels and ticks
+    (a matplotlib Figure, kept in ``_started`` for ``_distributions_figure``)."""
     from matplotlib.ticker import MaxNLocator
 
+    key = _before_key(dist)
+    if key in _started:
+        return _started[key]
+    _started.clear()  # (one figure in progress at most)
     names = list(dist)
     cols = 3 if len(names) > 4 else max(1, len(names))
     nrows = math.ceil(len(names) / cols)
     fig = _fig(3.6 * cols, 2.4 * nrows + 0.5, left=0.55, bottom=0.45, top=0.6, right=0.2,
                wspace=0.35, hspace=0.75)
     axes = fig.subplots(nrows, cols, squeeze=False)
-    has_after = False
     for i, ax in enumerate(axes.flat):
         if i >= len(names):
             ax.set_visible(False)
             continue
         c = names[i]
         d = dist[c]
-        edges = d["edges"]
         total = max(1, sum(d["before"]))
-        ax.stairs([100.0 * v / total for v in d["before"]], edges, fill=True, color=BEFORE, label="before")
-        if "after" in d:
-            has_after = True
-            ax.stairs([100.0 * v / total for v in d["after"]], edges, color=AFTER, linewidth=1.3, label="after")
+        ax.stairs([100.0 * v / total for v in d["before"]], d["edges"], fill=True, color=BEFORE, label="before")
         ax.set_title(c, fontsize=9, y=1.0)
         ax.set_xlabel(f"{c} (input units)", fontsize=8)
         ax.set_ylabel("rows (%)", fontsize=8)
@@ -470,6 +482,25 @@ def _distributions_figure(dist: dict):
         ax.yaxis.set_major_locator(MaxNLocator(4))
         ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 5), useOffset=False)
         _style(ax)
+    _started[key] = fig
+    return fig
+
+
+def _distributions_figure(dist: dict):
+    """The distributions figure (a matplotlib Figure, not yet serialized) and its
+    caption: the figure begun from the "before" counts (``_begin_distributions``,
+    by the worker during the aggregate pass, or now), then the "after" lines."""
+    fig = _begin_distributions(dist)
+    _started.pop(_before_key(dist))  # (a figure is finished once)
+    names = list(dist)
+    has_after = False
+    for i, ax in enumerate(fig.axes[:len(names)]):
+        d = dist[names[i]]
+        if "after" in d:
+            has_after = True
+            total = max(1, sum(d["before"]))
+            ax.stairs([100.0 * v / total for v in d["after"]], d["edges"], color=AFTER, linewidth=1.3,
+                      label="after")
         if i == 0:
             ax.legend(frameon=False, fontsize=7)
     fig.suptitle("Each quasi-identifier before (filled) and after (line) anonymization", fontsize=10)

@@ -141,6 +141,16 @@ class Distributions:
         e[-1] = max(e[-1], self.vmax[j])
         return e
 
+    def before(self, keep: list | None = None) -> dict:
+        """``{qi: {"edges", "before"}}`` (JSON-ready lists), once the partition pass has
+        counted every row: the part of ``finish``'s answer known before the groups."""
+        self.wait()
+        out = {}
+        for j in range(len(self.qi)) if keep is None else keep:
+            out[self.qi[j]] = {"edges": [float(v) for v in self.edges(j)],
+                               "before": [int(v) for v in self.counts[j]]}
+        return out
+
     def finish(self, centroid: np.ndarray | None, sizes: np.ndarray | None, *, low: np.ndarray | None = None,
                high: np.ndarray | None = None, keep: list | None = None) -> dict:
         """``{qi: {"edges", "before", "after"}}``: JSON-ready lists. ``centroid``
@@ -153,21 +163,19 @@ class Distributions:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
-        out = {}
         if low is None and centroid is not None:
             after = np.zeros((len(self.qi), self.bins), np.int64)
             _count_weighted(np.ascontiguousarray(centroid, np.float64), self.lo, self.width, self.bins,
                             np.ascontiguousarray(sizes, np.int64), after)
+        out = self.before(keep)
         for j in range(len(self.qi)) if keep is None else keep:
             c = self.qi[j]
-            e = self.edges(j)
-            entry = {"edges": [float(v) for v in e], "before": [int(v) for v in self.counts[j]]}
+            entry = out[c]
             if low is not None:
                 entry["after"] = [round(float(v), 3) for v in self.spread(j, low[:, j], high[:, j], sizes)]
                 entry["after_spread"] = True  # (for the reader: ranges, not points)
             elif centroid is not None:
                 entry["after"] = [int(v) for v in after[j]]
-            out[c] = entry
         return out
 
     def spread(self, j: int, low: np.ndarray, high: np.ndarray, sizes: np.ndarray, chunk: int = 65536) -> np.ndarray:
