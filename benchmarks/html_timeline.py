@@ -70,6 +70,7 @@ wrap(html_report.Prerender, "page", "page returned", start=True)
 wrap(report.Report, "write_json", "JSON report written")
 WORKER = r'''
 import json, sys, time
+import os
 T0, LOG = float(sys.argv[1]), sys.argv[2]
 _log = open(LOG, "a")
 def ev(name):
@@ -90,6 +91,8 @@ def wrap(name, label):
 wrap("_import_matplotlib", "import matplotlib")
 wrap("_ahead", "figures ahead")
 wrap("render", "page")
+if os.environ.get("TIMELINE_WORKER_NICE"):  # (--worker-nice: the worker at another niceness)
+    h.WORKER_NICE = int(os.environ["TIMELINE_WORKER_NICE"])
 h._worker()
 '''
 class _Popen(_sp.Popen):  # the worker, with the same hooks
@@ -120,7 +123,7 @@ def run_once(data, out, mode, i, env):
         argv += ["--html", os.path.join(out, "report.html"), "--report", os.path.join(out, f"run-html-{i}.json")]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
-    subprocess.run([sys.executable, "-c", RUNNER, str(t0), log, *argv], env=env, check=True)
+    subprocess.run([sys.executable, "-P", "-c", RUNNER, str(t0), log, *argv], env=env, check=True)
     wall = time.time() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -146,6 +149,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--before", metavar="TREE", help="also run --html with the engine of this source tree "
                     "(another checkout: mode html-before; its own Numba cache in OUTDIR)")
+    ap.add_argument("--worker-nice", type=int, action="append", default=[], metavar="N",
+                    help="also run --html with the page's worker at niceness N (mode html-niceN)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -154,6 +159,8 @@ def main() -> None:
     if args.before:
         envs["html-before"] = {**os.environ, "PYTHONPATH": os.path.abspath(args.before),
                                "NUMBA_CACHE_DIR": os.path.abspath(os.path.join(args.out, "numba-before"))}
+    for n in args.worker_nice:
+        envs[f"html-nice{n}"] = {**env, "TIMELINE_WORKER_NICE": str(n)}
     runs: dict = {m: [] for m in envs}
     for i in range(1, args.runs + 1):
         for mode in envs:

@@ -482,6 +482,8 @@ def _begin_distributions(dist: dict):
         ax.yaxis.set_major_locator(MaxNLocator(4))
         ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 5), useOffset=False)
         _style(ax)
+        for axis in (ax.xaxis, ax.yaxis):  # the tick objects (a third of the drawing), as many as the
+            axis.get_major_ticks(len(axis.get_majorticklocs()) + 1)  # ticks will need (+1: "after" may add one)
     _started[key] = fig
     return fig
 

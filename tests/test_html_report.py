@@ -366,6 +366,53 @@ def test_figures_drawn_ahead_are_reused_and_redrawn_when_the_data_differs(monkey
         html_report.render(other)
 
 
+def test_the_run_hands_the_before_counts_after_the_partition_pass_then_the_rest():
+    from engine.html_report import AHEAD
+
+    calls = []
+    cfg = RunConfig.make(qi=QI, k=3, seed=None)
+    rep = run(str(CENSUS), cfg, None, distributions=calls.append, force_blocks=True).report
+    assert [sorted(c) for c in calls] == [["distributions"], sorted(AHEAD)]
+    assert calls[0]["distributions"] == {c: {"edges": d["edges"], "before": d["before"]}
+                                         for c, d in rep.distributions.items()}
+    assert calls[1]["distributions"] == rep.distributions
+
+
+def test_the_distributions_figure_begun_from_the_before_counts_gives_the_same_page(monkeypatch):
+    from engine import html_report
+
+    r = _report()
+    page = html_report.render(r)
+    before = {c: {"edges": d["edges"], "before": d["before"]} for c, d in r["distributions"].items()}
+    first = next(iter(before))
+    other = {**before, first: {**before[first], "before": [0] * len(before[first]["before"])}}
+    made = []
+    fig = html_report._fig
+    monkeypatch.setattr(html_report, "_fig", lambda *a, **kw: made.append(a) or fig(*a, **kw))
+    for partial, figures in ((before, 1), (other, 2)):  # begun from the same counts: reused; else drawn anew
+        html_report._drawn.clear()
+        html_report._started.clear()
+        html_report._ahead({"distributions": partial})  # what the worker does during the aggregate pass
+        assert len(html_report._started) == 1
+        made.clear()
+        html_report._ahead({key: r[key] for key in html_report.AHEAD})  # during the write pass
+        assert len(made) == figures and not html_report._started  # (+ the group sizes)
+        assert html_report.render(r) == page
+
+
+def test_the_cli_starts_the_worker_before_it_imports_the_run(tmp_path):
+    # its imports (matplotlib) then overlap the command's own (Polars, Numba) on an idle core
+    code = ("import sys; from engine import cli, html_report; seen = []; init = html_report.Prerender.__init__\n"
+            "def spy(self):\n    seen.append(sorted(m for m in ('numba', 'polars') if m in sys.modules)); init(self)\n"
+            "html_report.Prerender.__init__ = spy\n"
+            f"code = cli.main(['anonymize', {str(CENSUS)!r}, {str(tmp_path / 'o.parquet')!r}, '--qi', {QI!r}, "
+            f"'--k', '3', '--quiet', '--html', {str(tmp_path / 'p.html')!r}])\n"
+            "print(code, seen)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "0 [[]]"
+    assert (tmp_path / "p.html").exists()
+
+
 def test_import_engine_does_not_load_matplotlib():
     code = ("import sys, engine; from engine.cli import entry; import engine.html_report; "
             "print('matplotlib' in sys.modules)")
