@@ -6,9 +6,10 @@ RUN.json: a saved ``--report`` of a run with ``--html`` (it holds the distributi
 Each stage is timed in a fresh process (``time.process_time``: this process's CPU, so
 the other jobs on the machine do not count) and the median of ``--repeats`` is printed:
 the worker's stages in its order (start and imports, the distributions figure begun
-from the "before" counts, the figures drawn ahead, the page after the run), each figure alone (warm), and the run's own additions: counting
-the "before" histograms of ``--rows`` x (number of QIs) values (the input's first
-million rows, repeated) and the "after" ones of the report's number of groups.
+from the "before" counts, the figures drawn ahead, the page after the run), each figure
+alone (warm), and the run's own additions: counting the "before" histograms of
+``--rows`` x (number of QIs) values (the input's first million rows, repeated) and the
+"after" ones of the report's number of groups.
 """
 
 from __future__ import annotations

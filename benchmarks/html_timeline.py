@@ -187,11 +187,16 @@ def main() -> None:
                 row += " " * 20
         print(row)
     walls = {m: [r["process: end (wall)"][0] for r in rs] for m, rs in runs.items()}
+
+    def cpu(m):
+        return statistics.median(r["process: end (wall)"][1] for r in runs[m])
+
     for m in modes[1:]:
         ratios = [h / p for p, h in zip(walls["plain"], walls[m])]
         print(f"{m}: wall ratio of medians {statistics.median(walls[m]) / statistics.median(walls['plain']):.3f}, "
               f"median of pair ratios {statistics.median(ratios):.3f} ({', '.join(f'{r:.3f}' for r in ratios)}); "
-              f"CPU +{statistics.median(r['process: end (wall)'][1] for r in runs[m]) - statistics.median(r['process: end (wall)'][1] for r in runs['plain']):.2f} s")
+              f"CPU +{cpu(m) - cpu('plain'):.2f} s")
+
 
 if __name__ == "__main__":
     main()
