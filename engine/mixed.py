@@ -443,14 +443,38 @@ class Mixed:
 
     def state(self, rows: int) -> int | None:
         """Bytes of the whole-table state beside the row -> group map, for the memory
-        budget (``budget.plan_budget(state=...)``): the group table of the encoded
-        columns, which the publisher then reduces to the published values (its
-        temporaries are bounded by ``_SLICE`` groups), and the 8-byte-a-row temporary
-        the numeric plan counts too. With ``refine`` (which compacts the table: twice
-        its size) None: the numeric plan's own figure."""
-        if self.original.refine is not None:
+        budget (``budget.plan_budget(state=...)``): the group table, and the 8-byte-a-row
+        temporary the numeric plan counts too. The blocks' workers reduce each group to
+        its published values (``published``: one a QI, and its size), which the
+        publisher then uses as they are; a run that stitches the groups instead (the seam
+        polish) keeps the encoded columns' means (the publisher's temporaries are bounded
+        by ``_SLICE`` groups). With ``refine`` (which compacts the table: twice its size)
+        None: the numeric plan's own figure."""
+        cfg = self.original
+        if cfg.refine is not None:
             return None
-        return (rows // self.original.k + 1) * (8 * len(self.names) + 8) + 8 * rows
+        width = len(self.names) if cfg.effective_polish_rounds(rows) > 0 else len(self.qis)
+        return (rows // cfg.k + 1) * (8 * width + 8) + 8 * rows
+
+    def published(self, centroid: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``aggregate_blocks``' reduction of a unit's groups (``UnitPlan.reduce``, in the
+        blocks' workers): from the encoded means ``centroid`` (groups x encoded columns)
+        and the sizes, ``(table, sizes, loss)``: the published values a group and QI
+        (the number, the date's rounded epoch value, the category code: what
+        ``Publisher`` would compute from the whole table, group by group) and per QI
+        the categorical losses of ``group_categories`` (whole numbers; 0 for numbers and
+        dates). Summed over the units, in any order, the losses are exact."""
+        table = np.empty((sizes.shape[0], len(self.qis)))
+        loss = np.zeros(len(self.qis))
+        for j, q in enumerate(self.qis):
+            c = centroid[:, q.first]
+            if q.kind == "numeric":
+                table[:, j] = c
+            elif q.kind == "date":
+                table[:, j] = np.rint(c)
+            else:
+                table[:, j], loss[j] = group_categories(q, centroid, sizes)
+        return table, sizes, loss
 
     # --- publishing ----------------------------------------------------------------------
 
@@ -589,15 +613,16 @@ class Publisher:
         self.unread = [q.name for q in mixed.qis if q.kind in ("ordinal", "nominal")]
         # one row a group, one value a QI (the number, the date's rounded epoch value, the
         # category code), 64-byte aligned: the write pass gathers a row's values at once
-        self.table = aligned_zeros(groups.sizes.shape[0], len(mixed.qis))
-        for j, q in enumerate(mixed.qis):
-            c = groups.centroid[:, q.first]
-            if q.kind == "numeric":
-                self.table[:, j] = c
-            elif q.kind == "date":
-                self.table[:, j] = np.rint(c)
-            else:
-                self.table[:, j], self.changed[j] = group_categories(q, groups.centroid, groups.sizes)
+        if groups.sse is not None:  # the blocks' workers' reduction (``Mixed.published``) as it is
+            assert groups.centroid.shape[1] == len(mixed.qis)
+            self.table = groups.centroid
+            self.changed[:] = groups.sse
+        else:  # the encoded columns' means (stitched groups)
+            self.table = aligned_zeros(groups.sizes.shape[0], len(mixed.qis))
+            for g in range(0, groups.sizes.shape[0], _SLICE):  # (bounded temporaries)
+                part = mixed.published(groups.centroid[g: g + _SLICE], groups.sizes[g: g + _SLICE])
+                self.table[g: g + _SLICE] = part[0]
+                self.changed += part[2].astype(np.int64)
         self.domains = {q.name: q.domain() for q in mixed.qis if q.categories is not None}
         e = len(mixed.names)
         # numeric and date QIs: the write pass's row-order sums (``kernels.groups.column_sums``)
