@@ -53,7 +53,7 @@ import polars as pl
 
 from .errors import EngineError
 from .io.source import frame_to_array, numeric_values
-from .kernels.groups import column_sums, gather_columns
+from .kernels.groups import column_sums, compact_group_sums, gather_columns, standardize_codes
 from .parallel import read_ahead
 from .passes.profile import Profile
 from .passes.stitch import aligned_zeros
@@ -295,6 +295,16 @@ class Mixed:
                 grouping += range(q.first, q.first + q.width)
         self.grouping = np.array(grouping, np.int64)
         self.owner = np.array([j for j, q in enumerate(qis) for _ in range(q.width)], np.int64)  # encoded -> QI
+        # each encoded column's code (one-hot and carry columns), else -1: ``standardize_codes``
+        self.hot = np.full(len(self.names), -1.0)
+        for q in qis:
+            if q.kind in ("ordinal", "nominal"):
+                a = q.first + (1 if q.kind == "ordinal" else 0)
+                self.hot[a: a + q.m] = np.arange(q.m)
+        # the numeric and date QIs, and the categorical ones (their codes' first slot): ``published_sums``
+        self.values = np.array([j for j, q in enumerate(qis) if q.kind in ("numeric", "date")], np.int64)
+        self.cats = np.array([j for j, q in enumerate(qis) if q.m], np.int64)
+        self.cat_first = np.cumsum([0] + [qis[j].m for j in self.cats]).astype(np.int64)
         self.cfg = dataclasses.replace(cfg, qi=tuple(self.names))
         self.source = EncodedSource(base, self)
         self.raw: Profile | None = None  # the encoded columns' measured profile (before the weights)
@@ -456,6 +466,38 @@ class Mixed:
         width = len(self.names) if cfg.effective_polish_rounds(rows) > 0 else len(self.qis)
         return (rows // cfg.k + 1) * (8 * width + 8) + 8 * rows
 
+    def standardized(self, C: np.ndarray, profile: Profile, cols: np.ndarray) -> np.ndarray:
+        """``passes.partition.standardized(self.expand(C), profile, cols)`` (the workers'
+        standardized rows) from compact rows ``C`` (n, QIs), without the expanded ones:
+        the same values (``kernels.groups.standardize_codes``)."""
+        out = np.empty((C.shape[0], cols.shape[0]))
+        standardize_codes(np.ascontiguousarray(C), self.owner, self.hot, profile.scale, profile.mean, profile.sd,
+                          cols, out)
+        return out
+
+    def published_sums(self, C: np.ndarray, labels: np.ndarray, g: int, profile: Profile):
+        """``published`` of a unit's ``g`` groups (``labels``: each compact row's group)
+        from compact rows ``C``, without the expanded ones: the numeric and date QIs'
+        centroids with ``aggregate.unit_sums``' arithmetic on the same values (so the
+        same bits), the categorical QIs' counts of each category counted directly (the
+        whole numbers ``group_categories`` reads from the means)."""
+        first = np.array([self.qis[j].first for j in self.values], np.int64)
+        sums = np.zeros((g, self.values.shape[0]))
+        cnt = np.zeros(g, np.int64)
+        counts = np.zeros((g, int(self.cat_first[-1])), np.int64)
+        compact_group_sums(np.ascontiguousarray(C), self.values, 1.0 / profile.scale[first], self.cats,
+                           self.cat_first, labels.astype(np.int64, copy=False), sums, cnt, counts)
+        sums /= cnt[:, None]  # as unit_sums: then times the scale
+        sums *= profile.scale[first]
+        table = np.empty((g, len(self.qis)))
+        loss = np.zeros(len(self.qis))
+        for v, j in enumerate(self.values):
+            table[:, j] = sums[:, v] if self.qis[j].kind == "numeric" else np.rint(sums[:, v])
+        for c, j in enumerate(self.cats):
+            q = self.qis[j]
+            table[:, j], loss[j] = _pick(q, counts[:, self.cat_first[c]: self.cat_first[c + 1]], cnt[:, None])
+        return table, cnt, loss
+
     def published(self, centroid: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``aggregate_blocks``' reduction of a unit's groups (``UnitPlan.reduce``, in the
         blocks' workers): from the encoded means ``centroid`` (groups x encoded columns)
@@ -586,15 +628,19 @@ def group_categories(q: QI, centroid: np.ndarray, sizes: np.ndarray) -> tuple[np
     changed = 0
     for g in range(0, sizes.shape[0], _SLICE):  # in slices: bounded temporaries
         size = sizes[g: g + _SLICE, None]
-        counts = np.rint(centroid[g: g + _SLICE, a: a + q.m] * size)
-        if q.kind == "nominal":
-            pick = np.argmax(counts, axis=1)
-            changed += int(size.sum()) - int(counts[np.arange(counts.shape[0]), pick].sum())
-        else:
-            pick = np.argmax(2 * np.cumsum(counts, axis=1) >= size, axis=1)
-            changed += int((counts * np.abs(np.arange(q.m)[None, :] - pick[:, None])).sum())
-        out[g: g + _SLICE] = pick
+        out[g: g + _SLICE], part = _pick(q, np.rint(centroid[g: g + _SLICE, a: a + q.m] * size), size)
+        changed += part
     return out, changed
+
+
+def _pick(q: QI, counts: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, int]:
+    """``group_categories`` from the counts (groups, categories) of whole numbers and
+    the sizes (groups, 1)."""
+    if q.kind == "nominal":
+        pick = np.argmax(counts, axis=1)
+        return pick, int(size.sum()) - int(counts[np.arange(counts.shape[0]), pick].sum())
+    pick = np.argmax(2 * np.cumsum(counts, axis=1) >= size, axis=1)
+    return pick, int((counts * np.abs(np.arange(q.m)[None, :] - pick[:, None])).sum())
 
 
 _SLICE = 65_536  # groups at a time in ``group_categories``

@@ -103,6 +103,50 @@ def test_profile_from_codes_rescaled():
     _same_standardization(got, want)
 
 
+@pytest.mark.parametrize("big", [False, True])
+def test_workers_on_codes_equal_the_expanded_rows(big):
+    """The aggregate pass's workers on compact records (``Mixed.standardized``,
+    ``Mixed.published_sums``: kernels ``standardize_codes``, ``compact_group_sums``)
+    give bit for bit what the expanded rows give (``standardize_serial`` of
+    ``expand``, then ``unit_sums``' centroids reduced by ``Mixed.published``): the
+    standardized rows, each group's published values and size, the categories' losses."""
+    from engine.passes.aggregate import unit_sums
+    from engine.passes.partition import standardized
+
+    t = _table(3000, 7)
+    if big:  # measured in a power-of-two scale
+        t = t.with_columns(pl.col("x") * 1e200)
+    m = _plan(t)
+    names = [q.name for q in m.qis]
+    prof = m.profile_pass(1000, False, 3000)
+    assert (prof.scale[0] > 1) == big
+    C = np.ascontiguousarray(frame_to_columns(m.compact(t.select(names), 0), names).T)
+    X = m.expand(C)
+    for cols in (m.grouping, np.arange(len(m.names))):
+        np.testing.assert_array_equal(_bits(m.standardized(C, prof, cols)), _bits(standardized(X, prof, cols)))
+    rng = np.random.default_rng(8)
+    g = 400
+    labels = rng.permutation(np.arange(3000) % g).astype(np.int64)  # every group used, sizes 7 or 8
+    table, cnt, loss = m.published_sums(C, labels, g, prof)
+    want = unit_sums(X, labels, g, prof, m)
+    np.testing.assert_array_equal(_bits(table), _bits(want[0]))
+    np.testing.assert_array_equal(cnt, want[1])
+    np.testing.assert_array_equal(loss, want[2])
+    # the slow way: each group's mode / lower median counted row by row, and the values changed
+    for j in m.cats:
+        q = m.qis[j]
+        for grp in range(0, g, 37):
+            codes = C[labels == grp, j].astype(int)
+            counts = np.bincount(codes, minlength=q.m)
+            if q.kind == "nominal":
+                assert table[grp, j] == np.argmax(counts)
+            else:
+                assert table[grp, j] == np.flatnonzero(2 * np.cumsum(counts) >= codes.size)[0]
+        pub = table[labels, j].astype(int)
+        own = C[:, j].astype(int)
+        assert loss[j] == ((pub != own).sum() if q.kind == "nominal" else np.abs(pub - own).sum())
+
+
 def _same_standardization(got, want):
     """The same ``z = (x / scale - mean) / sd`` (a column of sd 0 standardizes to 0:
     the carry columns, whose mean is a share measured either way)."""

@@ -212,7 +212,7 @@ class CentroidFlow:
                 self.seams = (np.empty((rows, cols.shape[0])), [])
         # without refinement or seam polish the workers also sum each group's values: no stitch pass
         # (mixed-type QIs: their published values, one a QI: ``mixed.Mixed.published``)
-        reduce = None if self.mixed is None else self.mixed.published
+        reduce = self.mixed
         if cfg.refine is None and self.seams is None:
             width = len(cfg.qi) if reduce is None else len(self.mixed.qis)
             self.sums = (aligned_zeros(rows // cfg.k, width), np.zeros(rows // cfg.k, np.int64), np.zeros(width))
