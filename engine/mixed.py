@@ -121,6 +121,14 @@ class QI:
         return self._enum
 
     @property
+    def index(self) -> dict:
+        """Each category's code (text -> int), and the NumPy type of the Enum's codes."""
+        if getattr(self, "_index", None) is None:
+            self._index = ({c: i for i, c in enumerate(self.categories)},
+                           pl.Series([], dtype=self.enum).to_physical().to_numpy().dtype)
+        return self._index
+
+    @property
     def m(self) -> int:
         return len(self.categories) if self.categories is not None else 0
 
@@ -136,8 +144,11 @@ def _texts(s: pl.Series) -> pl.Series:
 
 
 def _first_null_error(c: str, s: pl.Series, offset: int) -> EngineError:
-    i = int(s.is_null().arg_true()[0])
-    return EngineError(f"column {c!r} has a missing value at row {offset + i + 1} (rows counted from 1)")
+    return _missing(c, offset + int(s.is_null().arg_true()[0]))
+
+
+def _missing(c: str, i: int) -> EngineError:
+    return EngineError(f"column {c!r} has a missing value at row {i + 1} (rows counted from 1)")
 
 
 def csv_types(source, cfg) -> dict:
@@ -326,6 +337,23 @@ class Mixed:
         codes = codes.to_physical().to_numpy()
         return codes if physical else codes.astype(np.int64)
 
+    def dictionary_codes(self, q: QI, arr, offset: int) -> np.ndarray:
+        """``codes(q, ..., physical=True)`` of a pyarrow DictionaryArray (a Parquet
+        column's dictionary indices, ``Source.iter_dictionary``): its few texts mapped
+        to codes once, then each row's index; the same errors."""
+        if arr.null_count:
+            raise _missing(q.name, offset + int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0]))
+        index, dtype = q.index
+        texts = arr.dictionary.to_pylist()
+        lut = np.array([index.get(t, -1) for t in texts], np.int64)
+        codes = lut[arr.indices.to_numpy()]
+        if (lut < 0).any() and (codes < 0).any():
+            i = int(np.flatnonzero(codes < 0)[0])
+            raise EngineError(f"column {q.name!r} has the value {texts[int(arr.indices[i].as_py())]!r} at row "
+                              f"{offset + i + 1}, which the first pass did not see: {self.source.label} changed "
+                              f"during the run")
+        return codes.astype(dtype)
+
     def encode(self, frame: pl.DataFrame, offset: int, want: Sequence[str] | None = None) -> pl.DataFrame:
         """The encoded columns (Float64) of a chunk of the QI columns; ``want``: only those."""
         cols: dict = {}
@@ -349,12 +377,16 @@ class Mixed:
                     cols[n] = onehot[j]
         return pl.DataFrame({n: cols[n] for n in self.names if n in want and n in cols})
 
-    def compact(self, frame: pl.DataFrame, offset: int) -> pl.DataFrame:
+    def compact(self, frame: pl.DataFrame | None, offset: int, arrays: dict | None = None) -> pl.DataFrame:
         """One column a QI (named as the QI): numeric ones as read, dates as their
         epoch values, categorical ones as their category codes (unsigned integers).
-        ``expand`` turns them into the encoded columns."""
+        ``expand`` turns them into the encoded columns. ``arrays``: the String QIs as
+        dictionary arrays (``Source.iter_dictionary``), not in ``frame``."""
         cols = []
         for q in self.qis:
+            if arrays is not None and q.name in arrays:
+                cols.append(pl.Series(q.name, self.dictionary_codes(q, arrays[q.name], offset)))
+                continue
             s = frame.get_column(q.name)
             if q.kind == "numeric":
                 cols.append(s)
@@ -761,11 +793,18 @@ class EncodedSource:
         return read_ahead(frames) if prefetch else frames
 
     def iter_codes(self, chunk_rows: int, prefetch: bool = False):
-        """``(offset, frame)`` of the compact columns (``Mixed.compact``: one a QI)."""
+        """``(offset, frame)`` of the compact columns (``Mixed.compact``: one a QI). String
+        QIs of a Parquet input: their codes from the pages' dictionary indices
+        (``Source.iter_dictionary``, ``Mixed.dictionary_codes``), no text decoded a row."""
         read = [q.name for q in self.mixed.qis]
-        native = any(q.kind in ("ordinal", "nominal") for q in self.mixed.qis)
-        frames = ((offset, self.mixed.compact(frame, offset))
-                  for offset, frame in self.base.iter_frames(read, chunk_rows, native=native))
+        text = [q.name for q in self.mixed.qis if q.m and q.dtype == pl.String]
+        if self.base.dictionary_columns(text):
+            frames = ((offset, self.mixed.compact(frame, offset, arrays))
+                      for offset, frame, arrays in self.base.iter_dictionary(read, text, chunk_rows))
+        else:
+            native = any(q.kind in ("ordinal", "nominal") for q in self.mixed.qis)
+            frames = ((offset, self.mixed.compact(frame, offset))
+                      for offset, frame in self.base.iter_frames(read, chunk_rows, native=native))
         return read_ahead(frames) if prefetch else frames
 
     def iter_arrays(self, columns, chunk_rows: int, prefetch: bool = False):

@@ -147,6 +147,36 @@ def test_workers_on_codes_equal_the_expanded_rows(big):
         assert loss[j] == ((pub != own).sum() if q.kind == "nominal" else np.abs(pub - own).sum())
 
 
+@pytest.mark.parametrize("change", ["unseen", "missing"])
+def test_parquet_dictionary_read_errors(tmp_path, monkeypatch, change):
+    """String QIs of a Parquet input are read as the pages' dictionary indices
+    (``Source.iter_dictionary``): a value the dictionary pass did not see, or a missing
+    one (the file changed between the passes), stops the run naming the row, as the
+    text read does; nothing is written."""
+    t = _table(3000, 11)
+    path = tmp_path / "t.parquet"
+    t.write_parquet(path, row_group_size=200)
+    real = mixed._dictionaries
+
+    def then_change(*a, **kw):
+        out = real(*a, **kw)
+        new = pl.lit("purple") if change == "unseen" else pl.lit(None, pl.String)
+        t.with_columns(pl.when(pl.int_range(pl.len()) == 2500).then(new).otherwise(pl.col("colour"))
+                       .alias("colour")).write_parquet(path, row_group_size=200)
+        return out
+
+    monkeypatch.setattr(mixed, "_dictionaries", then_change)
+    calls = []
+    codes = mixed.Mixed.dictionary_codes
+    monkeypatch.setattr(mixed.Mixed, "dictionary_codes", lambda self, *a: calls.append(1) or codes(self, *a))
+    dest = tmp_path / "out.parquet"
+    msg = (r"column 'colour' has the value 'purple' at row 2501, which the first pass did not see: .* changed"
+           if change == "unseen" else r"column 'colour' has a missing value at row 2501 \(rows counted from 1\)")
+    with pytest.raises(engine.EngineError, match=msg):
+        engine.anonymize(str(path), str(dest), QI, 3, block_size=500, ordinal={"grade": ORDER})
+    assert not dest.exists() and calls  # (the dictionary read ran)
+
+
 def _same_standardization(got, want):
     """The same ``z = (x / scale - mean) / sd`` (a column of sd 0 standardizes to 0:
     the carry columns, whose mean is a share measured either way)."""
