@@ -237,6 +237,8 @@ def _dictionaries(source, cats: list, by_cols: dict, ordinal: dict, chunk_rows: 
         return out
     read = list(dict.fromkeys([q.name for q in cats] + list(by_cols.values())))
     allowed = {c: set(order) for c, (order, _) in ordinal.items() if order is not None}
+    if not by_cols and all(q.dtype == pl.String for q in cats) and source.dictionary_columns(read):
+        return _dictionaries_parquet(source, cats, allowed, chunk_rows, out)
     for offset, frame in source.iter_frames(read, chunk_rows, native=True):
         for q in cats:
             s = frame.get_column(q.name)
@@ -264,12 +266,43 @@ def _dictionaries(source, cats: list, by_cols: dict, ordinal: dict, chunk_rows: 
             if q.name in allowed and not values <= allowed[q.name]:
                 bad = t.is_in(list(allowed[q.name])).not_()
                 i = int(bad.arg_true()[0])
-                raise EngineError(f"column {q.name!r} has the value {t[i]!r} at row {offset + i + 1}, which its "
-                                  f"--ordinal order does not list")
+                raise _unlisted(q.name, t[i], offset + i)
             if len(values) > MAX_CATEGORIES:
-                raise EngineError(f"column {q.name!r} has more than {MAX_CATEGORIES} categories: a categorical "
-                                  f"quasi-identifier is one-hot encoded; group its values first, or use a numeric code")
+                raise _too_many(q.name)
     return out
+
+
+def _dictionaries_parquet(source, cats: list, allowed: dict, chunk_rows: int, out: dict) -> dict:
+    """``_dictionaries`` of String QIs of a Parquet input from the pages' dictionaries
+    (``Source.iter_dictionary``): each chunk's distinct texts are its dictionary's
+    entries that some row uses; the same checks, in the same order."""
+    names = [q.name for q in cats]
+    for offset, _, arrays in source.iter_dictionary(names, names, chunk_rows):
+        for q in cats:
+            arr = arrays[q.name]
+            if arr.null_count:
+                raise _missing(q.name, offset + int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0]))
+            texts = arr.dictionary.to_pylist()
+            idx = arr.indices.to_numpy()
+            used = np.bincount(idx, minlength=len(texts)) > 0
+            values = out[q.name][0]
+            values.update(t for t, u in zip(texts, used) if u)
+            if q.name in allowed and not values <= allowed[q.name]:
+                bad = np.array([t not in allowed[q.name] for t in texts])
+                i = int(np.flatnonzero(bad[idx])[0])
+                raise _unlisted(q.name, texts[idx[i]], offset + i)
+            if len(values) > MAX_CATEGORIES:
+                raise _too_many(q.name)
+    return out
+
+
+def _unlisted(c: str, value, i: int) -> EngineError:
+    return EngineError(f"column {c!r} has the value {value!r} at row {i + 1}, which its --ordinal order does not list")
+
+
+def _too_many(c: str) -> EngineError:
+    return EngineError(f"column {c!r} has more than {MAX_CATEGORIES} categories: a categorical quasi-identifier is "
+                       f"one-hot encoded; group its values first, or use a numeric code")
 
 
 def _order(q: QI, order, found, label: str) -> list:

@@ -177,6 +177,53 @@ def test_parquet_dictionary_read_errors(tmp_path, monkeypatch, change):
     assert not dest.exists() and calls  # (the dictionary read ran)
 
 
+@pytest.mark.parametrize("bad", ["missing", "unlisted", "many"])
+def test_parquet_dictionary_pass_errors(tmp_path, monkeypatch, bad):
+    """The dictionary pass on String QIs of a Parquet input (``_dictionaries_parquet``,
+    from the pages' dictionaries) stops with the message the text read gives (the
+    same input as a DataFrame), naming the same row; its dictionaries are the same."""
+    t = _table(3000, 12)
+    if bad == "missing":
+        t = t.with_columns(pl.when(pl.int_range(pl.len()) == 2100).then(None).otherwise(pl.col("colour"))
+                           .alias("colour"))
+    elif bad == "unlisted":
+        t = t.with_columns(pl.when(pl.int_range(pl.len()) == 1717).then(pl.lit("none")).otherwise(pl.col("grade"))
+                           .alias("grade"))
+    elif bad == "many":
+        t = t.with_columns(pl.format("c{}", pl.int_range(pl.len()) % 150).alias("colour"))
+    path = tmp_path / "t.parquet"
+    t.write_parquet(path, row_group_size=256)
+    cfg = RunConfig.make(qi=TEXT_QI, k=3, ordinal={"grade": ORDER})
+    calls = _count(monkeypatch)
+    msgs = []
+    for data in (t, str(path)):
+        with pytest.raises(engine.EngineError) as err:
+            mixed.plan(open_source(data), cfg, 1000)
+        msgs.append(str(err.value).replace(str(path), "INPUT"))
+    assert msgs[0] == msgs[1] and ("row" in msgs[0] or bad == "many") and calls == [1], msgs
+
+
+TEXT_QI = ["x", "colour", "grade", "day", "n"]  # the categorical ones String
+
+
+def _count(monkeypatch):
+    calls = []
+    real = mixed._dictionaries_parquet
+    monkeypatch.setattr(mixed, "_dictionaries_parquet", lambda *a: calls.append(1) or real(*a))
+    return calls
+
+
+def test_parquet_dictionary_pass_dictionaries(tmp_path, monkeypatch):
+    t = _table(3000, 13)
+    path = tmp_path / "t.parquet"
+    t.write_parquet(path, row_group_size=256)
+    cfg = RunConfig.make(qi=TEXT_QI, k=3, ordinal={"grade": ORDER})
+    calls = _count(monkeypatch)
+    a, b = mixed.plan(open_source(t), cfg, 1000), mixed.plan(open_source(str(path)), cfg, 700)
+    assert [q.categories for q in a.qis] == [q.categories for q in b.qis] and calls == [1]
+    assert open_source(str(path)).dictionary_columns(["colour", "grade"])
+
+
 def _same_standardization(got, want):
     """The same ``z = (x / scale - mean) / sd`` (a column of sd 0 standardizes to 0:
     the carry columns, whose mean is a share measured either way)."""
