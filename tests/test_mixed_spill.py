@@ -224,6 +224,17 @@ def test_parquet_dictionary_pass_dictionaries(tmp_path, monkeypatch):
     assert open_source(str(path)).dictionary_columns(["colour", "grade"])
 
 
+def test_dictionary_indices_without_pandas():
+    """``mixed._indices``: a DictionaryArray's indices as a view of its buffer, also of
+    a slice (an offset) and of an empty array, equal to pyarrow's own conversion."""
+    pa = pytest.importorskip("pyarrow")
+    arr = pa.array(["b", "a", "c", "a", "b", "b", "c"]).dictionary_encode()
+    for a in (arr, arr.slice(2, 4), arr.slice(3, 0)):
+        got = mixed._indices(a)
+        np.testing.assert_array_equal(got, np.asarray(a.indices.to_pylist(), np.int64))
+        assert got.shape == (len(a),)
+
+
 def _same_standardization(got, want):
     """The same ``z = (x / scale - mean) / sd`` (a column of sd 0 standardizes to 0:
     the carry columns, whose mean is a share measured either way)."""
