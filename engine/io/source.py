@@ -436,9 +436,11 @@ class Source:
         offset = 0
         try:
             for f in self.paths:
+                have = self.folder.file_schema(f) if self.folder is not None else self.schema
+                own = [c for c in others if c in have]  # (``adapt`` adds the others as nulls)
                 pf = pq.ParquetFile(f, read_dictionary=text)
-                for b in pf.iter_batches(batch_size=chunk_rows, columns=others + text, use_threads=True):
-                    frame = adapt(_arrow_frame(b.select(others)), want) if others else None
+                for b in pf.iter_batches(batch_size=chunk_rows, columns=own + text, use_threads=True):
+                    frame = adapt(_arrow_frame(b.select(own)), want) if others else None
                     yield offset, frame, {c: b.column(c) for c in text}
                     offset += b.num_rows
         except EngineError:
