@@ -53,7 +53,7 @@ import polars as pl
 
 from .errors import EngineError
 from .io.source import frame_to_array, numeric_values
-from .kernels.groups import column_sums, gather_columns
+from .kernels.groups import column_sums, compact_group_sums, gather_columns, standardize_codes
 from .parallel import read_ahead
 from .passes.profile import Profile
 from .passes.stitch import aligned_zeros
@@ -121,6 +121,14 @@ class QI:
         return self._enum
 
     @property
+    def index(self) -> dict:
+        """Each category's code (text -> int), and the NumPy type of the Enum's codes."""
+        if getattr(self, "_index", None) is None:
+            self._index = ({c: i for i, c in enumerate(self.categories)},
+                           pl.Series([], dtype=self.enum).to_physical().to_numpy().dtype)
+        return self._index
+
+    @property
     def m(self) -> int:
         return len(self.categories) if self.categories is not None else 0
 
@@ -136,8 +144,11 @@ def _texts(s: pl.Series) -> pl.Series:
 
 
 def _first_null_error(c: str, s: pl.Series, offset: int) -> EngineError:
-    i = int(s.is_null().arg_true()[0])
-    return EngineError(f"column {c!r} has a missing value at row {offset + i + 1} (rows counted from 1)")
+    return _missing(c, offset + int(s.is_null().arg_true()[0]))
+
+
+def _missing(c: str, i: int) -> EngineError:
+    return EngineError(f"column {c!r} has a missing value at row {i + 1} (rows counted from 1)")
 
 
 def csv_types(source, cfg) -> dict:
@@ -226,6 +237,8 @@ def _dictionaries(source, cats: list, by_cols: dict, ordinal: dict, chunk_rows: 
         return out
     read = list(dict.fromkeys([q.name for q in cats] + list(by_cols.values())))
     allowed = {c: set(order) for c, (order, _) in ordinal.items() if order is not None}
+    if not by_cols and all(q.dtype == pl.String for q in cats) and source.dictionary_columns(read):
+        return _dictionaries_parquet(source, cats, allowed, chunk_rows, out)
     for offset, frame in source.iter_frames(read, chunk_rows, native=True):
         for q in cats:
             s = frame.get_column(q.name)
@@ -253,12 +266,53 @@ def _dictionaries(source, cats: list, by_cols: dict, ordinal: dict, chunk_rows: 
             if q.name in allowed and not values <= allowed[q.name]:
                 bad = t.is_in(list(allowed[q.name])).not_()
                 i = int(bad.arg_true()[0])
-                raise EngineError(f"column {q.name!r} has the value {t[i]!r} at row {offset + i + 1}, which its "
-                                  f"--ordinal order does not list")
+                raise _unlisted(q.name, t[i], offset + i)
             if len(values) > MAX_CATEGORIES:
-                raise EngineError(f"column {q.name!r} has more than {MAX_CATEGORIES} categories: a categorical "
-                                  f"quasi-identifier is one-hot encoded; group its values first, or use a numeric code")
+                raise _too_many(q.name)
     return out
+
+
+def _dictionaries_parquet(source, cats: list, allowed: dict, chunk_rows: int, out: dict) -> dict:
+    """``_dictionaries`` of String QIs of a Parquet input from the pages' dictionaries
+    (``Source.iter_dictionary``): each chunk's distinct texts are its dictionary's
+    entries that some row uses; the same checks, in the same order."""
+    names = [q.name for q in cats]
+    for offset, _, arrays in source.iter_dictionary(names, names, chunk_rows):
+        for q in cats:
+            arr = arrays[q.name]
+            if arr.null_count:
+                raise _missing(q.name, offset + int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0]))
+            texts = arr.dictionary.to_pylist()
+            idx = _indices(arr)
+            used = np.bincount(idx, minlength=len(texts)) > 0
+            values = out[q.name][0]
+            values.update(t for t, u in zip(texts, used) if u)
+            if q.name in allowed and not values <= allowed[q.name]:
+                bad = np.array([t not in allowed[q.name] for t in texts])
+                i = int(np.flatnonzero(bad[idx])[0])
+                raise _unlisted(q.name, texts[idx[i]], offset + i)
+            if len(values) > MAX_CATEGORIES:
+                raise _too_many(q.name)
+    return out
+
+
+def _indices(arr) -> np.ndarray:
+    """The indices of a pyarrow DictionaryArray without nulls, a view of its buffer
+    (pyarrow's ``to_numpy`` imports pandas, a fifth of a second)."""
+    ind = arr.indices
+    dtype = np.dtype(str(ind.type))
+    if len(ind) == 0:
+        return np.zeros(0, dtype)
+    return np.frombuffer(ind.buffers()[1], dtype=dtype, count=len(ind), offset=ind.offset * dtype.itemsize)
+
+
+def _unlisted(c: str, value, i: int) -> EngineError:
+    return EngineError(f"column {c!r} has the value {value!r} at row {i + 1}, which its --ordinal order does not list")
+
+
+def _too_many(c: str) -> EngineError:
+    return EngineError(f"column {c!r} has more than {MAX_CATEGORIES} categories: a categorical quasi-identifier is "
+                       f"one-hot encoded; group its values first, or use a numeric code")
 
 
 def _order(q: QI, order, found, label: str) -> list:
@@ -295,6 +349,16 @@ class Mixed:
                 grouping += range(q.first, q.first + q.width)
         self.grouping = np.array(grouping, np.int64)
         self.owner = np.array([j for j, q in enumerate(qis) for _ in range(q.width)], np.int64)  # encoded -> QI
+        # each encoded column's code (one-hot and carry columns), else -1: ``standardize_codes``
+        self.hot = np.full(len(self.names), -1.0)
+        for q in qis:
+            if q.kind in ("ordinal", "nominal"):
+                a = q.first + (1 if q.kind == "ordinal" else 0)
+                self.hot[a: a + q.m] = np.arange(q.m)
+        # the numeric and date QIs, and the categorical ones (their codes' first slot): ``published_sums``
+        self.values = np.array([j for j, q in enumerate(qis) if q.kind in ("numeric", "date")], np.int64)
+        self.cats = np.array([j for j, q in enumerate(qis) if q.m], np.int64)
+        self.cat_first = np.cumsum([0] + [qis[j].m for j in self.cats]).astype(np.int64)
         self.cfg = dataclasses.replace(cfg, qi=tuple(self.names))
         self.source = EncodedSource(base, self)
         self.raw: Profile | None = None  # the encoded columns' measured profile (before the weights)
@@ -315,6 +379,23 @@ class Mixed:
                               f"pass did not see: {self.source.label} changed during the run")
         codes = codes.to_physical().to_numpy()
         return codes if physical else codes.astype(np.int64)
+
+    def dictionary_codes(self, q: QI, arr, offset: int) -> np.ndarray:
+        """``codes(q, ..., physical=True)`` of a pyarrow DictionaryArray (a Parquet
+        column's dictionary indices, ``Source.iter_dictionary``): its few texts mapped
+        to codes once, then each row's index; the same errors."""
+        if arr.null_count:
+            raise _missing(q.name, offset + int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0]))
+        index, dtype = q.index
+        texts = arr.dictionary.to_pylist()
+        lut = np.array([index.get(t, -1) for t in texts], np.int64)
+        codes = lut[_indices(arr)]
+        if (lut < 0).any() and (codes < 0).any():
+            i = int(np.flatnonzero(codes < 0)[0])
+            raise EngineError(f"column {q.name!r} has the value {texts[int(arr.indices[i].as_py())]!r} at row "
+                              f"{offset + i + 1}, which the first pass did not see: {self.source.label} changed "
+                              f"during the run")
+        return codes.astype(dtype)
 
     def encode(self, frame: pl.DataFrame, offset: int, want: Sequence[str] | None = None) -> pl.DataFrame:
         """The encoded columns (Float64) of a chunk of the QI columns; ``want``: only those."""
@@ -339,12 +420,16 @@ class Mixed:
                     cols[n] = onehot[j]
         return pl.DataFrame({n: cols[n] for n in self.names if n in want and n in cols})
 
-    def compact(self, frame: pl.DataFrame, offset: int) -> pl.DataFrame:
+    def compact(self, frame: pl.DataFrame | None, offset: int, arrays: dict | None = None) -> pl.DataFrame:
         """One column a QI (named as the QI): numeric ones as read, dates as their
         epoch values, categorical ones as their category codes (unsigned integers).
-        ``expand`` turns them into the encoded columns."""
+        ``expand`` turns them into the encoded columns. ``arrays``: the String QIs as
+        dictionary arrays (``Source.iter_dictionary``), not in ``frame``."""
         cols = []
         for q in self.qis:
+            if arrays is not None and q.name in arrays:
+                cols.append(pl.Series(q.name, self.dictionary_codes(q, arrays[q.name], offset)))
+                continue
             s = frame.get_column(q.name)
             if q.kind == "numeric":
                 cols.append(s)
@@ -443,14 +528,70 @@ class Mixed:
 
     def state(self, rows: int) -> int | None:
         """Bytes of the whole-table state beside the row -> group map, for the memory
-        budget (``budget.plan_budget(state=...)``): the group table of the encoded
-        columns, which the publisher then reduces to the published values (its
-        temporaries are bounded by ``_SLICE`` groups), and the 8-byte-a-row temporary
-        the numeric plan counts too. With ``refine`` (which compacts the table: twice
-        its size) None: the numeric plan's own figure."""
-        if self.original.refine is not None:
+        budget (``budget.plan_budget(state=...)``): the group table, and the 8-byte-a-row
+        temporary the numeric plan counts too. The blocks' workers reduce each group to
+        its published values (``published``: one a QI, and its size), which the
+        publisher then uses as they are; a run that stitches the groups instead (the seam
+        polish) keeps the encoded columns' means (the publisher's temporaries are bounded
+        by ``_SLICE`` groups). With ``refine`` (which compacts the table: twice its size)
+        None: the numeric plan's own figure."""
+        cfg = self.original
+        if cfg.refine is not None:
             return None
-        return (rows // self.original.k + 1) * (8 * len(self.names) + 8) + 8 * rows
+        width = len(self.names) if cfg.effective_polish_rounds(rows) > 0 else len(self.qis)
+        return (rows // cfg.k + 1) * (8 * width + 8) + 8 * rows
+
+    def standardized(self, C: np.ndarray, profile: Profile, cols: np.ndarray) -> np.ndarray:
+        """``passes.partition.standardized(self.expand(C), profile, cols)`` (the workers'
+        standardized rows) from compact rows ``C`` (n, QIs), without the expanded ones:
+        the same values (``kernels.groups.standardize_codes``)."""
+        out = np.empty((C.shape[0], cols.shape[0]))
+        standardize_codes(np.ascontiguousarray(C), self.owner, self.hot, profile.scale, profile.mean, profile.sd,
+                          cols, out)
+        return out
+
+    def published_sums(self, C: np.ndarray, labels: np.ndarray, g: int, profile: Profile):
+        """``published`` of a unit's ``g`` groups (``labels``: each compact row's group)
+        from compact rows ``C``, without the expanded ones: the numeric and date QIs'
+        centroids with ``aggregate.unit_sums``' arithmetic on the same values (so the
+        same bits), the categorical QIs' counts of each category counted directly (the
+        whole numbers ``group_categories`` reads from the means)."""
+        first = np.array([self.qis[j].first for j in self.values], np.int64)
+        sums = np.zeros((g, self.values.shape[0]))
+        cnt = np.zeros(g, np.int64)
+        counts = np.zeros((g, int(self.cat_first[-1])), np.int64)
+        compact_group_sums(np.ascontiguousarray(C), self.values, 1.0 / profile.scale[first], self.cats,
+                           self.cat_first, labels.astype(np.int64, copy=False), sums, cnt, counts)
+        sums /= cnt[:, None]  # as unit_sums: then times the scale
+        sums *= profile.scale[first]
+        table = np.empty((g, len(self.qis)))
+        loss = np.zeros(len(self.qis))
+        for v, j in enumerate(self.values):
+            table[:, j] = sums[:, v] if self.qis[j].kind == "numeric" else np.rint(sums[:, v])
+        for c, j in enumerate(self.cats):
+            q = self.qis[j]
+            table[:, j], loss[j] = _pick(q, counts[:, self.cat_first[c]: self.cat_first[c + 1]], cnt[:, None])
+        return table, cnt, loss
+
+    def published(self, centroid: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``aggregate_blocks``' reduction of a unit's groups (``UnitPlan.reduce``, in the
+        blocks' workers): from the encoded means ``centroid`` (groups x encoded columns)
+        and the sizes, ``(table, sizes, loss)``: the published values a group and QI
+        (the number, the date's rounded epoch value, the category code: what
+        ``Publisher`` would compute from the whole table, group by group) and per QI
+        the categorical losses of ``group_categories`` (whole numbers; 0 for numbers and
+        dates). Summed over the units, in any order, the losses are exact."""
+        table = np.empty((sizes.shape[0], len(self.qis)))
+        loss = np.zeros(len(self.qis))
+        for j, q in enumerate(self.qis):
+            c = centroid[:, q.first]
+            if q.kind == "numeric":
+                table[:, j] = c
+            elif q.kind == "date":
+                table[:, j] = np.rint(c)
+            else:
+                table[:, j], loss[j] = group_categories(q, centroid, sizes)
+        return table, sizes, loss
 
     # --- publishing ----------------------------------------------------------------------
 
@@ -562,15 +703,19 @@ def group_categories(q: QI, centroid: np.ndarray, sizes: np.ndarray) -> tuple[np
     changed = 0
     for g in range(0, sizes.shape[0], _SLICE):  # in slices: bounded temporaries
         size = sizes[g: g + _SLICE, None]
-        counts = np.rint(centroid[g: g + _SLICE, a: a + q.m] * size)
-        if q.kind == "nominal":
-            pick = np.argmax(counts, axis=1)
-            changed += int(size.sum()) - int(counts[np.arange(counts.shape[0]), pick].sum())
-        else:
-            pick = np.argmax(2 * np.cumsum(counts, axis=1) >= size, axis=1)
-            changed += int((counts * np.abs(np.arange(q.m)[None, :] - pick[:, None])).sum())
-        out[g: g + _SLICE] = pick
+        out[g: g + _SLICE], part = _pick(q, np.rint(centroid[g: g + _SLICE, a: a + q.m] * size), size)
+        changed += part
     return out, changed
+
+
+def _pick(q: QI, counts: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, int]:
+    """``group_categories`` from the counts (groups, categories) of whole numbers and
+    the sizes (groups, 1)."""
+    if q.kind == "nominal":
+        pick = np.argmax(counts, axis=1)
+        return pick, int(size.sum()) - int(counts[np.arange(counts.shape[0]), pick].sum())
+    pick = np.argmax(2 * np.cumsum(counts, axis=1) >= size, axis=1)
+    return pick, int((counts * np.abs(np.arange(q.m)[None, :] - pick[:, None])).sum())
 
 
 _SLICE = 65_536  # groups at a time in ``group_categories``
@@ -589,15 +734,16 @@ class Publisher:
         self.unread = [q.name for q in mixed.qis if q.kind in ("ordinal", "nominal")]
         # one row a group, one value a QI (the number, the date's rounded epoch value, the
         # category code), 64-byte aligned: the write pass gathers a row's values at once
-        self.table = aligned_zeros(groups.sizes.shape[0], len(mixed.qis))
-        for j, q in enumerate(mixed.qis):
-            c = groups.centroid[:, q.first]
-            if q.kind == "numeric":
-                self.table[:, j] = c
-            elif q.kind == "date":
-                self.table[:, j] = np.rint(c)
-            else:
-                self.table[:, j], self.changed[j] = group_categories(q, groups.centroid, groups.sizes)
+        if groups.sse is not None:  # the blocks' workers' reduction (``Mixed.published``) as it is
+            assert groups.centroid.shape[1] == len(mixed.qis)
+            self.table = groups.centroid
+            self.changed[:] = groups.sse
+        else:  # the encoded columns' means (stitched groups)
+            self.table = aligned_zeros(groups.sizes.shape[0], len(mixed.qis))
+            for g in range(0, groups.sizes.shape[0], _SLICE):  # (bounded temporaries)
+                part = mixed.published(groups.centroid[g: g + _SLICE], groups.sizes[g: g + _SLICE])
+                self.table[g: g + _SLICE] = part[0]
+                self.changed += part[2].astype(np.int64)
         self.domains = {q.name: q.domain() for q in mixed.qis if q.categories is not None}
         e = len(mixed.names)
         # numeric and date QIs: the write pass's row-order sums (``kernels.groups.column_sums``)
@@ -690,11 +836,18 @@ class EncodedSource:
         return read_ahead(frames) if prefetch else frames
 
     def iter_codes(self, chunk_rows: int, prefetch: bool = False):
-        """``(offset, frame)`` of the compact columns (``Mixed.compact``: one a QI)."""
+        """``(offset, frame)`` of the compact columns (``Mixed.compact``: one a QI). String
+        QIs of a Parquet input: their codes from the pages' dictionary indices
+        (``Source.iter_dictionary``, ``Mixed.dictionary_codes``), no text decoded a row."""
         read = [q.name for q in self.mixed.qis]
-        native = any(q.kind in ("ordinal", "nominal") for q in self.mixed.qis)
-        frames = ((offset, self.mixed.compact(frame, offset))
-                  for offset, frame in self.base.iter_frames(read, chunk_rows, native=native))
+        text = [q.name for q in self.mixed.qis if q.m and q.dtype == pl.String]
+        if self.base.dictionary_columns(text):
+            frames = ((offset, self.mixed.compact(frame, offset, arrays))
+                      for offset, frame, arrays in self.base.iter_dictionary(read, text, chunk_rows))
+        else:
+            native = any(q.kind in ("ordinal", "nominal") for q in self.mixed.qis)
+            frames = ((offset, self.mixed.compact(frame, offset))
+                      for offset, frame in self.base.iter_frames(read, chunk_rows, native=native))
         return read_ahead(frames) if prefetch else frames
 
     def iter_arrays(self, columns, chunk_rows: int, prefetch: bool = False):

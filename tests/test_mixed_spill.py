@@ -103,6 +103,138 @@ def test_profile_from_codes_rescaled():
     _same_standardization(got, want)
 
 
+@pytest.mark.parametrize("big", [False, True])
+def test_workers_on_codes_equal_the_expanded_rows(big):
+    """The aggregate pass's workers on compact records (``Mixed.standardized``,
+    ``Mixed.published_sums``: kernels ``standardize_codes``, ``compact_group_sums``)
+    give bit for bit what the expanded rows give (``standardize_serial`` of
+    ``expand``, then ``unit_sums``' centroids reduced by ``Mixed.published``): the
+    standardized rows, each group's published values and size, the categories' losses."""
+    from engine.passes.aggregate import unit_sums
+    from engine.passes.partition import standardized
+
+    t = _table(3000, 7)
+    if big:  # measured in a power-of-two scale
+        t = t.with_columns(pl.col("x") * 1e200)
+    m = _plan(t)
+    names = [q.name for q in m.qis]
+    prof = m.profile_pass(1000, False, 3000)
+    assert (prof.scale[0] > 1) == big
+    C = np.ascontiguousarray(frame_to_columns(m.compact(t.select(names), 0), names).T)
+    X = m.expand(C)
+    for cols in (m.grouping, np.arange(len(m.names))):
+        np.testing.assert_array_equal(_bits(m.standardized(C, prof, cols)), _bits(standardized(X, prof, cols)))
+    rng = np.random.default_rng(8)
+    g = 400
+    labels = rng.permutation(np.arange(3000) % g).astype(np.int64)  # every group used, sizes 7 or 8
+    table, cnt, loss = m.published_sums(C, labels, g, prof)
+    want = unit_sums(X, labels, g, prof, m)
+    np.testing.assert_array_equal(_bits(table), _bits(want[0]))
+    np.testing.assert_array_equal(cnt, want[1])
+    np.testing.assert_array_equal(loss, want[2])
+    # the slow way: each group's mode / lower median counted row by row, and the values changed
+    for j in m.cats:
+        q = m.qis[j]
+        for grp in range(0, g, 37):
+            codes = C[labels == grp, j].astype(int)
+            counts = np.bincount(codes, minlength=q.m)
+            if q.kind == "nominal":
+                assert table[grp, j] == np.argmax(counts)
+            else:
+                assert table[grp, j] == np.flatnonzero(2 * np.cumsum(counts) >= codes.size)[0]
+        pub = table[labels, j].astype(int)
+        own = C[:, j].astype(int)
+        assert loss[j] == ((pub != own).sum() if q.kind == "nominal" else np.abs(pub - own).sum())
+
+
+@pytest.mark.parametrize("change", ["unseen", "missing"])
+def test_parquet_dictionary_read_errors(tmp_path, monkeypatch, change):
+    """String QIs of a Parquet input are read as the pages' dictionary indices
+    (``Source.iter_dictionary``): a value the dictionary pass did not see, or a missing
+    one (the file changed between the passes), stops the run naming the row, as the
+    text read does; nothing is written."""
+    t = _table(3000, 11)
+    path = tmp_path / "t.parquet"
+    t.write_parquet(path, row_group_size=200)
+    real = mixed._dictionaries
+
+    def then_change(*a, **kw):
+        out = real(*a, **kw)
+        new = pl.lit("purple") if change == "unseen" else pl.lit(None, pl.String)
+        t.with_columns(pl.when(pl.int_range(pl.len()) == 2500).then(new).otherwise(pl.col("colour"))
+                       .alias("colour")).write_parquet(path, row_group_size=200)
+        return out
+
+    monkeypatch.setattr(mixed, "_dictionaries", then_change)
+    calls = []
+    codes = mixed.Mixed.dictionary_codes
+    monkeypatch.setattr(mixed.Mixed, "dictionary_codes", lambda self, *a: calls.append(1) or codes(self, *a))
+    dest = tmp_path / "out.parquet"
+    msg = (r"column 'colour' has the value 'purple' at row 2501, which the first pass did not see: .* changed"
+           if change == "unseen" else r"column 'colour' has a missing value at row 2501 \(rows counted from 1\)")
+    with pytest.raises(engine.EngineError, match=msg):
+        engine.anonymize(str(path), str(dest), QI, 3, block_size=500, ordinal={"grade": ORDER})
+    assert not dest.exists() and calls  # (the dictionary read ran)
+
+
+@pytest.mark.parametrize("bad", ["missing", "unlisted", "many"])
+def test_parquet_dictionary_pass_errors(tmp_path, monkeypatch, bad):
+    """The dictionary pass on String QIs of a Parquet input (``_dictionaries_parquet``,
+    from the pages' dictionaries) stops with the message the text read gives (the
+    same input as a DataFrame), naming the same row; its dictionaries are the same."""
+    t = _table(3000, 12)
+    if bad == "missing":
+        t = t.with_columns(pl.when(pl.int_range(pl.len()) == 2100).then(None).otherwise(pl.col("colour"))
+                           .alias("colour"))
+    elif bad == "unlisted":
+        t = t.with_columns(pl.when(pl.int_range(pl.len()) == 1717).then(pl.lit("none")).otherwise(pl.col("grade"))
+                           .alias("grade"))
+    elif bad == "many":
+        t = t.with_columns(pl.format("c{}", pl.int_range(pl.len()) % 150).alias("colour"))
+    path = tmp_path / "t.parquet"
+    t.write_parquet(path, row_group_size=256)
+    cfg = RunConfig.make(qi=TEXT_QI, k=3, ordinal={"grade": ORDER})
+    calls = _count(monkeypatch)
+    msgs = []
+    for data in (t, str(path)):
+        with pytest.raises(engine.EngineError) as err:
+            mixed.plan(open_source(data), cfg, 1000)
+        msgs.append(str(err.value).replace(str(path), "INPUT"))
+    assert msgs[0] == msgs[1] and ("row" in msgs[0] or bad == "many") and calls == [1], msgs
+
+
+TEXT_QI = ["x", "colour", "grade", "day", "n"]  # the categorical ones String
+
+
+def _count(monkeypatch):
+    calls = []
+    real = mixed._dictionaries_parquet
+    monkeypatch.setattr(mixed, "_dictionaries_parquet", lambda *a: calls.append(1) or real(*a))
+    return calls
+
+
+def test_parquet_dictionary_pass_dictionaries(tmp_path, monkeypatch):
+    t = _table(3000, 13)
+    path = tmp_path / "t.parquet"
+    t.write_parquet(path, row_group_size=256)
+    cfg = RunConfig.make(qi=TEXT_QI, k=3, ordinal={"grade": ORDER})
+    calls = _count(monkeypatch)
+    a, b = mixed.plan(open_source(t), cfg, 1000), mixed.plan(open_source(str(path)), cfg, 700)
+    assert [q.categories for q in a.qis] == [q.categories for q in b.qis] and calls == [1]
+    assert open_source(str(path)).dictionary_columns(["colour", "grade"])
+
+
+def test_dictionary_indices_without_pandas():
+    """``mixed._indices``: a DictionaryArray's indices as a view of its buffer, also of
+    a slice (an offset) and of an empty array, equal to pyarrow's own conversion."""
+    pa = pytest.importorskip("pyarrow")
+    arr = pa.array(["b", "a", "c", "a", "b", "b", "c"]).dictionary_encode()
+    for a in (arr, arr.slice(2, 4), arr.slice(3, 0)):
+        got = mixed._indices(a)
+        np.testing.assert_array_equal(got, np.asarray(a.indices.to_pylist(), np.int64))
+        assert got.shape == (len(a),)
+
+
 def _same_standardization(got, want):
     """The same ``z = (x / scale - mean) / sd`` (a column of sd 0 standardizes to 0:
     the carry columns, whose mean is a share measured either way)."""

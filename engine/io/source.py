@@ -410,6 +410,44 @@ class Source:
                 raise found from None
             raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
 
+    def dictionary_columns(self, text: Sequence[str]) -> bool:
+        """Whether ``iter_dictionary`` can read the String columns ``text``: a Parquet
+        input whose every file holds them as String."""
+        if self.kind != "parquet" or not self.paths or not text:
+            return False
+        for f in self.paths:
+            have = self.folder.file_schema(f) if self.folder is not None else self.schema
+            if any(c not in have or have[c] != pl.String or self.schema[c] != pl.String for c in text):
+                return False
+        return True
+
+    def iter_dictionary(self, columns: Sequence[str], text: Sequence[str], chunk_rows: int):
+        """Yield ``(row_offset, frame, arrays)`` in input order, at most ``chunk_rows`` rows
+        each: ``frame`` the ``columns`` but ``text`` (as ``iter_frames`` gives them; None
+        when there are none), ``arrays`` each ``text`` column as a pyarrow DictionaryArray
+        (the Parquet pages' dictionary indices, no string decoded a row: a caller that maps
+        a few distinct texts to codes reads them once a chunk). Only when
+        ``dictionary_columns(text)``."""
+        import pyarrow.parquet as pq
+
+        text = list(text)
+        others = [c for c in columns if c not in set(text)]
+        want = pl.Schema({c: self.schema[c] for c in others})
+        offset = 0
+        try:
+            for f in self.paths:
+                have = self.folder.file_schema(f) if self.folder is not None else self.schema
+                own = [c for c in others if c in have]  # (``adapt`` adds the others as nulls)
+                pf = pq.ParquetFile(f, read_dictionary=text)
+                for b in pf.iter_batches(batch_size=chunk_rows, columns=own + text, use_threads=True):
+                    frame = adapt(_arrow_frame(b.select(own)), want) if others else None
+                    yield offset, frame, {c: b.column(c) for c in text}
+                    offset += b.num_rows
+        except EngineError:
+            raise
+        except Exception as exc:
+            raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+
     def iter_arrays(self, columns: Sequence[str], chunk_rows: int,
                     prefetch: bool = False) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(row_offset, array)``: contiguous float64 (rows, len(columns)); nulls as

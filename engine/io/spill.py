@@ -177,12 +177,13 @@ class BlockStore:
             raise EngineError(f"cannot write temporary data in {self.path}: {os_reason(exc)}") from None
         return path
 
-    def read(self, block: int, contiguous: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    def read(self, block: int, contiguous: bool = True, expand: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """``(row_ids int64, X float64 (m, d))`` of one block, in row order: C-contiguous
         arrays, or (``contiguous=False``, wide records only) strided views into the
-        records read; with ``expand``, X is the expanded values (C-contiguous)."""
+        records read; with the store's ``expand`` (unless ``expand`` is False: the values
+        as spilled), X is the expanded values (C-contiguous)."""
         ids, X = self._read(block, contiguous)
-        return (ids, X) if self.expand is None else (ids, self.expand(X))
+        return (ids, X) if self.expand is None or not expand else (ids, self.expand(X))
 
     def _read(self, block: int, contiguous: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """The records of one block as spilled (before ``expand``)."""
@@ -192,13 +193,13 @@ class BlockStore:
         raw = np.fromfile(self._file(block), dtype=np.uint8)
         return decode_records(raw, n, int(self.narrow_rows[block]), self.d, self._file(block), contiguous)
 
-    def read_many(self, blocks, contiguous: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    def read_many(self, blocks, contiguous: bool = True, expand: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Several blocks, concatenated in the order given (see ``read``)."""
         if len(blocks) == 1:
-            return self.read(blocks[0], contiguous)
+            return self.read(blocks[0], contiguous, expand)
         parts = [self._read(b) for b in blocks]
         ids, X = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-        return (ids, X) if self.expand is None else (ids, self.expand(X))
+        return (ids, X) if self.expand is None or not expand else (ids, self.expand(X))
 
     def units(self, min_rows: int) -> list[list[int]]:
         """Consecutive blocks grouped so that each unit holds at least ``min_rows`` rows

@@ -36,6 +36,51 @@ def accumulate_scaled_sums(X, inv, labels, out_sums, out_counts):
 
 
 @njit(cache=True, nogil=True)
+def compact_group_sums(C, vals, inv, cats, first, labels, out_sums, out_counts, out_cats):
+    """Group sums of compact rows ``C`` (n, QIs; ``engine.mixed``: numbers and category
+    codes): ``out_sums[g, v] += C[i, vals[v]] * inv[v]`` in row order (what
+    ``accumulate_scaled_sums`` adds to those columns of the expanded rows), the row
+    counts, and per categorical column ``cats[c]`` the rows of each code
+    (``out_cats[g, first[c] + code]``: the sums of its one-hot columns, as whole numbers)."""
+    n = C.shape[0]
+    for i in range(n):
+        g = labels[i]
+        out_counts[g] += 1
+        for v in range(vals.shape[0]):
+            out_sums[g, v] += C[i, vals[v]] * inv[v]
+        for c in range(cats.shape[0]):
+            out_cats[g, first[c] + np.int64(C[i, cats[c]])] += 1
+
+
+@njit(cache=True, nogil=True)
+def standardize_codes(C, src, hot, scale, mean, sd, cols, out):
+    """``moments.standardize_serial`` of the expanded columns ``cols`` of compact rows
+    ``C`` (n, QIs) without expanding them: expanded column j is ``C[i, src[j]]`` when
+    ``hot[j] < 0``, else 1.0 when ``C[i, src[j]] == hot[j]`` and 0.0 otherwise (a
+    one-hot column); the same arithmetic on the same values, so the same bits (a one-hot
+    column's two standardized values computed once)."""
+    n = C.shape[0]
+    m = cols.shape[0]
+    z0 = np.zeros(m)
+    z1 = np.zeros(m)
+    for jj in range(m):
+        j = cols[jj]
+        if sd[j] > 0.0:
+            z0[jj] = (0.0 * (1.0 / scale[j]) - mean[j]) / sd[j]
+            z1[jj] = (1.0 * (1.0 / scale[j]) - mean[j]) / sd[j]
+    for i in range(n):
+        for jj in range(m):
+            j = cols[jj]
+            x = C[i, src[j]]
+            if hot[j] >= 0.0:
+                out[i, jj] = z1[jj] if x == hot[j] else z0[jj]
+            elif sd[j] > 0.0:
+                out[i, jj] = (x * (1.0 / scale[j]) - mean[j]) / sd[j]
+            else:
+                out[i, jj] = 0.0
+
+
+@njit(cache=True, nogil=True)
 def published_sse(X, inv, labels, centroid, out):
     """``out[j] += ((X[i, j] - centroid[labels[i], j]) * inv[j])^2`` over the rows in
     order: the squared error of the published values in units of the scale, as

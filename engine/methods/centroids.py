@@ -211,14 +211,17 @@ class CentroidFlow:
             else:
                 self.seams = (np.empty((rows, cols.shape[0])), [])
         # without refinement or seam polish the workers also sum each group's values: no stitch pass
+        # (mixed-type QIs: their published values, one a QI: ``mixed.Mixed.published``)
+        reduce = self.mixed
         if cfg.refine is None and self.seams is None:
-            self.sums = (aligned_zeros(rows // cfg.k, len(cfg.qi)), np.zeros(rows // cfg.k, np.int64),
-                         np.zeros(len(cfg.qi)))
+            width = len(cfg.qi) if reduce is None else len(self.mixed.qis)
+            self.sums = (aligned_zeros(rows // cfg.k, width), np.zeros(rows // cfg.k, np.int64), np.zeros(width))
         # on Dask the units are tasks: the default block function (this family's kernels,
         # as ``block_labels``) travels, not this flow
         block, mapper = (self._block, None) if self.backend is None else (None, self.backend.map_ordered)
         polish = (self.polish_rounds, near, POLISH_ROTATIONS) if self.polish_rounds > 0 else None
-        plan = UnitPlan(self._method(), cfg.effective_leaf_size(rows), polish, block)
+        plan = UnitPlan(self._method(), cfg.effective_leaf_size(rows), polish, block,
+                        reduce if self.sums is not None else None)
         n_groups = aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols, plan, labels, threads, bar,
                                     sums=self.sums, seams=self.seams, mapper=mapper)
         if self.polish_rounds > 0:

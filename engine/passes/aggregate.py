@@ -104,12 +104,22 @@ class UnitPlan:
     nearest groups, at most ``rounds`` rounds, ending at a round gaining less than
     ``POLISH_MIN_GAIN``; ``rotations``: a count, or the matrices once ``aggregate_blocks``
     made them); ``block(Z, leaf, progress)``: the method's block function (None: the
-    kernels named by the code, as on Dask, where the plan travels to the workers)."""
+    kernels named by the code, as on Dask, where the plan travels to the workers);
+    ``reduce``: what the workers keep of a unit's groups instead of their centroids
+    and squared errors (``aggregate_blocks``' ``sums``), or None: an object
+    (``engine.mixed.Mixed``: one published value a group and QI, not the encoded
+    columns' means) whose ``published(centroid, count)`` gives ``(table, count,
+    per-column sums)``; when the store expands its records when read
+    (``BlockStore.expand``), the workers read them as spilled instead, and its
+    ``standardized(C, profile, cols)`` and ``published_sums(C, labels, groups,
+    profile)`` give the same standardized rows and the same ``(table, count, sums)``
+    from the spilled values."""
 
     method: tuple[int, int, float]
     leaf: int = 0
     polish: tuple | None = None
     block: Callable | None = None
+    reduce: object | None = None
 
 
 def aggregate_blocks(store, units, profile, cols: np.ndarray, plan: UnitPlan, labels: np.ndarray, threads: int,
@@ -125,7 +135,9 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, plan: UnitPlan, la
     ``profile.scale`` in the block's row order, then ``groups_from_sums``'
     arithmetic), without reading the blocks again, and the squared error of the
     published centroids per QI in units of the scale (``published_sse``), added to
-    ``sse`` in block order: the write pass then needs no QI values.
+    ``sse`` in block order: the write pass then needs no QI values. With
+    ``plan.reduce`` the workers reduce the centroids and counts first; ``centroid``
+    and ``sse`` then hold its table and its sums (their widths).
 
     With ``seams = (Z, part)`` the workers' standardized rows are also copied into
     ``Z`` (by row id) and the unit of every group appended to the list ``part``, for
@@ -173,8 +185,14 @@ def aggregate_unit(unit, *, store, profile, cols, plan: UnitPlan, want_sums, wan
     from .partition import standardized
 
     method_code, k, gamma = plan.method
-    ids, X = store.read_many(unit, contiguous=False)  # views into the records read
-    Z = standardized(X, profile, cols)
+    # (``plan.reduce`` on a store of compact records: read as spilled, never expanded)
+    compact = plan.reduce is not None and getattr(store, "expand", None) is not None
+    if compact:
+        ids, X = store.read_many(unit, expand=False)
+        Z = plan.reduce.standardized(X, profile, cols)
+    else:
+        ids, X = store.read_many(unit, contiguous=False)  # views into the records read
+        Z = standardized(X, profile, cols)
     if plan.block is not None:
         local = plan.block(Z, plan.leaf, progress)
     elif plan.leaf:
@@ -189,13 +207,19 @@ def aggregate_unit(unit, *, store, profile, cols, plan: UnitPlan, want_sums, wan
         polish_kernel(Z, local, k, rounds, near, rot, np.zeros(1, np.int64) if stop is None else stop,
                       POLISH_MIN_GAIN)
     g = int(local.max()) + 1
-    part = unit_sums(X, local, g, profile) if want_sums else None
+    if not want_sums:
+        part = None
+    elif compact:
+        part = plan.reduce.published_sums(X, local, g, profile)
+    else:
+        part = unit_sums(X, local, g, profile, plan.reduce)
     return ids, local, g, (part, ids if want_z else None, Z if want_z else None)
 
 
-def unit_sums(X: np.ndarray, local: np.ndarray, g: int, profile):
+def unit_sums(X: np.ndarray, local: np.ndarray, g: int, profile, reduce=None):
     """``(centroid, count, squared error per QI)`` of a unit's ``g`` groups, as
-    ``stitch_blocks`` would compute them (see ``aggregate_blocks``' ``sums``)."""
+    ``stitch_blocks`` would compute them (see ``aggregate_blocks``' ``sums``);
+    with ``reduce`` (``UnitPlan.reduce``), ``reduce.published(centroid, count)`` instead."""
     from ..kernels.groups import accumulate_scaled_sums, published_sse
 
     c, cnt = np.zeros((g, X.shape[1])), np.zeros(g, np.int64)
@@ -203,6 +227,8 @@ def unit_sums(X: np.ndarray, local: np.ndarray, g: int, profile):
     accumulate_scaled_sums(X, inv, local, c, cnt)  # exact: powers of two
     c /= cnt[:, None]  # as groups_from_sums
     c *= profile.scale
+    if reduce is not None:
+        return reduce.published(c, cnt)
     err = np.zeros(X.shape[1])
     if (profile.scale == 1.0).all():
         published_sse(X, inv, local, c, err)

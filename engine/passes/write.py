@@ -24,6 +24,7 @@ from ..io.sink import PARQUET_OPTIONS
 from ..io.tempfiles import io_errno
 from .selfcheck import ClassCounter
 from ..kernels.groups import column_sums, gather_columns
+from ..parallel import read_ahead
 from ..progress import Progress
 from .profile import Profile
 from .stitch import Groups
@@ -198,39 +199,47 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     writer = _Writer(path, fmt)
     counter = ClassCounter(qi, groups.count) if counter is None else counter
     unit_scale = np.ones(d)
+
+    def published():
+        """The frames to write, in order: read and published one chunk ahead of the
+        counting and the writer (``read_ahead``: on its own thread, in row order, so
+        the sums do not depend on it)."""
+        for offset, frame in source.iter_frames(read, chunk_rows, native=True):
+            h = frame.height
+            lab = groups.labels[offset: offset + h]
+            if lab.shape[0] != h:
+                raise EngineError(f"{source.label} changed during the run: it now has more than the "
+                                  f"{profile.rows:,} rows counted by the first pass")
+            # centroids gathered (column-major: each row of ``out`` becomes a column
+            # without a copy); SSE of the published values against the input, both
+            # standardized (exactly what is written), and the sums for SST
+            if publisher is not None:  # mixed-type QIs (engine.mixed)
+                frame = publisher.publish(frame, lab, offset)
+            else:
+                out = np.empty((d, h))
+                publish(lab, groups.centroid, out)
+                if not measured:
+                    for j, c in enumerate(qi):
+                        if profile.scale[j] == 1.0:
+                            column_sums(numeric_values(frame.get_column(c)), out[j], profile.scale, profile.mean,
+                                        j, col_sse, zs, zq)
+                        else:  # huge values: differences in units of the scale (x - v itself may overflow)
+                            inv = 1.0 / profile.scale[j]
+                            column_sums(numeric_values(frame.get_column(c)).astype(np.float64) * inv,
+                                        out[j] * inv, unit_scale, profile.mean, j, col_sse, zs, zq)
+                frame = frame.with_columns(pl.Series(c, out[j], dtype=pl.Float64) for j, c in enumerate(qi))
+            if read is not None:
+                frame = frame.select(order)  # the input's column order (no copy)
+            if group_column is not None:
+                frame = frame.with_columns(pl.Series(group_column, lab, dtype=pl.Int64))
+            yield offset, frame
+
     try:
         with Progress("write", profile.rows, progress) as bar:
-            for offset, frame in source.iter_frames(read, chunk_rows, prefetch=True, native=True):
-                h = frame.height
-                lab = groups.labels[offset: offset + h]
-                if lab.shape[0] != h:
-                    raise EngineError(f"{source.label} changed during the run: it now has more than the "
-                                      f"{profile.rows:,} rows counted by the first pass")
-                # centroids gathered (column-major: each row of ``out`` becomes a column
-                # without a copy); SSE of the published values against the input, both
-                # standardized (exactly what is written), and the sums for SST
-                if publisher is not None:  # mixed-type QIs (engine.mixed)
-                    frame = publisher.publish(frame, lab, offset)
-                else:
-                    out = np.empty((d, h))
-                    publish(lab, groups.centroid, out)
-                    if not measured:
-                        for j, c in enumerate(qi):
-                            if profile.scale[j] == 1.0:
-                                column_sums(numeric_values(frame.get_column(c)), out[j], profile.scale, profile.mean,
-                                            j, col_sse, zs, zq)
-                            else:  # huge values: differences in units of the scale (x - v itself may overflow)
-                                inv = 1.0 / profile.scale[j]
-                                column_sums(numeric_values(frame.get_column(c)).astype(np.float64) * inv,
-                                            out[j] * inv, unit_scale, profile.mean, j, col_sse, zs, zq)
-                    frame = frame.with_columns(pl.Series(c, out[j], dtype=pl.Float64) for j, c in enumerate(qi))
-                if read is not None:
-                    frame = frame.select(order)  # the input's column order (no copy)
-                if group_column is not None:
-                    frame = frame.with_columns(pl.Series(group_column, lab, dtype=pl.Int64))
+            for offset, frame in read_ahead(published(), "microagg-publisher"):
                 counter.add(frame)
                 writer.add(frame)
-                bar.update(offset + h)
+                bar.update(offset + frame.height)
         if counter.rows < profile.rows:
             raise EngineError(f"{source.label} changed during the run: it now has {counter.rows:,} rows, "
                               f"the first pass counted {profile.rows:,}")
