@@ -40,7 +40,11 @@ still a valid partition (every operation keeps sizes).
 ``polish_seams`` polishes a partition whose parts (units of the streamed path)
 were polished on their own: its first round starts from the groups with a near
 group in another part, and only the lists of the groups that round visits get the
-two-hop refresh before it.
+two-hop refresh before it (``SEAM_DESCENT`` of them). With ``parallel`` the near
+lists (windows, refreshes before the first round) run on all Numba threads, chunked
+by group, each list computed as the serial kernel would: the same lists for any
+thread count. ``polish_seams_parts`` polishes parts of the groups side by side
+(``seam_parts``; measured and left off by default: ``config.POLISH_SEAM_PARTS``).
 
 Layout: the rows of each group sit in ``cap`` = max(2k-1, largest group)
 consecutive slots of a private copy ``P`` (group g at ``P[g*cap: g*cap+cap]``),
@@ -59,6 +63,7 @@ from .refine import nearest_groups  # (Python: all pairs for few groups, else a 
 
 NEAR_WINDOW = 24   # positions on each side in every kd order
 NEAR_DESCENT = 2   # two-hop refreshes of every list before the first round
+SEAM_DESCENT = 1   # the same before a seam polish's first round, of the lists it visits (one: docs/notes/quality-at-scale.md)
 
 
 def rotations(d: int, count: int = 3) -> np.ndarray:
@@ -436,7 +441,7 @@ def _run(Z, labels, k, rounds, near_count, part, R, stop, min_gain, parallel=Fal
         # neighbours of neighbours, toward the exact lists: of every group, or for seams of the
         # groups the first round visits (those with a near group in another part, and their near groups)
         refresh = active if part.shape[0] != G else _seam_groups(near, part)
-        for _ in range(NEAR_DESCENT):
+        for _ in range(NEAR_DESCENT if part.shape[0] != G else SEAM_DESCENT):
             if parallel:
                 refresh_lists_parallel(mu, near, refresh, old_near, np.int64(get_num_threads()))
             else:
