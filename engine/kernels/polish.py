@@ -136,26 +136,10 @@ def _kd_order(C, R, o, orders, pos):
 
 
 @njit(cache=True, nogil=True)
-def _insert(row, dist, h, dd):
-    """Bounded insertion of candidate ``h`` at squared distance ``dd`` into the sorted
-    list ``row`` (distances ``dist``; ties by id; -1: empty)."""
-    L = row.shape[0]
-    if dd > dist[L - 1] or (dd == dist[L - 1] and row[L - 1] >= 0 and h > row[L - 1]):
-        return
-    i = L - 1
-    while i > 0 and (dist[i - 1] > dd or (dist[i - 1] == dd and row[i - 1] > h)):
-        dist[i] = dist[i - 1]
-        row[i] = row[i - 1]
-        i -= 1
-    dist[i] = dd
-    row[i] = h
-
-
-@njit(cache=True, nogil=True)
 def _window_one(g, C, pos, orders, W, near, nd, mark):
     """``near[g]``: the nearest among the groups within ``W`` positions of g in every
     order (``mark[h] == g``: h already a candidate of g)."""
-    G = near.shape[0]
+    G, L = near.shape
     d = C.shape[1]
     mark[g] = g
     for o in range(orders.shape[0]):
@@ -169,7 +153,15 @@ def _window_one(g, C, pos, orders, W, near, nd, mark):
             for j in range(d):
                 tt = C[g, j] - C[h, j]
                 dd += tt * tt
-            _insert(near[g], nd[g], h, dd)
+            if dd > nd[g, L - 1] or (dd == nd[g, L - 1] and (near[g, L - 1] >= 0 and h > near[g, L - 1])):
+                continue
+            i = L - 1
+            while i > 0 and (nd[g, i - 1] > dd or (nd[g, i - 1] == dd and near[g, i - 1] > h)):
+                nd[g, i] = nd[g, i - 1]
+                near[g, i] = near[g, i - 1]
+                i -= 1
+            nd[g, i] = dd
+            near[g, i] = h
 
 
 @njit(cache=True, nogil=True)
@@ -222,7 +214,15 @@ def _refresh_one(A, mu, near, old, nd, mark):
             for j in range(d):
                 tt = mu[A, j] - mu[C, j]
                 dd += tt * tt
-            _insert(near[A], nd, C, dd)
+            if dd > nd[L - 1] or (dd == nd[L - 1] and near[A, L - 1] >= 0 and C > near[A, L - 1]):
+                continue
+            i = L - 1
+            while i > 0 and (nd[i - 1] > dd or (nd[i - 1] == dd and near[A, i - 1] > C)):
+                nd[i] = nd[i - 1]
+                near[A, i] = near[A, i - 1]
+                i -= 1
+            nd[i] = dd
+            near[A, i] = C
 
 
 @njit(cache=True, nogil=True)
