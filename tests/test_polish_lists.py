@@ -82,3 +82,22 @@ def test_seam_polish_by_parts_is_the_same_for_any_thread_count():
     assert sizes.min() >= 3 and sizes.max() <= 5
     assert sse(Z, outs[0]) < sse(Z, lab)
     assert np.array_equal(gpart[outs[0]], gpart[lab])  # every row stays in its part's groups
+
+
+@pytest.mark.slow
+def test_streamed_seam_polish_by_parts(monkeypatch):
+    """The streamed path with the seam polish by parts (off by default): groups k..2k-1,
+    every row in one group, the same output for any thread count and chunk size."""
+    import engine
+    import engine.methods.centroids as co
+    from engine.synth import NUMERIC_QI, census_like
+
+    monkeypatch.setattr(co, "POLISH_UNIT_ROWS", 2_000)
+    monkeypatch.setattr(co, "POLISH_SEAM_PARTS", 2)
+    table = census_like(6_000, seed=9).select(list(NUMERIC_QI))
+    runs = [engine.microaggregate(table, qi=table.columns, k=3, block_size=1_000, threads=t, chunk_rows=c)
+            for t, c in ((1, 100_000), (2, 777))]
+    assert np.array_equal(runs[0].labels, runs[1].labels) and runs[0].table.equals(runs[1].table)
+    sizes = np.bincount(runs[0].labels)
+    assert sizes.min() >= 3 and sizes.max() <= 5 and sizes.sum() == table.height
+    assert runs[0].report.polish["seam_rounds"] >= 1

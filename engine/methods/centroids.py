@@ -249,7 +249,8 @@ class CentroidFlow:
     def _polish_seams(self, labels):
         """The seams between the units: with ``POLISH_SEAM_PARTS`` > 1 the groups are cut
         into that many parts across the seams (``seam_parts``), polished side by side;
-        else one serial ``polish_seams`` over the whole table."""
+        else (the default) one ``polish_seams`` over the whole table, its near lists on
+        all threads, its rounds serial."""
         import functools
 
         from ..kernels.polish import polish_seams, polish_seams_parts, rotations, seam_parts
