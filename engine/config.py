@@ -32,6 +32,7 @@ DEFAULT_POLISH_ROUNDS = 32
 POLISH_MAX_ROWS = 2_000_000
 POLISH_UNIT_ROWS = 100_000  # rows aggregated and polished together in a worker (consecutive blocks)
 POLISH_MIN_GAIN = 0.01
+POLISH_SEAM_PARTS = 1  # > 1: seam polish in that many parts cut across the seams, side by side (loses IL: off)
 POLISH_ROTATIONS = 3  # near lists from windows of 1 + 3 kd orders (0: exact kd-tree queries, slower)
 
 

@@ -30,3 +30,20 @@ def local_optimum_gap(Z, labels, k, L) -> float:
 
 
 __all__ = ["local_optimum_gap", "nearest_groups", "sse"]
+
+
+def two_hop(C: np.ndarray, old: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The two-hop refresh of the near lists ``old`` (-1: empty) of the groups with
+    ``mask`` set: the ``L`` nearest means (ties by id) among ``old[A]`` and the lists of
+    its members, A itself left out; other lists kept."""
+    G, L = old.shape
+    out = old.copy()
+    for A in range(G):
+        if not mask[A]:
+            continue
+        cand = {int(B) for B in old[A] if B >= 0}
+        cand |= {int(c) for B in old[A] if B >= 0 for c in old[B] if c >= 0}
+        cand.discard(A)
+        ranked = sorted((float(((C[c] - C[A]) ** 2).sum()), c) for c in cand)[:L]
+        out[A] = [c for _, c in ranked] + [-1] * (L - len(ranked))
+    return out

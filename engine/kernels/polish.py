@@ -40,7 +40,11 @@ still a valid partition (every operation keeps sizes).
 ``polish_seams`` polishes a partition whose parts (units of the streamed path)
 were polished on their own: its first round starts from the groups with a near
 group in another part, and only the lists of the groups that round visits get the
-two-hop refresh before it.
+two-hop refresh before it (``SEAM_DESCENT`` of them). With ``parallel`` the near
+lists (windows, refreshes before the first round) run on all Numba threads, chunked
+by group, each list computed as the serial kernel would: the same lists for any
+thread count. ``polish_seams_parts`` polishes parts of the groups side by side
+(``seam_parts``; measured and left off by default: ``config.POLISH_SEAM_PARTS``).
 
 Layout: the rows of each group sit in ``cap`` = max(2k-1, largest group)
 consecutive slots of a private copy ``P`` (group g at ``P[g*cap: g*cap+cap]``),
@@ -52,13 +56,14 @@ is a local optimum of all moves and swaps, SSE recomputed from scratch).
 """
 
 import numpy as np
-from numba import njit
+from numba import get_num_threads, njit, prange
 
 from .leaf import split_leaves
 from .refine import nearest_groups  # (Python: all pairs for few groups, else a kd-tree; the same lists)
 
 NEAR_WINDOW = 24   # positions on each side in every kd order
 NEAR_DESCENT = 2   # two-hop refreshes of every list before the first round
+SEAM_DESCENT = 1   # the same before a seam polish's first round, of the lists it visits (one: docs/notes/quality-at-scale.md)
 
 
 def rotations(d: int, count: int = 3) -> np.ndarray:
@@ -88,9 +93,9 @@ def rotations(d: int, count: int = 3) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def near_by_windows(sums, counts, near, R, W):
-    """``near[g]``: the L nearest centroids to g's among the groups within ``W``
-    positions of g in each kd order (axes, then each rotation in ``R``)."""
+def _window_setup(sums, counts, near, R):
+    """The centroids ``C``, the kd orders (``orders[o]``: the groups in order ``o``;
+    ``pos[o, g]``: g's position) and the distances ``nd`` of the (emptied) lists."""
     G, L = near.shape
     d = sums.shape[1]
     C = np.empty((G, d))
@@ -105,46 +110,119 @@ def near_by_windows(sums, counts, near, R, W):
     O = R.shape[0] + 1
     pos = np.empty((O, G), np.int64)  # position of each group in each kd order
     orders = np.empty((O, G), np.int64)
+    return C, nd, pos, orders
+
+
+@njit(cache=True, nogil=True)
+def _kd_order(C, R, o, orders, pos):
+    """kd order ``o`` of the centroids: the axes (o = 0), else rotation ``R[o - 1]``."""
+    G, d = C.shape
     Y = np.empty((G, d))
-    for o in range(O):
-        if o == 0:
-            for g in range(G):  # (element by element: no shape-mismatch error path to compile)
-                for j in range(d):
-                    Y[g, j] = C[g, j]
-        else:
-            for g in range(G):
-                for j in range(d):
-                    v = 0.0
-                    for i in range(d):
-                        v += C[g, i] * R[o - 1, i, j]
-                    Y[g, j] = v
-        order, _ = split_leaves(Y, np.int64(4))  # int64, not a literal (one compiled version)
-        for p in range(G):
-            orders[o, p] = order[p]
-            pos[o, order[p]] = p
-    mark = np.full(G, -1, np.int64)  # mark[h] == g: h already a candidate of g
-    for g in range(G):
-        mark[g] = g
-        for o in range(O):
-            p = pos[o, g]
-            for u in range(max(0, p - W), min(G, p + W + 1)):
-                h = orders[o, u]
-                if mark[h] == g:
-                    continue
-                mark[h] = g
-                dd = 0.0
-                for j in range(d):
-                    tt = C[g, j] - C[h, j]
-                    dd += tt * tt
-                if dd > nd[g, L - 1] or (dd == nd[g, L - 1] and (near[g, L - 1] >= 0 and h > near[g, L - 1])):
-                    continue
-                i = L - 1
-                while i > 0 and (nd[g, i - 1] > dd or (nd[g, i - 1] == dd and near[g, i - 1] > h)):
-                    nd[g, i] = nd[g, i - 1]
-                    near[g, i] = near[g, i - 1]
-                    i -= 1
-                nd[g, i] = dd
-                near[g, i] = h
+    if o == 0:
+        for g in range(G):  # (element by element: no shape-mismatch error path to compile)
+            for j in range(d):
+                Y[g, j] = C[g, j]
+    else:
+        for g in range(G):
+            for j in range(d):
+                v = 0.0
+                for i in range(d):
+                    v += C[g, i] * R[o - 1, i, j]
+                Y[g, j] = v
+    order, _ = split_leaves(Y, np.int64(4))  # int64, not a literal (one compiled version)
+    for p in range(G):
+        orders[o, p] = order[p]
+        pos[o, order[p]] = p
+
+
+@njit(cache=True, nogil=True)
+def _window_one(g, C, pos, orders, W, near, nd, mark):
+    """``near[g]``: the nearest among the groups within ``W`` positions of g in every
+    order (``mark[h] == g``: h already a candidate of g)."""
+    G, L = near.shape
+    d = C.shape[1]
+    mark[g] = g
+    for o in range(orders.shape[0]):
+        p = pos[o, g]
+        for u in range(max(0, p - W), min(G, p + W + 1)):
+            h = orders[o, u]
+            if mark[h] == g:
+                continue
+            mark[h] = g
+            dd = 0.0
+            for j in range(d):
+                tt = C[g, j] - C[h, j]
+                dd += tt * tt
+            if dd > nd[g, L - 1] or (dd == nd[g, L - 1] and (near[g, L - 1] >= 0 and h > near[g, L - 1])):
+                continue
+            i = L - 1
+            while i > 0 and (nd[g, i - 1] > dd or (nd[g, i - 1] == dd and near[g, i - 1] > h)):
+                nd[g, i] = nd[g, i - 1]
+                near[g, i] = near[g, i - 1]
+                i -= 1
+            nd[g, i] = dd
+            near[g, i] = h
+
+
+@njit(cache=True, nogil=True)
+def near_by_windows(sums, counts, near, R, W):
+    """``near[g]``: the L nearest centroids to g's among the groups within ``W``
+    positions of g in each kd order (axes, then each rotation in ``R``)."""
+    C, nd, pos, orders = _window_setup(sums, counts, near, R)
+    for o in range(orders.shape[0]):
+        _kd_order(C, R, o, orders, pos)
+    mark = np.full(near.shape[0], -1, np.int64)
+    for g in range(near.shape[0]):
+        _window_one(g, C, pos, orders, W, near, nd, mark)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def near_by_windows_parallel(sums, counts, near, R, W, nth):
+    """``near_by_windows`` on ``nth`` threads: the orders side by side, then the groups
+    in ``nth`` chunks, each with its own marks. Every list depends only on the
+    centroids: the same lists for any thread count."""
+    C, nd, pos, orders = _window_setup(sums, counts, near, R)
+    for o in prange(orders.shape[0]):
+        _kd_order(C, R, o, orders, pos)
+    G = near.shape[0]
+    for c in prange(nth):
+        mark = np.full(G, -1, np.int64)
+        for g in range(c * G // nth, (c + 1) * G // nth):
+            _window_one(g, C, pos, orders, W, near, nd, mark)
+
+
+@njit(cache=True, nogil=True)
+def _refresh_one(A, mu, near, old, nd, mark):
+    """``near[A]``: the L nearest means among ``old[A]`` and the lists ``old[B]`` of
+    its members (``mark[C] == A``: C seen; ``nd``: L distances, scratch)."""
+    L = near.shape[1]
+    d = mu.shape[1]
+    for t in range(L):
+        near[A, t] = -1
+        nd[t] = np.inf
+    mark[A] = A
+    for t in range(L):
+        B = old[A, t]
+        if B < 0:
+            continue
+        for u in range(-1, L):
+            C = B if u < 0 else old[B, u]
+            if C < 0 or mark[C] == A:
+                continue
+            mark[C] = A
+            dd = 0.0
+            for j in range(d):
+                tt = mu[A, j] - mu[C, j]
+                dd += tt * tt
+            if dd > nd[L - 1] or (dd == nd[L - 1] and near[A, L - 1] >= 0 and C > near[A, L - 1]):
+                continue
+            i = L - 1
+            while i > 0 and (nd[i - 1] > dd or (nd[i - 1] == dd and near[A, i - 1] > C)):
+                nd[i] = nd[i - 1]
+                near[A, i] = near[A, i - 1]
+                i -= 1
+            nd[i] = dd
+            near[A, i] = C
 
 
 @njit(cache=True, nogil=True)
@@ -153,40 +231,29 @@ def refresh_lists(mu, near, mask, old, nd, mark):
     and the lists of its members (two hops), ties by group id (bounded insertion).
     Reads ``old`` (a copy of ``near``), so the order of updates does not matter."""
     G, L = near.shape
-    d = mu.shape[1]
     for A in range(G):
         mark[A] = -1
         for t in range(L):
             old[A, t] = near[A, t]
     for A in range(G):
-        if mask[A] == 0:
-            continue
+        if mask[A] != 0:
+            _refresh_one(A, mu, near, old, nd, mark)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def refresh_lists_parallel(mu, near, mask, old, nth):
+    """``refresh_lists`` on ``nth`` threads (``nth`` chunks of groups, each with its
+    own scratch): every list depends only on ``old``, so the same for any thread count."""
+    G, L = near.shape
+    for A in prange(G):
         for t in range(L):
-            near[A, t] = -1
-            nd[t] = np.inf
-        mark[A] = A
-        for t in range(L):
-            B = old[A, t]
-            if B < 0:
-                continue
-            for u in range(-1, L):
-                C = B if u < 0 else old[B, u]
-                if C < 0 or mark[C] == A:
-                    continue
-                mark[C] = A
-                dd = 0.0
-                for j in range(d):
-                    tt = mu[A, j] - mu[C, j]
-                    dd += tt * tt
-                if dd > nd[L - 1] or (dd == nd[L - 1] and near[A, L - 1] >= 0 and C > near[A, L - 1]):
-                    continue
-                i = L - 1
-                while i > 0 and (nd[i - 1] > dd or (nd[i - 1] == dd and near[A, i - 1] > C)):
-                    nd[i] = nd[i - 1]
-                    near[A, i] = near[A, i - 1]
-                    i -= 1
-                nd[i] = dd
-                near[A, i] = C
+            old[A, t] = near[A, t]
+    for c in prange(nth):
+        mark = np.full(G, -1, np.int64)
+        nd = np.empty(L)
+        for A in range(c * G // nth, (c + 1) * G // nth):
+            if mask[A] != 0:
+                _refresh_one(A, mu, near, old, nd, mark)
 
 
 @njit(cache=True, nogil=True)
@@ -332,21 +399,22 @@ def _swap(P, rid, sums, counts, mu, cap, A, p, B, q):
     _group_mean(sums, counts, mu, B)
 
 
-def polish(Z, labels, k, rounds, near_count, R, stop, min_gain=0.0):
+def polish(Z, labels, k, rounds, near_count, R, stop, min_gain=0.0, parallel=False):
     """Relabel ``labels`` (int64, in place) with lower SSE; returns
     ``(rounds run, operations applied)``. ``min_gain`` > 0: stop after the first
-    round that lowered the SSE by less than this fraction of it."""
-    return _run(Z, labels, k, rounds, near_count, np.empty(0, np.int64), R, stop, min_gain)
+    round that lowered the SSE by less than this fraction of it. ``parallel``: the
+    near lists (windows and two-hop refreshes) on all Numba threads, the same lists."""
+    return _run(Z, labels, k, rounds, near_count, np.empty(0, np.int64), R, stop, min_gain, parallel)
 
 
-def polish_seams(Z, labels, k, rounds, near_count, part, R, stop, min_gain=0.0):
+def polish_seams(Z, labels, k, rounds, near_count, part, R, stop, min_gain=0.0, parallel=False):
     """``polish`` of a partition made of parts already polished on their own
     (``part[g]``: the part of group g): the first round visits only the groups
     with a near group in another part (and, as always, the groups near them)."""
-    return _run(Z, labels, k, rounds, near_count, part, R, stop, min_gain)
+    return _run(Z, labels, k, rounds, near_count, part, R, stop, min_gain, parallel)
 
 
-def _run(Z, labels, k, rounds, near_count, part, R, stop, min_gain):
+def _run(Z, labels, k, rounds, near_count, part, R, stop, min_gain, parallel=False):
     """Python driver of three kernels (the layout, the near lists, the rounds), so
     that each compiles on its own and a run compiles only the near-list kernel it
     uses (kd-tree queries with an empty ``R``, else the kd orders)."""
@@ -364,13 +432,20 @@ def _run(Z, labels, k, rounds, near_count, part, R, stop, min_gain):
     if R.shape[0] == 0 or R.shape[1] != d:
         nearest_groups(sums, counts, near, active)
     else:
-        near_by_windows(sums, counts, near, R, np.int64(NEAR_WINDOW))
+        W = np.int64(NEAR_WINDOW)
+        if parallel:
+            near_by_windows_parallel(sums, counts, near, R, W, np.int64(get_num_threads()))
+        else:
+            near_by_windows(sums, counts, near, R, W)
         old_near, ndist, mark = np.empty_like(near), np.empty(L), np.full(G, -1, np.int64)
         # neighbours of neighbours, toward the exact lists: of every group, or for seams of the
         # groups the first round visits (those with a near group in another part, and their near groups)
         refresh = active if part.shape[0] != G else _seam_groups(near, part)
-        for _ in range(NEAR_DESCENT):
-            refresh_lists(mu, near, refresh, old_near, ndist, mark)
+        for _ in range(NEAR_DESCENT if part.shape[0] != G else SEAM_DESCENT):
+            if parallel:
+                refresh_lists_parallel(mu, near, refresh, old_near, np.int64(get_num_threads()))
+            else:
+                refresh_lists(mu, near, refresh, old_near, ndist, mark)
     return _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds, stop, float(min_gain))
 
 
@@ -500,3 +575,65 @@ def _rounds(P, rid, sums, counts, mu, cap, near, active, part, labels, k, rounds
         for t in range(counts[g]):
             labels[rid[g * cap + t]] = g
     return r, ops
+
+
+def seam_parts(C, unit, parts):
+    """Part (0..``parts``-1) of each group for a parallel seam polish: recursive median
+    splits (by rank, ties by group id) of the group means ``C``, each along the axis
+    that divides the groups of every unit most evenly (the largest sum over units of
+    the smaller side's count; ties: the lowest axis). The units were cut from one
+    another, so such an axis crosses their seams: the seams lie inside the parts.
+    ``parts``: a power of two, fixed (not the thread count): the result depends only on
+    ``C``, ``unit`` and ``parts``."""
+    G, d = C.shape
+    out = np.zeros(G, np.int64)
+    segments = [np.arange(G)]
+    while len(segments) < parts:
+        nxt = []
+        for seg in segments:
+            m = seg.shape[0] // 2
+            best, best_order = -1, None
+            for j in range(d):
+                order = np.argsort(C[seg, j], kind="stable")
+                u = unit[seg]
+                low = np.bincount(u[order[:m]], minlength=int(u.max()) + 1)
+                score = int(np.minimum(low, np.bincount(u) - low).sum())
+                if score > best:
+                    best, best_order = score, order
+            nxt += [seg[best_order[:m]], seg[best_order[m:]]]
+        segments = nxt
+    for p, seg in enumerate(segments):
+        out[seg] = p
+    return out
+
+
+def polish_seams_parts(Z, labels, k, rounds, near_count, unit, gpart, R, stop, min_gain=0.0, threads=1):
+    """``polish_seams`` run on each part of the groups (``gpart[g]``) on its own: the
+    rows of a part's groups copied out, its groups numbered in id order, their near
+    groups searched among the part's groups only. Parts run ``threads`` at a time;
+    each is serial and touches only its own groups, so the labels depend only on the
+    arguments, not on ``threads``. Returns ``(largest rounds run, operations)``."""
+    from ..parallel import ordered_map
+
+    P = int(gpart.max()) + 1 if gpart.shape[0] else 0
+    rpart = gpart[labels]
+    local = np.empty(gpart.shape[0], np.int64)
+
+    def one(p):
+        gids = np.flatnonzero(gpart == p)
+        rows = np.flatnonzero(rpart == p)
+        if gids.shape[0] < 2:
+            return rows, None, (0, 0)
+        lab = local[labels[rows]]
+        res = polish_seams(Z[rows], lab, k, rounds, near_count, unit[gids], R, stop, min_gain)
+        return rows, gids[lab], res
+
+    for p in range(P):
+        gids = np.flatnonzero(gpart == p)
+        local[gids] = np.arange(gids.shape[0])
+    r_max, ops = 0, 0
+    for rows, new, (r, o) in ordered_map(one, list(range(P)), threads, stop=stop, inline=threads <= 1 or P <= 1):
+        if new is not None:
+            labels[rows] = new
+        r_max, ops = max(r_max, int(r)), ops + int(o)
+    return r_max, ops

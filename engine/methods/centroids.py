@@ -18,7 +18,7 @@ import logging
 import numpy as np
 
 from .. import mixed as mixed_types
-from ..config import POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_UNIT_ROWS, polish_near
+from ..config import POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_SEAM_PARTS, POLISH_UNIT_ROWS, polish_near
 from ..errors import EngineError
 from ..io.schema import check_output_types
 from ..io.sink import check_csv_columns
@@ -63,6 +63,7 @@ class CentroidFlow:
         self.sums = None
         self.seams = None
         self.polish_rounds = 0
+        self.threads = 1
         self.mixed = None  # mixed-type QIs (``engine.mixed.Mixed``): self.cfg is then its encoded config
 
     # ------------------------------------------------------------ boundary
@@ -197,6 +198,7 @@ class CentroidFlow:
 
     def aggregate(self, blocks, labels, threads, bar) -> int:
         cfg, rows, cols = self.cfg, blocks.profile.rows, self.cols
+        self.threads = threads
         if blocks.single:  # one exact block, no leaves; the write pass measures the errors
             return aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols,
                                     UnitPlan(self._method(), block=self._block), labels, threads, bar)
@@ -248,15 +250,31 @@ class CentroidFlow:
         return n_groups
 
     def _polish_seams(self, labels):
+        """The seams between the units: with ``POLISH_SEAM_PARTS`` > 1 the groups are cut
+        into that many parts across the seams (``seam_parts``), polished side by side;
+        else (the default) one ``polish_seams`` over the whole table, its near lists on
+        all threads, its rounds serial."""
         import functools
 
-        from ..kernels.polish import polish_seams, rotations
+        from ..kernels.polish import polish_seams, polish_seams_parts, rotations, seam_parts
 
         cfg = self.cfg
+        Z, unit = self.seams[0], np.asarray(self.seams[1], np.int64)
         lab = np.asarray(labels).astype(np.int64)
-        seams = functools.partial(polish_seams, min_gain=POLISH_MIN_GAIN)
-        r, ops = _interruptible(seams, self.seams[0], lab, cfg.k, self.polish_rounds, polish_near(cfg.k),
-                                np.asarray(self.seams[1], np.int64), rotations(self.cols.shape[0], POLISH_ROTATIONS))
+        args = (Z, lab, cfg.k, self.polish_rounds, polish_near(cfg.k), unit)
+        R = rotations(self.cols.shape[0], POLISH_ROTATIONS)
+        if POLISH_SEAM_PARTS > 1:
+            G = unit.shape[0]
+            cnt = np.bincount(lab, minlength=G).astype(np.float64)
+            C = np.empty((G, Z.shape[1]))
+            for j in range(Z.shape[1]):
+                C[:, j] = np.bincount(lab, weights=Z[:, j], minlength=G) / cnt
+            gpart = seam_parts(C, unit, POLISH_SEAM_PARTS)
+            seams = functools.partial(polish_seams_parts, min_gain=POLISH_MIN_GAIN, threads=self.threads)
+            r, ops = _interruptible(seams, *args, gpart, R)
+        else:
+            seams = functools.partial(polish_seams, min_gain=POLISH_MIN_GAIN, parallel=True)
+            r, ops = _interruptible(seams, *args, R)
         labels[:] = lab
         self.seams = None
         self.polished.update(seam_rounds=int(r), seam_operations=int(ops))
