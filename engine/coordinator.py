@@ -196,9 +196,9 @@ def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rs
         raise EngineError(f"{source.label} has no rows")
     flow.check_rows(source, rows)
     threads = cfg.threads or numba.get_num_threads()
-    # (mixed-type QIs: a chunk holds the input's columns, not the encoded ones)
-    budget = plan_budget(flow.budget_cfg, rows, columns=len(getattr(source, "base", source).columns), threads=threads,
-                         kind=source.kind,
+    # (mixed-type QIs: a chunk holds the input's columns, not the encoded ones, read as the input's kind)
+    read = getattr(source, "base", source)
+    budget = plan_budget(flow.budget_cfg, rows, columns=len(read.columns), threads=threads, kind=read.kind,
                          start_rss=start_rss, **flow.budget_args(source, rows))
     source = source.bounded(budget.piece_bytes)
     single = rows <= budget.block_size and not force_blocks

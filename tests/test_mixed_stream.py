@@ -72,13 +72,20 @@ def test_streamed_one_block_equals_in_memory(table):
     assert streamed.report.information_loss_percent < 1.5 * exact.report.information_loss_percent
 
 
-def test_memory_limit_csv_pieces(table, tmp_path):
-    """A CSV read in pieces under --memory-limit gives the same release."""
+def test_memory_limit_csv_pieces(table, tmp_path, monkeypatch):
+    """A CSV read in pieces under --memory-limit gives the same release; the budget
+    plans the pieces as for any CSV input (the encoded source reads a CSV file)."""
+    from engine import coordinator
+
     t, _ = table
     csv = tmp_path / "t.csv"
     t.select(["x", "colour", "grade", "flag", "day", "other"]).write_csv(csv)
     a = engine.microaggregate(str(csv), QI, 3, ordinal={"grade": ORDER}, block_size=800, polish_rounds=0)
+    planned = []
+    plan = coordinator.plan_budget
+    monkeypatch.setattr(coordinator, "plan_budget", lambda *a, **kw: planned.append(kw["kind"]) or plan(*a, **kw))
     b = engine.microaggregate(str(csv), QI, 3, ordinal={"grade": ORDER}, block_size=800, polish_rounds=0,
                               memory_limit="2GiB")  # pieces of 2-16 MiB whatever the limit
+    assert planned == ["csv"]
     np.testing.assert_array_equal(a.labels, b.labels)
     assert a.table.schema["day"] == pl.Date and a.table.schema["colour"] == pl.String
