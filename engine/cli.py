@@ -490,7 +490,12 @@ def _unsafe_code() -> tuple:
       SIGTERM during the first call of a kernel);
     - the import machinery: an extension module whose import is interrupted may print
       the interrupt's traceback and raise an ImportError instead (Numba's
-      ``_devicearray`` does).
+      ``_devicearray`` does);
+    - NumPy's and Polars' Python code: Polars' Rust code (and the ``numpy`` crate it
+      uses) calls back into it, and an exception there can make the Rust side panic
+      (seen once: a Ctrl-C half a second into ``demo`` on a loaded machine ended in a
+      ``PanicException`` and exit 1). Called from our code it is safe, but the frame
+      does not say who called it: the interrupt then waits for our own code.
 
     Returns ``(files, folders)``; the folders are found without importing the packages."""
     import concurrent.futures._base
@@ -500,7 +505,7 @@ def _unsafe_code() -> tuple:
     files = frozenset([*(m.__file__ for m in (threading, queue, concurrent.futures._base)),
                        "<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"])
     folders = []
-    for name in ("numba", "llvmlite"):
+    for name in ("numba", "llvmlite", "numpy", "polars"):
         spec = importlib.util.find_spec(name)
         for loc in (spec.submodule_search_locations or []) if spec is not None else []:
             folders.append(os.path.join(loc, ""))
@@ -587,6 +592,10 @@ def main(argv=None) -> int:
         if interrupt is not None:  # (or raised in a compiled kernel: a SystemError it caused)
             return _interrupted(interrupt)
         return _failed(exc)
+    except BaseException:  # (a Rust panic is a BaseException: pyo3's PanicException)
+        if received_signals:  # the signal's doing: the interrupt hit Rust code's callback
+            return _interrupted(Terminated() if received_signals[0] == signal.SIGTERM else KeyboardInterrupt())
+        raise
     finally:
         received_signals.clear()
 
@@ -632,6 +641,10 @@ def entry() -> None:
         code = _entry_main()
     except KeyboardInterrupt as exc:  # and Terminated
         code = _interrupted(exc)
+    except BaseException:  # a Rust panic while the libraries were imported (see ``main``)
+        if not received_signals:
+            raise
+        code = _interrupted(Terminated() if received_signals[0] == signal.SIGTERM else KeyboardInterrupt())
     try:
         sys.stdout.flush()
         sys.stderr.flush()

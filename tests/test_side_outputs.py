@@ -480,6 +480,63 @@ def test_an_error_after_a_signal_is_the_signal(table, tmp_path, capsys, monkeypa
     assert errors.received_signals == []  # not carried into the next command or API call
 
 
+def test_a_rust_panic_after_a_signal_is_the_signal(table, tmp_path, capsys, monkeypatch):
+    """An interrupt raised in Python code that Polars' Rust code called back makes Rust
+    panic (pyo3's PanicException, a BaseException): after a signal that is the
+    signal's doing: 130, nothing written. Without a signal the panic is not hidden."""
+    _, src = table
+    out = tmp_path / "out.parquet"
+    from engine import coordinator, errors
+
+    class PanicException(BaseException):  # (as pyo3_runtime's)
+        pass
+
+    def panics(*a, **kw):
+        errors.received_signals.append(signal.SIGINT)
+        raise PanicException("called `Result::unwrap()` on an `Err` value: KeyboardInterrupt")
+
+    monkeypatch.setattr(coordinator, "plan_budget", panics)
+    code, err = _run(["anonymize", src, out, *ANON], capsys)
+    assert code == 130, err
+    assert not out.exists() and _ours(tmp_path) == []
+    assert errors.received_signals == []
+
+    def panics_alone(*a, **kw):
+        raise PanicException("a bug")
+
+    monkeypatch.setattr(coordinator, "plan_budget", panics_alone)
+    with pytest.raises(PanicException):
+        main([str(a) for a in ["anonymize", src, out, *ANON]])
+
+
+@pytest.mark.parametrize("package", ["numpy", "polars", "numba"])
+def test_the_interrupt_waits_outside_code_rust_may_call(package, monkeypatch):
+    """The handler does not raise while the main thread runs NumPy's or Polars' Python
+    code (Rust may have called it: an exception there panics) or Numba's: it tries
+    again 20 ms later; in our own code it raises."""
+    import importlib
+    import types
+
+    from engine import cli, errors
+
+    mod = importlib.import_module(package)
+    frame = types.SimpleNamespace(f_code=types.SimpleNamespace(co_filename=mod.__file__))
+    ours = types.SimpleNamespace(f_code=types.SimpleNamespace(co_filename=cli.__file__))
+    timers = []
+    monkeypatch.setattr(cli.signal, "setitimer", lambda which, seconds: timers.append(seconds))
+    monkeypatch.setattr(errors, "received_signals", [signal.SIGINT])
+    monkeypatch.setattr(cli, "received_signals", errors.received_signals)
+    cli._delivery.clear()
+    cli._delivery["unsafe"] = cli._unsafe_code()
+    try:
+        cli._deliver(frame)  # deferred: no exception
+        assert timers == [cli._RETRY_SECONDS]
+        with pytest.raises(KeyboardInterrupt):
+            cli._deliver(ours)
+    finally:
+        cli._delivery.clear()
+
+
 def test_a_signal_before_the_command_is_not_lost(table, tmp_path, capsys):
     """A signal noted by ``entry``'s handler before ``main`` (its interrupt swallowed by an
     extension module's import, which turns it into an ImportError that ``entry`` ignores)
