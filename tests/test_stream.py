@@ -154,6 +154,7 @@ def test_spill_folder_removed_on_success_and_error(census_dir, tmp_path, monkeyp
         raise EngineError("simulated failure in the stitch pass")
 
     monkeypatch.setattr(co, "Groups", boom)  # the stitch of the workers' results
+    monkeypatch.setattr(co, "stitch_blocks", boom)  # (or of the blocks, after a seam polish)
     out2 = tmp_path / "out2.parquet"
     with pytest.raises(EngineError, match="simulated"):
         engine.anonymize(str(census_dir), out2, qi=QI, k=4, block_size=4_000, tmp_dir=tmp_path)

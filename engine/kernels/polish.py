@@ -183,7 +183,7 @@ def near_by_windows_parallel(sums, counts, near, R, W, nth):
     centroids: the same lists for any thread count."""
     C, nd, pos, orders = _window_setup(sums, counts, near, R)
     for o in prange(orders.shape[0]):
-        _kd_order(C, R, o, orders, pos)
+        _kd_order(C, R, np.int64(o), orders, pos)  # (a prange index is unsigned: one specialization)
     G = near.shape[0]
     for c in prange(nth):
         mark = np.full(G, -1, np.int64)

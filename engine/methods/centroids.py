@@ -181,11 +181,15 @@ class CentroidFlow:
         return Moments(columns, np.ones(len(columns)))
 
     def units(self, store, budget, profile):
-        """Polished runs aggregate units of several blocks (fewer seams); else one block a unit."""
+        """Polished runs aggregate units of several blocks (fewer seams), at least two units
+        (a table of fewer than 2 x ``POLISH_UNIT_ROWS`` rows: units of half of it, so that
+        two workers share it; the seams cost less than the second core gains, and the
+        output depends on the rows only); else one block a unit."""
         if isinstance(store, MemoryBlocks):  # one block in memory: no polish
             return store.units(0)
         self.polish_rounds = self.cfg.effective_polish_rounds(profile.rows)
-        return store.units(max(2 * self.cfg.k, POLISH_UNIT_ROWS if self.polish_rounds > 0 else 0))
+        unit = min(POLISH_UNIT_ROWS, profile.rows // 2) if self.polish_rounds > 0 else 0
+        return store.units(max(2 * self.cfg.k, unit))
 
     # ------------------------------------------------------------ pass 3
 
