@@ -32,6 +32,11 @@ DEFAULT_POLISH_ROUNDS = 32
 POLISH_MAX_ROWS = 2_000_000
 POLISH_UNIT_ROWS = 100_000  # rows aggregated and polished together in a worker (consecutive blocks)
 POLISH_MIN_GAIN = 0.01
+# the seam polish's near lists on all threads (polish.near_by_windows_parallel,
+# refresh_lists_parallel: the same lists): 0.1-0.25 s less at census 200k, but their
+# parallel compilation took the first `microagg demo` on an empty cache from 13.6 to
+# 18.2 s (target 15 s): off until they compile cheaper (docs/notes/quality-at-scale.md)
+SEAM_PARALLEL_LISTS = False
 POLISH_SEAM_PARTS = 1  # > 1: seam polish in that many parts cut across the seams, side by side (loses IL: off)
 POLISH_ROTATIONS = 3  # near lists from windows of 1 + 3 kd orders (0: exact kd-tree queries, slower)
 

@@ -18,7 +18,8 @@ import logging
 import numpy as np
 
 from .. import mixed as mixed_types
-from ..config import POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_SEAM_PARTS, POLISH_UNIT_ROWS, polish_near
+from ..config import (POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_SEAM_PARTS, POLISH_UNIT_ROWS, SEAM_PARALLEL_LISTS,
+                      polish_near)
 from ..errors import EngineError
 from ..io.schema import check_output_types
 from ..io.sink import check_csv_columns
@@ -277,7 +278,7 @@ class CentroidFlow:
             seams = functools.partial(polish_seams_parts, min_gain=POLISH_MIN_GAIN, threads=self.threads)
             r, ops = _interruptible(seams, *args, gpart, R)
         else:
-            seams = functools.partial(polish_seams, min_gain=POLISH_MIN_GAIN, parallel=True)
+            seams = functools.partial(polish_seams, min_gain=POLISH_MIN_GAIN, parallel=SEAM_PARALLEL_LISTS)
             r, ops = _interruptible(seams, *args, R)
         labels[:] = lab
         self.seams = None
