@@ -32,6 +32,7 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 vertical-align:top}th{background:#f0f3f8}td.num{text-align:right;font-variant-numeric:tabular-nums}
 figure{margin:1em 0;padding:.5em;border:1px solid #e3e3e3;background:#fff}figure svg{max-width:100%;height:auto}
 figcaption{font-size:.92em;color:#444;margin-top:.3em}.note{color:#555;font-style:italic}
+.bar{display:inline-block;height:.8em;background:#4472c4}
 .ok{color:#1a7f37;font-weight:bold}.bad{color:#c0392b;font-weight:bold}
 """
 
@@ -314,20 +315,15 @@ def _section_run(r: dict) -> str:
         rows.insert(5, ("gamma", r["gamma"]))
     body = [_table(rows)]
     passes = r.get("passes") or {}
-    if passes:
-        fig = _fig(7, 0.45 * len(passes) + 0.9)
-        ax = fig.add_subplot()
-        names = list(passes)[::-1]
-        vals = [passes[n] for n in names]
-        ax.barh(names, vals, color=ACCENT)
-        for y, v in enumerate(vals):
-            ax.annotate(f"{v:.2f} s", (v, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
-        ax.set_xlabel("wall time of the pass (seconds)")
-        ax.set_title(f"Time per pass (whole run {r['wall_seconds']:.2f} s)", y=1.0)
-        ax.margins(x=0.15)
-        _style(ax)
-        body.append(_figure(fig, "How to read: each bar is the wall time of one pass over the data, in "
-                                 "order from top to bottom; their sum is close to the run's wall time."))
+    if passes:  # a table, not a figure: known only after the write pass, and the run waits for the page
+        wall = r["wall_seconds"] or 0.0
+        top = max(passes.values()) or 1.0
+        rows = [(name, _Raw(f"{seconds:.2f}"), _Raw(f"{100.0 * seconds / wall:.0f} %" if wall > 0 else "—"),
+                 _Raw(f'<span class="bar" style="width:{12.0 * seconds / top:.2f}em"></span>'))
+                for name, seconds in passes.items()]
+        body.append(_table(rows, header=("pass", "wall time (s)", "share of the run", "")))
+        body.append(_note("One row per pass over the data, in order; the bar is the pass's wall time, "
+                          "the longest pass the full width."))
     return _section("run", "The run", body)
 
 

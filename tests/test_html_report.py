@@ -199,9 +199,13 @@ def test_page_has_every_section_and_figure_offline():
     text = html_report.render(r)
     p = _parse(text)
     assert p.sections == list(SECTIONS)
-    assert p.svgs == p.figures == 4  # timings, group sizes, IL per QI, distributions
+    assert p.svgs == p.figures == 3  # group sizes, IL per QI, distributions (the timings: a table)
     _offline(text)
     assert text.count("How to read:") == p.figures
+    run_section = text[text.index('<section id="run">'):text.index('<section id="guarantee">')]
+    assert r["passes"]
+    for name, seconds in r["passes"].items():  # the time per pass: a row each, with its share of the run
+        assert f"<td>{name}</td><td>{seconds:.2f}</td><td>{100 * seconds / r['wall_seconds']:.0f} %</td>" in run_section
     for c in QI.split(","):
         assert f"{c} (input units)" in text
     assert "does not apply" in text.lower() and "Not measured: run with --risk" in text
@@ -221,7 +225,7 @@ def test_page_of_ama_draws_the_tree_and_of_maxent_the_entropy():
     ama = _report(method="ama")
     text = html_report.render(ama)
     dep = ama["metrics"]["dependency"]
-    assert "key attribute (grouped on)" in text and p_figures(text) == 5
+    assert "key attribute (grouped on)" in text and p_figures(text) == 4
     for a in dep["key_attributes"]:
         assert f"{a} ({dep['degrees'][a]})" in text
     cfg = RunConfig.make(qi="age,education,sex", method="maxent", sa="income", epsilon=0.5, k=5, seed=None)
@@ -243,7 +247,7 @@ def test_page_with_risk():
     r["risk"] = {"p": 0.05, "dbrl": 0.25, "interval_disclosure": 0.01, "rows": 1080, "qi": ["a"],
                  "dbrl_linked": 0.3, "interval_disclosure_sdcmicro": 0.02, "wall_seconds": 0.1}
     text = html_report.render(r)
-    assert "record linkage (DBRL)" in text and "25.00 %" in text and p_figures(text) == 5
+    assert "record linkage (DBRL)" in text and "25.00 %" in text and p_figures(text) == 4
 
 
 # ---------------------------------------------------------------- CLI and API
@@ -460,7 +464,7 @@ def test_page_renders_in_headless_chromium(tmp_path):
     dom = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
     assert _parse(dom).sections == list(SECTIONS)
-    assert _parse(dom).svgs == 5  # the browser parsed every figure
+    assert _parse(dom).svgs == 4  # the browser parsed every figure
     # the check can fail: the same page with one remote image is caught
     bad = tmp_path / "bad.html"
     bad.write_text(page.read_text().replace("<h1>", '<h1><img src="http://example.invalid/x.png">', 1))
