@@ -151,7 +151,9 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     if limit < least:
         # the blocks a large share of it: say how to need less
         tail = f" or lower --block-size (now {block:,} rows)" if floor_units > (least - fixed) / 4 else ""
-        raise refuse(limit, least, rows, qis, method, tail=tail)
+        # (the process's own memory counts: in a long-lived process that ran other work, say so)
+        raise refuse(limit, least, rows, qis, method, f": {mib(fixed - RUNTIME)} of it held by this "
+                     "process before the run", tail=tail)
     free = limit - fixed - margin - groups
     on_disk = labels > (free - labels - floors) / 4
     left = max(0, free - labels - floors)

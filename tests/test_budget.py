@@ -130,3 +130,31 @@ def test_the_limit_never_changes_the_output(tables, tmp_path):
                               capture_output=True, text=True, cwd=ROOT)
         assert proc.returncode == 0, proc.stderr
         assert out.read_bytes() == free.read_bytes(), (threads, limit)
+
+
+def test_a_refusal_says_how_much_the_process_held_before_the_run(tables, tmp_path):
+    """In a long-lived process (a batch job calling ``engine.anonymize`` file after file)
+    the process's own memory counts against the limit: the refusal says how much of
+    what the run needs the process held already."""
+    import numpy as np
+
+    import engine
+    from engine.errors import EngineError
+
+    held = re.compile(r": (\d+)MiB of it held by this process before the run\)")
+
+    def refusal(limit):
+        with pytest.raises(EngineError) as err:
+            engine.anonymize(tables / "s.parquet", tmp_path / "o.parquet", qi=QI, k=5, memory_limit=limit)
+        m = REFUSED.fullmatch(f"microagg: error: {err.value}")
+        assert m and held.search(str(err.value)), str(err.value)
+        return int(m.group(2)), int(held.search(str(err.value)).group(1))
+
+    need, before = refusal("64MiB")
+    ballast = np.ones(256 * 2 ** 20 // 8)  # 256 MiB, every page touched
+    need_now, now = refusal("64MiB")
+    assert now >= before + 240 and need_now >= need + 240
+    with pytest.raises(EngineError, match="held by this process"):
+        engine.anonymize(tables / "s.parquet", tmp_path / "o.parquet", qi=QI, k=5, memory_limit=f"{need}MiB")
+    del ballast
+    assert not (tmp_path / "o.parquet").exists()

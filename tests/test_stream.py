@@ -171,7 +171,8 @@ def test_lazyframe_source_and_memory_limit(census_dir, tmp_path):
 
 def test_memory_limit_too_small_is_a_clear_error(census_dir, tmp_path):
     with pytest.raises(EngineError, match=r"--memory-limit 64MiB is below what this run needs \(at least \d+MiB "
-                                          r"for 30,000 rows of \d QIs with method mdav\); raise it"):
+                                          r"for 30,000 rows of \d QIs with method mdav: \d+MiB of it held by this "
+                                          r"process before the run\); raise it"):
         engine.anonymize(str(census_dir), tmp_path / "o.parquet", qi=QI, k=3, memory_limit="64MiB")
     with pytest.raises(EngineError, match="memory limit must be a size"):
         engine.anonymize(str(census_dir), tmp_path / "o.parquet", qi=QI, k=3, memory_limit="lots")
