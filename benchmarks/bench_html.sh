@@ -31,13 +31,19 @@ wait_quiet() {  # until a second with fewer than QUIET cores busy, at most WAIT_
   done
   return 0
 }
-modes=(plain html)
-[ -n "$BEFORE" ] && modes+=(html-before)
+if [ -n "${MODES:-}" ]; then read -r -a modes <<< "$MODES"; else modes=(plain html); fi
+[ -n "$BEFORE" ] && [ -z "${MODES:-}" ] && modes+=(html-before)
+n=${#modes[@]}
 for i in $(seq 1 "$RUNS"); do
   [ "$WAIT_QUIET" -gt 0 ] && wait_quiet
-  for mode in "${modes[@]}"; do
-    extra=()
-    [ $mode != plain ] && extra=(--html "$OUT/report.html" --report "$OUT/run-$mode-$i.json")
+  for j in $(seq 0 $((n - 1))); do
+    if [ "${ROTATE:-0}" = 1 ]; then mode=${modes[$(( (i + j) % n ))]}; else mode=${modes[$j]}; fi
+    case $mode in
+      plain) extra=() ;;
+      report) extra=(--report "$OUT/run-$mode-$i.json") ;;
+      html-only) extra=(--html "$OUT/report.html") ;;
+      *) extra=(--html "$OUT/report.html" --report "$OUT/run-$mode-$i.json") ;;
+    esac
     env=()
     [ $mode = html-before ] && env=(PYTHONPATH="$BEFORE" NUMBA_CACHE_DIR="${NUMBA_BEFORE:-$OUT/numba-before}")
     rm -f "$OUT/out.parquet" "$OUT/report.html"
