@@ -7,7 +7,9 @@ measured on census-like tables (docs/benchmarks.md, "Memory limit"):
 * fixed: the process as it stands when the run is planned (interpreter, Numba,
   Polars, pyarrow), measured, plus ``RUNTIME`` for what comes later whatever the
   sizes (the compiled kernels loaded at first use, the thread pools, the
-  allocators' arenas of Polars, pyarrow and NumPy);
+  allocators' arenas of Polars, pyarrow and NumPy), less what earlier runs in this
+  process already made resident (``resident_runtime``: a batch job calling
+  ``anonymize`` file after file holds them from its first run on);
 * the row -> group map: 4 per row (int32), memory-mapped in the spill folder when above
   a quarter of the budget (counted either way: a mapped file's written pages are resident);
 * the groups: about 2 * 8 * d + 8 per group for centroids in original units and
@@ -78,6 +80,32 @@ def rss() -> int:
     return psutil.Process().memory_info().rss
 
 
+# RSS at the start of this process's first run, and after its last run (heap trimmed):
+# their difference is the part of ``RUNTIME`` (thread pools, kernels, arenas) already
+# resident, which a later run's RSS includes and must not count twice
+_process_rss = {"first": None, "settled": None}
+
+
+def note_run_start(start_rss: int) -> None:
+    """The coordinator, as a run begins (after trimming the heap)."""
+    if _process_rss["first"] is None:
+        _process_rss["first"] = start_rss
+
+
+def note_run_end(settled_rss: int) -> None:
+    """The coordinator, as a run ends (after trimming the heap), successful or not."""
+    _process_rss["settled"] = settled_rss
+
+
+def resident_runtime() -> int:
+    """How much of ``RUNTIME`` earlier runs of this process left resident (bytes, 0 to
+    ``RUNTIME``): the growth from the first run's start to the last run's end."""
+    first, settled = _process_rss["first"], _process_rss["settled"]
+    if first is None or settled is None:
+        return 0
+    return min(RUNTIME, max(0, settled - first))
+
+
 def early_piece(limit: int | None) -> int | None:
     """The CSV piece for the passes before the plan (type inference, the row count):
     ``MIN_PIECE``-sized reads whenever a limit is set."""
@@ -133,7 +161,8 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     fixed = psutil.Process().memory_info().rss
     if kind == "csv" and start_rss is not None:
         fixed = min(fixed, start_rss + CSV_PASSES)
-    fixed += RUNTIME
+    held = fixed
+    fixed += RUNTIME - resident_runtime()
     margin = int(MARGIN_SHARE * limit) + MARGIN_FIXED
     groups, labels = _state(rows, cfg.k, d)
     if state is not None:
@@ -152,7 +181,7 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
         # the blocks a large share of it: say how to need less
         tail = f" or lower --block-size (now {block:,} rows)" if floor_units > (least - fixed) / 4 else ""
         # (the process's own memory counts: in a long-lived process that ran other work, say so)
-        raise refuse(limit, least, rows, qis, method, f": {mib(fixed - RUNTIME)} of it held by this "
+        raise refuse(limit, least, rows, qis, method, f": {mib(held)} of it held by this "
                      "process before the run", tail=tail)
     free = limit - fixed - margin - groups
     on_disk = labels > (free - labels - floors) / 4

@@ -44,7 +44,7 @@ import numba
 import numpy as np
 import polars as pl
 
-from .budget import early_piece, plan_budget, rss as current_rss, workers
+from .budget import early_piece, note_run_end, note_run_start, plan_budget, rss as current_rss, workers
 from .config import RunConfig
 from .errors import EngineError
 from .io.sink import CommitGroup, atomic_output, check_destination, check_tmp_dir, output_format
@@ -146,7 +146,19 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     "before" counts alone (``{"distributions": ...}``, no "after": their figure is
     begun during the aggregate pass). ``force_blocks`` (tests): spill even a table of one block."""
     t0 = time.perf_counter()
+    # the heap's free pages back to the OS first: in a long-lived process (a batch job calling
+    # ``anonymize`` file after file) the last run's leftovers would count against the budget
+    release_memory()
     start_rss = current_rss()
+    note_run_start(start_rss)
+    try:
+        return _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0, start_rss)
+    finally:
+        release_memory()  # (and what this run leaves resident: the next run's budget knows it)
+        note_run_end(current_rss())
+
+
+def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0, start_rss) -> RunResult:
     passes: dict[str, float] = {}
     flow = cfg.spec.flow(cfg, distributions=bool(distributions))
     with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:

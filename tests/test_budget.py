@@ -158,3 +158,34 @@ def test_a_refusal_says_how_much_the_process_held_before_the_run(tables, tmp_pat
         engine.anonymize(tables / "s.parquet", tmp_path / "o.parquet", qi=QI, k=5, memory_limit=f"{need}MiB")
     del ballast
     assert not (tmp_path / "o.parquet").exists()
+
+
+def test_a_later_run_in_the_same_process_does_not_count_the_runtime_twice(tables, tmp_path):
+    """The budget adds ``RUNTIME`` (thread pools, kernels, arenas) to the process's
+    memory for what a run makes resident; a second run in the same process (a batch job)
+    finds them in its RSS already and must not add them again: its least limit stays
+    that of the first run, not the first's plus what the first left resident (which
+    shrank the chunks and spill buffers of every later run, or refused it)."""
+    script = r'''
+import re, sys, engine
+from engine.errors import EngineError
+from engine.synth import NUMERIC_QI
+src, out = sys.argv[1], sys.argv[2]
+def need():
+    try:
+        engine.anonymize(src, out, qi=list(NUMERIC_QI), k=5, memory_limit="64MiB")
+    except EngineError as e:
+        m = re.search(r"at least (\d+)MiB .*: (\d+)MiB of it held", str(e))
+        return int(m.group(1)), int(m.group(2))
+    raise SystemExit("not refused")
+a = need()
+engine.anonymize(src, out, qi=list(NUMERIC_QI), k=5)
+b = need()
+print(*a, *b)
+'''
+    proc = subprocess.run([sys.executable, "-c", script, str(tables / "s.parquet"), str(tmp_path / "o.parquet")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    need_before, held_before, need_after, held_after = map(int, proc.stdout.split())
+    assert held_after > held_before + 32  # the first run left thread pools and arenas resident
+    assert need_after <= need_before + 16, (need_before, need_after)
