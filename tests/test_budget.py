@@ -187,5 +187,7 @@ print(*a, *b)
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     need_before, held_before, need_after, held_after = map(int, proc.stdout.split())
-    assert held_after > held_before + 32  # the first run left thread pools and arenas resident
-    assert need_after <= need_before + 16, (need_before, need_after)
+    grown = held_after - held_before  # thread pools, arenas (and kernels compiled, on an empty cache)
+    assert grown > 32
+    # counted once: the growth beyond RUNTIME (128 MiB) only; counted twice, all of it
+    assert need_after <= need_before + max(0, grown - 128) + 16, (need_before, need_after, grown)
