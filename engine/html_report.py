@@ -84,7 +84,7 @@ class Prerender:
     imports matplotlib while the passes work; it draws the figures whose data is
     known before the write pass (``ahead``, the coordinator's callback: the
     distributions and the group sizes) while that pass runs, and the rest of the
-    page at the end (``page``: the times per pass and the loss per QI, known only
+    page at the end (``page``: the times per pass (a table) and the loss per QI, known only
     then). It runs at the lowest priority (``WORKER_NICE``): while the run's threads
     want both cores it waits, and it draws when one is idle (and after the run, when
     the caller waits for it). The page is the same as ``render``'s; if the worker
