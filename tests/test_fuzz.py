@@ -2,14 +2,14 @@
 
 Random small tables (0-40 rows; int and float columns, some with nulls, NaN, inf
 or values near 1e300; a string column that passes through), written as CSV or
-Parquet; random QI lists (unknown, repeated, non-numeric or no names), k from
+Parquet; random QI lists (unknown, repeated, String (nominal) or no names), k from
 -1 to rows + 2, and two times in three a block size (2-5 k, or 2-24 rows: the
 streaming path; below 2k it is refused). The property:
 
-* a valid input (at least one row; a non-empty list of distinct, known, numeric
-  QIs without null, NaN or inf; 2 <= k <= rows, the engine's documented range,
+* a valid input (at least one row; a non-empty list of distinct, known QIs, numeric
+  or the String column as a nominal QI, without null, NaN or inf; 2 <= k <= rows, the engine's documented range,
   as k = 1 publishes the data unchanged) exits 0, its output verifies (exit 0,
-  with --original) and its risk can be measured (exit 0), in one block or in several;
+  with --original, and --mixed with a nominal QI) and its risk can be measured (exit 0), in one block or in several;
 * any other input exits 2 and leaves nothing behind: no OUTPUT, no temporary file.
 
 ``MICROAGG_DEBUG=1`` makes an internal error raise with its traceback instead of
@@ -55,11 +55,16 @@ def cases(draw):
         data[name] = pl.Series(name, values, dtype=pl.Int64 if kind == "int" else pl.Float64)
         kinds[name] = kind
         clean[name] = all(v is not None and math.isfinite(v) for v in values)
-    data["tag"] = pl.Series("tag", draw(st.lists(st.sampled_from(["x", "y z", "", None, "1"]),
-                                                 min_size=rows, max_size=rows)), dtype=pl.String)
+    tags = draw(st.lists(st.sampled_from(["x", "y z", "", "1"]), min_size=rows, max_size=rows))
+    if rows and draw(st.integers(0, 4)) == 0:  # missing values, as in the numeric columns
+        for i in draw(st.lists(st.integers(0, rows - 1), min_size=1, max_size=3)):
+            tags[i] = None
+    data["tag"] = pl.Series("tag", tags, dtype=pl.String)
+    clean["tag"] = None not in tags  # a nominal QI (mixed-type MDAV): no missing value
     frame = pl.DataFrame(list(data.values()))
     if mode != "any":
-        qi = draw(st.lists(st.sampled_from(list(kinds)), min_size=1, max_size=4, unique=True))
+        # the String column "tag" too: a nominal QI (mixed-type MDAV), valid without missing values
+        qi = draw(st.lists(st.sampled_from(list(kinds) + ["tag"]), min_size=1, max_size=4, unique=True))
         bad_k = st.sampled_from([-1, 0, 1, rows + 1, rows + 2])
         k = draw(st.one_of(st.integers(2, 4), st.integers(2, max(2, rows))) if mode == "valid" else bad_k)
     else:
@@ -81,9 +86,7 @@ def _why_invalid(frame, qi, k, clean, block=None):
         return "repeated qi"
     if "zz" in qi:
         return "unknown qi"
-    if "tag" in qi:
-        return "non-numeric qi"
-    if not all(clean[c] for c in qi):
+    if not all(clean[c] for c in qi):  # ("tag", a String column, is a nominal QI: no nulls)
         return "null/NaN/inf in a qi"
     if k < 2:
         return "k < 2"
@@ -106,7 +109,7 @@ def test_anonymize_then_verify(case):
     frame, qi, k, fmt_in, fmt_out, clean, block = case
     why = _why_invalid(frame, qi, k, clean, block)
     event(("valid, blocks" if block is not None and block < frame.height else "valid")
-          if why is None else f"invalid: {why}")
+          + (", nominal QI" if "tag" in qi else "") if why is None else f"invalid: {why}")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         src, out = tmp / f"in.{fmt_in}", tmp / f"out.{fmt_out}"
@@ -122,7 +125,8 @@ def test_anonymize_then_verify(case):
             return
         assert code == 0
         assert left == sorted([src.name, out.name]), left
-        assert main(["verify", str(out), "--qi", qi_arg, "--k", str(k), "--original", str(src)]) == 0
+        mixed = ["--mixed"] if "tag" in qi else []  # (a categorical QI holds one category, not a set)
+        assert main(["verify", str(out), "--qi", qi_arg, "--k", str(k), "--original", str(src), *mixed]) == 0
         assert main(["risk", str(src), str(out), "--qi", qi_arg]) == 0
         assert sorted(p.name for p in tmp.iterdir()) == sorted([src.name, out.name])
 
