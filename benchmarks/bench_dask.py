@@ -192,7 +192,7 @@ def main() -> None:
     if args.transfer:
         return transfer(512, 19_531, 8)
 
-    from engine.config import parse_bytes
+    from engine.options import parse_bytes
 
     os.environ.setdefault("NUMBA_CACHE_DIR", str(HERE.parent / "build" / "numba-cache"))
     os.environ["PYTHONPATH"] = str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")

@@ -10,14 +10,14 @@ __all__ = ["microaggregate", "anonymize", "RunConfig", "RunResult", "Report", "E
 # Everything is imported on first use: ``import engine`` (and the ``microagg``
 # command's start, which handles Ctrl-C from its first line) does not load Polars,
 # NumPy or Numba until a name that needs them is used.
-_LAZY = {"microaggregate": ".api", "anonymize": ".api", "RunConfig": ".config", "METHODS": ".config",
+_LAZY = {"microaggregate": ".api", "anonymize": ".api", "RunConfig": ".options", "METHODS": ".options",
          "RunResult": ".coordinator", "EngineError": ".errors", "Report": ".report",
          "verify_release": ".audit.verify", "VerifyResult": ".audit.verify", "disclosure_risk": ".audit.risk",
          "RiskResult": ".audit.risk"}
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the names as the lazy imports give them
     from .api import anonymize, microaggregate
-    from .config import METHODS, RunConfig
+    from .options import METHODS, RunConfig
     from .coordinator import RunResult
     from .errors import EngineError
     from .report import Report

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from .config import RunConfig
+from .options import RunConfig
 from .coordinator import RunResult, run
 from .errors import EngineError
 from .io.source import csv_options, input_kind

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 
 import psutil
 
-from .config import DEFAULT_BLOCK_SIZE, RunConfig
+from .options import RunConfig
+from .tuning import DEFAULT_BLOCK_SIZE
 from .errors import EngineError
 
 MiB = 1 << 20

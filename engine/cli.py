@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 
-from .config import REFINE_MODES, RunConfig
+from .options import REFINE_MODES, RunConfig
 from .methods import METHODS
 from .errors import EngineError, Terminated, VerificationError, check_signals, received_signals
 from .progress import CompileNotice

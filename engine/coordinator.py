@@ -45,7 +45,7 @@ import numpy as np
 import polars as pl
 
 from .budget import early_piece, note_run_end, note_run_start, plan_budget, rss as current_rss, workers
-from .config import RunConfig
+from .options import RunConfig
 from .errors import EngineError
 from .io.sink import CommitGroup, atomic_output, check_destination, check_tmp_dir, output_format
 from .io.source import open_source

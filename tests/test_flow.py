@@ -6,7 +6,7 @@ import pytest
 
 import engine
 from engine import coordinator
-from engine.config import RunConfig
+from engine.options import RunConfig
 from engine.io.spill import MemoryBlocks
 from engine.methods import REGISTRY
 from engine.synth import census_like

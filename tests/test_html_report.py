@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 
 from engine.cli import main
-from engine.config import RunConfig
+from engine.options import RunConfig
 from engine.coordinator import run
 
 ROOT = Path(__file__).resolve().parent.parent

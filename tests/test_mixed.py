@@ -60,7 +60,7 @@ def test_distance_of_the_encoding_is_the_heterogeneous_distance():
     t = mixed_table(rng, 40, dates=False)
     src = engine.io.source.open_source(t)
     from engine import mixed
-    from engine.config import RunConfig
+    from engine.options import RunConfig
     cfg = RunConfig.make(qi=QI[:4], k=3, ordinal={"grade": ORDER}, weights={"colour": 3.0})
     m = mixed.plan(src, cfg, 1000)
     from engine.passes.profile import profile_columns

@@ -10,7 +10,7 @@ import pytest
 
 import engine
 from engine import mixed
-from engine.config import RunConfig
+from engine.options import RunConfig
 from engine.io.source import frame_to_array, open_source
 from engine.io.spill import BlockStore
 from engine.passes.partition import frame_to_columns

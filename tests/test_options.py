@@ -142,7 +142,7 @@ def test_every_option_is_declared():
     """The registry's options are the RunConfig's fields, and each method's are a subset."""
     from dataclasses import fields
 
-    from engine.config import RunConfig
+    from engine.options import RunConfig
 
     names = {f.name for f in fields(RunConfig)}
     assert set(OPTIONS) <= names

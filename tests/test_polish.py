@@ -93,7 +93,8 @@ def test_polish_stops_at_a_small_gain():
 
 
 def test_polish_leaf_size_by_k():
-    from engine.config import RunConfig, polish_leaf_size
+    from engine.options import RunConfig
+    from engine.tuning import polish_leaf_size
 
     assert [polish_leaf_size(k) for k in (2, 3, 4, 5, 10)] == [32_768, 32_768, 16_384, 8_192, 8_192]
     assert RunConfig.make(qi=["a"], k=5).effective_leaf_size(100_000) == 8_192

@@ -304,7 +304,7 @@ class _Categories:
     original's sorted categories (``one_hot`` marks those columns)."""
 
     def __init__(self, osrc: Source, qi: list[str], ordinal, chunk_rows: int):
-        from ..config import parse_ordinal
+        from ..options import parse_ordinal
 
         orders = {c: (order, by) for c, order, by in parse_ordinal(ordinal) or ()}
         for c in orders:

@@ -394,7 +394,7 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
     |rank change| / (m - 1); dates on their epoch value as numbers); the overall
     figure is the mean over the QIs.
     """
-    from ..config import parse_ordinal
+    from ..options import parse_ordinal
     from ..io.source import csv_options
 
     ordinal = {c: (order, by) for c, order, by in parse_ordinal(ordinal) or ()}

@@ -2,7 +2,7 @@
 
 Each method declares what it publishes, which optional settings take effect with it,
 whether it needs a sensitive attribute, and its kernel. The run configuration
-(``engine.config``) checks every setting against this table, so an option a method
+(``engine.options``) checks every setting against this table, so an option a method
 does not use stops the run with one line naming the option and the method, in the
 CLI and the API alike: nothing is silently ignored.
 

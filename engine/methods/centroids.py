@@ -18,7 +18,7 @@ import logging
 import numpy as np
 
 from .. import mixed as mixed_types
-from ..config import (POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_SEAM_PARTS, POLISH_UNIT_ROWS, SEAM_PARALLEL_LISTS,
+from ..tuning import (POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_SEAM_PARTS, POLISH_UNIT_ROWS, SEAM_PARALLEL_LISTS,
                       polish_near)
 from ..errors import EngineError
 from ..io.schema import check_output_types

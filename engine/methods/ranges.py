@@ -117,7 +117,7 @@ def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None
     """``maxent`` or ``mnqia`` with keyword settings (tests and notebooks): builds the
     ``RunConfig`` and calls ``coordinator.run``. Returns ``(table or None, labels, Report)``.
     ``_force_blocks`` spills even a table of one block."""
-    from ..config import RunConfig
+    from ..options import RunConfig
     from ..coordinator import run
     from ..io.source import csv_options
 

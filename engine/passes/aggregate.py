@@ -200,7 +200,7 @@ def aggregate_unit(unit, *, store, profile, cols, plan: UnitPlan, want_sums, wan
     else:
         local = aggregate_block(Z, method_code, k, gamma, progress)
     if plan.polish is not None:
-        from ..config import POLISH_MIN_GAIN
+        from ..tuning import POLISH_MIN_GAIN
         from ..kernels.polish import polish as polish_kernel
 
         rounds, near, rot = plan.polish

@@ -13,46 +13,12 @@ from dataclasses import dataclass, field
 from .checks import is_int
 from .errors import EngineError
 from .methods import METHODS, OPTIONS, REGISTRY, flag
+from .tuning import DEFAULT_LEAF_SIZE, DEFAULT_POLISH_ROUNDS, POLISH_MAX_ROWS, polish_leaf_size
 
 SELECT = ("emad",)
 SELECT_MEASURES = ("mi-distance", "emim", "chi2", "gaussian")
 REFINE_MODES = ("local", "ga")
 NUMERIC_OUTPUTS = ("range", "mean")
-DEFAULT_BLOCK_SIZE = 20_000
-DEFAULT_LEAF_SIZE = 256  # rows per leaf of the streamed aggregate pass (engine/kernels/leaf.py)
-# Polish (engine/kernels/polish.py): moves and swaps among each group's nearest groups, by
-# default on streamed runs of at most POLISH_MAX_ROWS rows (above, the fast path of 256-row
-# leaves alone keeps 10M rows near the I/O floor). Polished runs cut leaves of
-# ``polish_leaf_size(k)`` rows (a better start) in units of POLISH_UNIT_ROWS rows, polish each
-# unit in the workers, then the seams between units in memory (engine/methods/centroids.py).
-# Each polish stops at its first round that lowers the SSE by less than POLISH_MIN_GAIN of it
-# (at most DEFAULT_POLISH_ROUNDS rounds): later rounds cost about as much as they gain
-# (docs/notes/quality-at-scale.md).
-DEFAULT_POLISH_ROUNDS = 32
-POLISH_MAX_ROWS = 2_000_000
-POLISH_UNIT_ROWS = 100_000  # rows aggregated and polished together in a worker (consecutive blocks)
-POLISH_MIN_GAIN = 0.01
-# the seam polish's near lists on all threads (polish.near_by_windows_parallel,
-# refresh_lists_parallel: the same lists): 0.1-0.25 s less at census 200k, but their
-# parallel compilation took the first `microagg demo` on an empty cache from 13.6 to
-# 18.2 s (target 15 s): off until they compile cheaper (docs/notes/quality-at-scale.md)
-SEAM_PARALLEL_LISTS = False
-POLISH_SEAM_PARTS = 1  # > 1: seam polish in that many parts cut across the seams, side by side (loses IL: off)
-POLISH_ROTATIONS = 3  # near lists from windows of 1 + 3 kd orders (0: exact kd-tree queries, slower)
-
-
-def polish_near(k: int) -> int:
-    """Near groups searched per group: about 96 rows' worth, 12..24 groups."""
-    return int(min(24, max(12, 96 // k)))
-
-
-def polish_leaf_size(k: int) -> int:
-    """Leaf rows of a polished run: at k <= 3 the polish ends near its start, which needs
-    large leaves to beat exact MDAV; from k = 5 smaller leaves (cheaper brute-force MDAV)
-    polish to the same margin."""
-    return 32_768 if k <= 3 else 16_384 if k == 4 else 8_192
-
-
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2, "mb": 1000**2, "mib": 1 << 20,
           "g": 1000**3, "gb": 1000**3, "gib": 1 << 30, "t": 1000**4, "tb": 1000**4, "tib": 1 << 40}
 
