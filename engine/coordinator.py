@@ -37,7 +37,7 @@ import contextlib
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numba
@@ -54,6 +54,7 @@ from .parallel import numba_threads
 from .passes.partition import (load_block, partition_pass, plan_blocks, sample_profile, sample_stride,
                                standardized)
 from .passes.profile import Moments, profile_columns
+from .passes.results import Profiled, Written, release_memory, timed
 from .progress import Progress
 from .report import PeakRSS, Report
 
@@ -66,18 +67,6 @@ class RunResult:
     labels: np.ndarray
     # a Polars DataFrame; ``microaggregate`` gives a pandas DataFrame or pyarrow Table for those inputs
     table: pl.DataFrame | Any | None = None
-
-
-@dataclass
-class Profiled:
-    """Pass 1's result, as the partition pass needs it."""
-
-    profile: Any                 # passes.profile.Profile of the spilled columns (None: ``sampled`` stands in)
-    source: Any                  # what the partition pass reads (maxent: categories as codes)
-    columns: list                # the spilled columns
-    cols: np.ndarray             # the columns the plan splits on (indices into ``columns``)
-    sampled: tuple | None = None  # a row-group sample (X, ids): pass 1 done by the partition pass
-    one_class: bool = False      # the whole table is one class: no partition (maxent at epsilon = H)
 
 
 @dataclass
@@ -96,26 +85,6 @@ class Blocks:
     @property
     def block_rows(self) -> list[int]:
         return [int(self.store.rows[b]) for u in self.units for b in u]
-
-
-@dataclass
-class Written:
-    """The write pass's result: the table (no destination), the self-check's counts,
-    and the squared errors (per QI; None: the method measures none)."""
-
-    table: Any
-    verified: dict
-    col_sse: np.ndarray | None = None
-    col_sst: np.ndarray | None = None
-    names: list = field(default_factory=list)  # the QIs of col_sse / col_sst
-
-
-@contextlib.contextmanager
-def timed(passes: dict, name: str):
-    """Time the block as pass ``name`` of the report (``passes[name]``, seconds)."""
-    t = time.perf_counter()
-    yield
-    passes[name] = time.perf_counter() - t
 
 
 @dataclass
@@ -393,17 +362,6 @@ def _tmp_folder(tmp_dir, dest) -> str | None:
     if dest is not None:
         return os.path.dirname(os.path.abspath(os.fspath(dest)))
     return None
-
-
-def release_memory() -> None:
-    """Hand freed heap pages back to the OS between passes (glibc keeps them otherwise),
-    so that peak RSS is the largest pass, not the sum of the passes' leftovers."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to do
-        pass
 
 
 def check_groups(labels: np.ndarray, sizes: np.ndarray, k: int | None, rows: int) -> None:

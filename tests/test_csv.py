@@ -387,7 +387,7 @@ def test_category_sets_escape_separator(tmp_path):
     """maxent publishes a class's categories joined by |; a category holding | or \\ is
     escaped, and split_categories reads the set back."""
     from engine.methods.maxent import generalize, join_categories, split_categories
-    from engine.methods.ranges import anonymize_sensitive
+    from runs import anonymize_sensitive
 
     cats = ["a|b", "c", "d\\", "|", ""]
     for values in (cats, ["x"], ["a|b"], ["", ""]):

@@ -21,7 +21,7 @@ import pytest
 import engine
 from engine.cli import main
 from engine.errors import EngineError
-from engine.methods.ranges import anonymize_sensitive
+from runs import anonymize_sensitive
 
 N = 24  # rows per file
 

@@ -16,7 +16,7 @@ from conftest import DATA
 from engine.errors import EngineError
 from engine.methods.maxent import entropy_bits
 from engine.methods.maxent import fuse_units
-from engine.methods.ranges import anonymize_sensitive
+from runs import anonymize_sensitive
 
 pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
 

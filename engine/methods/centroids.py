@@ -27,6 +27,7 @@ from ..io.spill import BlockStore, MemoryBlocks
 from ..passes.aggregate import UnitPlan, aggregate_blocks
 from ..passes.distributions import Distributions
 from ..passes.partition import sample_row_groups, sample_stride
+from ..passes.results import Profiled, Written, release_memory, timed
 from ..passes.profile import Moments, check_columns, profile_columns
 from ..passes.stitch import Groups, aligned_zeros, stitch_blocks
 from ..passes.write import write_pass
@@ -120,7 +121,6 @@ class CentroidFlow:
     # ------------------------------------------------------------ pass 1
 
     def profile(self, inp, passes):
-        from ..coordinator import Profiled, timed
 
         cfg, source, rows, budget, single = self.cfg, inp.source, inp.rows, inp.budget, inp.single
         stride = sample_stride(rows, budget.block_size)
@@ -237,7 +237,6 @@ class CentroidFlow:
 
     def after_aggregate(self, blocks, labels, n_groups, passes) -> int:
         """The seam polish (several polished units), then refinement (``--refine``)."""
-        from ..coordinator import release_memory, timed
         from ..progress import Progress
 
         cfg = self.cfg
@@ -303,7 +302,6 @@ class CentroidFlow:
         return self.dist.finish(groups.centroid, groups.sizes) if self.dist is not None else None
 
     def write(self, source, path, fmt, groups, chunk_rows, profile):
-        from ..coordinator import Written
 
         cfg, publisher = self.cfg, None
         if self.mixed is not None:  # published per QI kind, from the input's own QI columns

@@ -93,6 +93,7 @@ from ..io.sink import check_csv_columns
 from ..io.spill import BlockStore, MemoryBlocks
 from ..passes.aggregate import aggregate_units
 from ..passes.partition import sample_stride
+from ..passes.results import Profiled, Written, release_memory, timed
 from ..passes.profile import profile_columns
 from ..passes.write import range_write_pass
 from .maxent import (ENTROPY_TOL, discernibility, entropy_histogram, entropy_of_rows, fuse_units, join_categories,
@@ -108,25 +109,6 @@ UNIT_SLACK = 0.2
 
 def _is_numeric(dtype) -> bool:
     return dtype.is_numeric() and dtype != pl.Boolean
-
-
-def anonymize_sensitive(data, dest, qi, method, *, sa=None, k=None, epsilon=None, seed=None,
-                        numeric_output=None, group_column=None, tmp_dir=None, block_size=None, memory_limit=None,
-                        chunk_rows=100_000, threads=None, progress=False, group=None, _force_blocks=False,
-                        separator=None, null_values=None, encoding=None):
-    """``maxent`` or ``mnqia`` with keyword settings (tests and notebooks): builds the
-    ``RunConfig`` and calls ``coordinator.run``. Returns ``(table or None, labels, Report)``.
-    ``_force_blocks`` spills even a table of one block."""
-    from ..options import RunConfig
-    from ..coordinator import run
-    from ..io.source import csv_options
-
-    cfg = RunConfig.make(qi=qi, k=k, method=method, sa=sa, epsilon=epsilon, seed=seed,
-                         numeric_output=numeric_output, group_column=group_column, block_size=block_size,
-                         memory_limit=memory_limit, chunk_rows=chunk_rows, threads=threads, progress=progress,
-                         csv=csv_options(separator, null_values, encoding))
-    res = run(data, cfg, dest, tmp_dir=tmp_dir, group=group, force_blocks=_force_blocks)
-    return res.table, res.labels, res.report
 
 
 @dataclass
@@ -241,7 +223,6 @@ class RangeFlow:
         """maxent: the dictionary pass first (global category and SA codes, the table's
         SA entropy H, epsilon and its checks); then pass 1 over the spilled columns
         (numeric QIs in original units, category codes, the SA code)."""
-        from ..coordinator import Profiled, release_memory, timed
 
         cfg, num, cat, sa = self.cfg, self.num, self.cat, self.sa
         source, rows, budget = inp.source, inp.rows, inp.budget
@@ -443,7 +424,6 @@ class RangeFlow:
         """Each row's class gives ``<col>_min`` / ``<col>_max`` (the column's dtype) or
         the mean (Float64), and the categorical sets; the self-check counts the classes
         from the published values before the output is renamed into place."""
-        from ..coordinator import Written
         from ..passes.selfcheck import ClassCounter
 
         cfg, schema, size = self.cfg, self.schema, c.sizes
