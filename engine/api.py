@@ -2,25 +2,30 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import os
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Sequence, Union
 
 import numpy as np
+import polars as pl
+import pyarrow as pa
 
-from .options import RunConfig
 from .coordinator import RunResult, run
 from .errors import EngineError
-from .io.source import csv_options, input_kind
+from .io.source import input_kind
+from .options import OPTIONS, RunConfig
+from .release import release
 from .report import Report
 
-if TYPE_CHECKING:
-    import polars as pl
+# what the API takes as a file name, and as a table (pandas and pyarrow tables too: see
+# ``microaggregate``; they are not imported to be named here)
+PathLike = Union[str, "os.PathLike[str]"]
+TableLike = Union[pl.DataFrame, pl.LazyFrame, np.ndarray, PathLike, Any]
 
-    # what the API takes as a table, and as a file name
-    PathLike = str | os.PathLike[str]
-    TableLike = pl.DataFrame | pl.LazyFrame | np.ndarray | PathLike
+
+def _options(given: dict) -> dict:
+    """The options among a function's arguments (its ``locals()``): ``RunConfig.make``
+    checks them against the option table (``engine.options``)."""
+    return {name: value for name, value in given.items() if name in OPTIONS}
 
 
 def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3, method: str = "mdav",
@@ -126,20 +131,13 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
         names = list(qi)
     if qi is None:
         raise EngineError("qi is required: name the quasi-identifier columns")
-    cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
-                         threads=threads, chunk_rows=chunk_rows, progress=progress, memory_limit=memory_limit,
-                         block_size=block_size, leaf_size=leaf_size, refine=refine, refine_rounds=refine_rounds,
-                         refine_seconds=refine_seconds, polish_rounds=polish_rounds,
-                         seed=seed, select=select, select_count=select_count,
-                         select_measure=select_measure, width=width, bins=bins, sa=sa, epsilon=epsilon,
-                         numeric_output=numeric_output, ordinal=ordinal, weights=weights,
-                         csv=csv_options(separator, null_values, encoding))
+    cfg = RunConfig.make(**_options(locals()))
     result = run(data, cfg, None, names=names, tmp_dir=tmp_dir)
     if not cfg.spec.centroids:
         return result  # a range release: its own columns, as a Polars DataFrame
     kind = input_kind(data)
     if kind is not None and result.table is not None:
-        result.table = _as_input_kind(data, kind, result.table, list(cfg.qi), group_column)
+        result.table = _as_input_kind(data, kind, result.table, list(cfg.qi), cfg.group_column)
     return result
 
 
@@ -152,7 +150,7 @@ def _as_input_kind(data, kind: str, table, qi: list, group_column: str | None):
         new[group_column] = table.get_column(group_column).to_numpy()
     if kind == "pandas":
         out = data.copy(deep=False)
-        import pandas as pd
+        import pandas as pd  # optional dependency: a pandas input means it is installed
 
         for c, values in new.items():
             # a string / category / bool / datetime QI of a mixed-type release keeps its pandas type
@@ -161,8 +159,6 @@ def _as_input_kind(data, kind: str, table, qi: list, group_column: str | None):
         return out
     if kind == "dataset":
         return table.to_arrow()
-    import pyarrow as pa
-
     out = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
     for c, values in new.items():
         i = out.schema.get_field_index(c)
@@ -230,67 +226,5 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
     folder every worker sees at the same path; the output has the values of the
     single-machine run (docs/notes/dask.md).
     """
-    from .io.sink import CommitGroup, check_destination, check_side_output, input_files, written_source
-
-    csv = dict(separator=separator, null_values=null_values, encoding=encoding)
-    csv_opts = csv_options(**csv)
-    sink = os.fspath(sink)
-    inputs = input_files(source)
-    check_destination(sink, inputs, folder=scheduler is not None)
-    with CommitGroup() as group, contextlib.ExitStack() as stack:
-        report_tmp = None
-        if report is not None:
-            check_side_output("report", report, inputs, [("sink", sink)])
-            report_tmp = group.add(report, side=True)
-        html_tmp = prerender = None
-        if html is not None:
-            from . import html_report
-
-            html_report.require_matplotlib("html")
-            check_side_output("html", html, inputs, [("sink", sink), ("report", report)])
-            html_tmp = group.add(html, side=True)
-            prerender = stack.enter_context(contextlib.closing(html_report.Prerender()))
-        cfg = RunConfig.make(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
-                             threads=threads, chunk_rows=chunk_rows, progress=progress,
-                             memory_limit=memory_limit, block_size=block_size, leaf_size=leaf_size,
-                             refine=refine, refine_rounds=refine_rounds, refine_seconds=refine_seconds,
-                             polish_rounds=polish_rounds,
-                             seed=seed, select=select, select_count=select_count,
-                             select_measure=select_measure, width=width, bins=bins, sa=sa, epsilon=epsilon,
-                             numeric_output=numeric_output, ordinal=ordinal, weights=weights, csv=csv_opts,
-                             scheduler=scheduler)
-        rep = run(source, cfg, sink, tmp_dir=tmp_dir, group=group,
-                  distributions=prerender.ahead if prerender is not None else report is not None).report
-        from .html_report import describe_input
-
-        rep.input = describe_input(source)
-        if risk:
-            from .audit.risk import disclosure_risk
-
-            numeric = numeric_qi(source, cfg, tmp_dir)
-            rep.risk = disclosure_risk(source, written_source(group.temp(sink), sink), numeric,
-                                       chunk_rows=chunk_rows, ordinal=cfg.ordinal if cfg.spec.centroids else None,
-                                       **csv).to_dict() if numeric else None
-        if html_tmp is not None:
-            page_report = rep.to_dict()
-            prerender.request(page_report)  # drawn by the worker while the JSON report is written
-        if report_tmp is not None:
-            rep.write_json(report_tmp, report)
-        if html_tmp is not None:
-            html_report.write(page_report, html_tmp, html, prerender)
-        group.commit()
-    return rep
-
-
-def numeric_qi(source, cfg: RunConfig, tmp_dir=None) -> list[str]:
-    """The QIs the disclosure risk is measured on: every QI of the MDAV family
-    (categorical ones of a mixed-type release compared as categories); maxent's
-    numeric ones (its categorical QIs are published as sets)."""
-    if cfg.spec.centroids:
-        return list(cfg.qi)
-    from .audit.verify import is_numeric
-    from .io.source import open_source
-
-    with open_source(source, csv=cfg.csv, tmp_dir=tmp_dir) as src:
-        schema = src.schema
-    return [c for c in cfg.qi if c in schema and is_numeric(schema[c])]
+    cfg = RunConfig.make(**_options(locals()))
+    return release(source, sink, cfg, output_option="sink").report

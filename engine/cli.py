@@ -10,105 +10,36 @@ guarantee that does not hold.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import gc
+import importlib.util
+import inspect
 import json
 import logging
 import os
+import queue
 import signal
 import sys
 import threading
 import time
 
-from .options import REFINE_MODES, RunConfig
-from .methods import METHODS
 from .errors import EngineError, Terminated, VerificationError, check_signals, received_signals
+from .methods import REGISTRY
+from .options import OPTIONS, RunConfig, add_arguments, csv_given
 from .progress import CompileNotice
 
 DEMO_EPSILON = 2.5  # demo --method maxent: bits of occupation entropy per class (the table has 3.27)
 DEMO_QI = ("age", "education_years", "hours_per_week", "wage_income", "other_income",
            "property_tax", "household_size", "commute_minutes")
+MEASURES = ("mi-distance", "emim", "chi2", "gaussian")
 
 
 def _add_bin_args(p: argparse.ArgumentParser) -> None:
+    """``profile``'s histogram bins (a run's are in the option table)."""
     g = p.add_mutually_exclusive_group()
     g.add_argument("--width", type=float, default=None, help="histogram bin width for numeric columns (Oommen & Fayyoumi)")
     g.add_argument("--bins", type=int, default=None, help="histogram bins per numeric column (default 10)")
-
-
-def _add_csv_args(p: argparse.ArgumentParser, what: str = "INPUT") -> None:
-    g = p.add_argument_group("CSV input", f"how a CSV {what} is read (refused for other inputs); "
-                                          f"a .csv.gz is decompressed to a private temporary file")
-    g.add_argument("--separator", default=None, metavar="CHAR",
-                   help="field separator, e.g. ';' or tab (default ',')")
-    g.add_argument("--null-values", default=None, metavar="LIST",
-                   help="comma-separated texts read as missing, e.g. NA,-  (an empty field always is)")
-    g.add_argument("--encoding", default=None, metavar="NAME",
-                   help="utf8 (default), utf8-lossy, or any Python codec such as latin-1 or cp1252 "
-                        "(transcoded to a private temporary file first)")
-
-
-def _csv_kw(args) -> dict:
-    """The CSV options of ``args`` as keyword arguments of the API functions."""
-    return {"separator": args.separator, "null_values": args.null_values, "encoding": args.encoding}
-
-
-def _csv(args):
-    from .io.source import CsvOptions
-
-    return CsvOptions.make(**_csv_kw(args))
-
-
-def _add_method_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--k", type=int, default=None,
-                   help="minimum group size (default 3; maxent: none unless given)")
-    p.add_argument("--method", choices=METHODS, default="mdav",
-                   help="microaggregation method (default mdav); maxent / mnqia generalize to ranges")
-    p.add_argument("--sa", default=None, help="sensitive attribute for --method maxent (demo: occupation)")
-    p.add_argument("--epsilon", type=float, default=None,
-                   help="maxent: minimum class entropy in bits (default: the table's SA entropy)")
-    p.add_argument("--numeric-output", choices=("range", "mean"), default=None,
-                   help="maxent / mnqia: numeric QIs as <col>_min/<col>_max (default) or the class mean")
-    p.add_argument("--ordinal", action="append", default=None, metavar="COL=CAT1,CAT2,...",
-                   help="an ordinal quasi-identifier and its categories in order (repeatable); COL alone: an "
-                        "Enum column's own order; COL=@NUMCOL: ordered by a numeric column (e.g. education_num)")
-    p.add_argument("--weights", default=None, metavar="COL=W,...",
-                   help="weights of quasi-identifiers in the mixed distance (default 1 each)")
-    p.add_argument("--gamma", type=float, default=None,
-                   help="gamma of vmdav (default 0.2) or ivmdav (default 1.16)")
-    p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all cores)")
-    p.add_argument("--memory-limit", metavar="SIZE", default=None,
-                   help="limit on peak memory, e.g. 1GiB or 512MiB: sizes blocks, chunks and CSV reads; a limit "
-                        "below what the run needs is refused naming the minimum (default: no limit)")
-    p.add_argument("--block-size", type=int, default=None, metavar="ROWS",
-                   help="rows per spatial block (default 20000; a table this small runs as one exact block)")
-    p.add_argument("--leaf-size", type=int, default=None, metavar="ROWS",
-                   help="with several blocks, run the method on leaves of at most ROWS rows cut from each "
-                        "block by median splits (default when polished 32768 at k <= 3, 8192 from k = 5; else 256; "
-                        "0: on whole blocks)")
-    p.add_argument("--polish-rounds", type=int, default=None, metavar="N",
-                   help="streamed runs: at most N rounds of moves/swaps among nearest groups, ending early at "
-                        "a round gaining < 1%% of the SSE (default 32 up to 2M rows; 0 above, with leaves of 256; "
-                        "0: off)")
-    p.add_argument("--refine", choices=REFINE_MODES, default=None,
-                   help="improve the partition: local moves/swaps, or the genetic hybrid (default: none)")
-    p.add_argument("--refine-rounds", type=int, default=None, metavar="N", help="cap on refinement rounds")
-    p.add_argument("--refine-budget", type=float, default=None, metavar="SECONDS",
-                   help="cap on refinement seconds (not reproducible across machines; prefer --refine-rounds)")
-    p.add_argument("--select", choices=("emad",), default=None,
-                   help="group on the top --select-count attributes of the dependency tree (Oommen & Fayyoumi's EMAD)")
-    p.add_argument("--select-count", type=int, default=None, metavar="N", help="key attributes for --select")
-    p.add_argument("--measure", choices=("mi-distance", "emim", "chi2", "gaussian"), default=None,
-                   help="dependence measure for ama / --select (default mi-distance for ama, emim for emad)")
-    _add_bin_args(p)
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed of the randomized steps (--refine ga, maxent) and of the demo's data (default 0)")
-    p.add_argument("--chunk-rows", type=int, default=100_000, help="rows per streamed chunk (default 100000)")
-    p.add_argument("--report", metavar="FILE", help="also write the report as JSON to FILE")
-    p.add_argument("--progress", dest="progress", action="store_true", default=None,
-                   help="show progress bars (default: when stderr is a terminal)")
-    p.add_argument("--no-progress", dest="progress", action="store_false")
-    p.add_argument("--quiet", action="store_true", help="do not print the summary")
 
 
 def _version() -> str:
@@ -138,41 +69,30 @@ def build_parser() -> argparse.ArgumentParser:
                                    "the group's mean; other columns pass through unchanged.")
     a.add_argument("input", help="CSV or Parquet file, folder of Parquet files, or glob")
     a.add_argument("output", help="output file (.csv or .parquet); written only when complete")
-    a.add_argument("--qi", required=True, help="comma-separated quasi-identifier columns (numeric)")
-    a.add_argument("--group-column", metavar="NAME", help="add each row's group id as column NAME")
-    a.add_argument("--tmp-dir", help="folder for temporary files (default: beside OUTPUT)")
-    a.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                   help="run the passes as tasks on a Dask cluster: tcp://HOST:PORT of its scheduler, or 'local' "
-                        "for a LocalCluster here (Parquet in and out; --tmp-dir shared with the workers; "
-                        "needs pip install 'microagg-engine[dask]')")
-    a.add_argument("--risk", action="store_true",
-                   help="after writing, measure disclosure risk (DBRL, interval disclosure) into the report")
-    a.add_argument("--html", metavar="FILE",
-                   help="also write the release report as one self-contained HTML page with figures "
-                        "(needs pip install 'microagg-engine[html]')")
-    _add_method_args(a)
-    _add_csv_args(a)
+    add_arguments(a, "anonymize")
+    a.add_argument("--quiet", action="store_true", help="do not print the summary")
 
     d = sub.add_parser("demo", help="run the main job on a built-in synthetic census-like table",
                        description="Generate a seeded census-like table and microaggregate its 8 numeric "
                                    "quasi-identifiers.")
     d.add_argument("--rows", type=int, default=200_000, help="rows to generate (default 200000)")
     d.add_argument("--output", help="also write the anonymized table here (.csv or .parquet)")
-    _add_method_args(d)
+    add_arguments(d, "demo")
+    d.add_argument("--quiet", action="store_true", help="do not print the summary")
     pr = sub.add_parser("profile", help="dependency matrix, tree and key attributes of some columns",
                         description="Entropy / mutual-information profile of the columns (seeds 000 and 004): "
                                     "the dependency matrix, its spanning tree, vertex degrees, key attributes.")
     pr.add_argument("input", help="CSV or Parquet file, folder of Parquet files, or glob")
     pr.add_argument("--columns", required=True, help="comma-separated columns (any type)")
-    pr.add_argument("--measure", choices=("mi-distance", "emim", "chi2", "gaussian"), default="mi-distance",
+    pr.add_argument("--measure", choices=MEASURES, default="mi-distance",
                     help="mi-distance: minimum spanning tree (Sun et al.); others: maximum (Oommen & Fayyoumi)")
     _add_bin_args(pr)
     pr.add_argument("--binning", choices=("equal", "quantile"), default="equal")
     pr.add_argument("--select-count", type=int, default=None, metavar="N",
                     help="key attributes: top N by degree (EMAD); default Definition 5 of Sun et al.")
-    pr.add_argument("--threads", type=int, default=None)
+    pr.add_argument("--threads", type=int, default=None, help="Numba threads (default: all cores)")
     pr.add_argument("--json", metavar="FILE", help="also write the profile as JSON")
-    _add_csv_args(pr)
+    add_arguments(pr, "profile")
 
     v = sub.add_parser("verify", help="check a release's guarantees (k-anonymity, l-diversity, unchanged columns)",
                        description="Independently re-check a published table: class sizes, SA diversity and, "
@@ -194,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --mixed: an ordinal QI's order (as for anonymize; implies --mixed)")
     v.add_argument("--chunk-rows", type=int, default=100_000, help="rows per streamed chunk (default 100000)")
     v.add_argument("--json", metavar="FILE", help="also write the result as JSON")
-    _add_csv_args(v, "--original")
+    add_arguments(v, "verify")
 
     r = sub.add_parser("risk", help="disclosure risk of a release: DBRL and interval disclosure",
                        description="Distance-based record linkage and interval disclosure of MASKED against "
@@ -210,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "categorical QIs are compared as categories")
     r.add_argument("--chunk-rows", type=int, default=100_000, help="rows per streamed chunk (default 100000)")
     r.add_argument("--json", metavar="FILE", help="also write the result as JSON")
-    _add_csv_args(r, "ORIGINAL")
+    add_arguments(r, "risk")
     h = sub.add_parser("report", help="the release report of a saved JSON report as an HTML page",
                        description="Build the self-contained HTML release report from a JSON report written "
                                    "by anonymize --report (no re-run).")
@@ -249,7 +169,7 @@ def _cmd_verify(args) -> int:
     _check_json(args, args.output, args.original)
     res = verify_release(args.output, args.qi, args.k, sa=args.sa, l=args.l, epsilon=args.epsilon,
                          original=args.original, chunk_rows=args.chunk_rows, mixed=args.mixed,
-                         ordinal=args.ordinal, **_csv_kw(args))
+                         ordinal=args.ordinal, **csv_given(args))
     if args.json:
         _write_json(args.json, res.to_json())
     print(res.summary())
@@ -264,27 +184,11 @@ def _cmd_risk(args) -> int:
     _check_json(args, args.original, args.masked)
     res = disclosure_risk(args.original, args.masked, args.qi, p=args.p, chunk_rows=args.chunk_rows,
                           ordinal=args.ordinal,
-                          **_csv_kw(args))
+                          **csv_given(args))
     if args.json:
         _write_json(args.json, res.to_json())
     print(res.summary())
     return 0
-
-
-def _anonymize_risk(args, cfg, group):
-    """Disclosure risk of a finished run, on the QIs that are numeric in the input. It
-    reads the output from its temporary file, before the commit: a risk step that
-    fails or is interrupted leaves nothing."""
-    from .api import numeric_qi
-    from .audit.risk import disclosure_risk
-    from .io.sink import written_source
-
-    numeric = numeric_qi(args.input, cfg, args.tmp_dir)
-    if not numeric:
-        return None
-    masked = written_source(group.temp(args.output), args.output)
-    return disclosure_risk(args.input, masked, numeric, chunk_rows=args.chunk_rows,
-                           ordinal=cfg.ordinal if cfg.spec.centroids else None, **_csv_kw(args))
 
 
 def _cmd_profile(args) -> int:
@@ -295,128 +199,69 @@ def _cmd_profile(args) -> int:
     cols = [c.strip() for c in args.columns.split(",")] if args.columns.strip() else []
     res = dependency.profile(args.input, cols, args.measure, width=args.width, bins=args.bins,
                              binning=args.binning, count=args.select_count, threads=args.threads,
-                             **_csv_kw(args))
+                             **csv_given(args))
     if args.json:
         _write_json(args.json, json_text(res.to_dict()))
     print(res.render())
     return 0
 
 
-def _settings(args, qi, seed=None) -> RunConfig:
-    """The run's settings from the command line (``seed``: the demo's)."""
-    from .methods import REGISTRY
-
+def _settings(args, **override) -> RunConfig:
+    """The run's settings from the command line (the option table's flags)."""
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
-    k = args.k if args.k is not None else (3 if REGISTRY[args.method].needs_k else None)
-    return RunConfig.make(qi=qi, k=k, method=args.method, gamma=args.gamma,
-                          group_column=getattr(args, "group_column", None), threads=args.threads,
-                          chunk_rows=args.chunk_rows, progress=progress, memory_limit=args.memory_limit,
-                          block_size=args.block_size, leaf_size=args.leaf_size, refine=args.refine,
-                          refine_rounds=args.refine_rounds, refine_seconds=args.refine_budget, polish_rounds=args.polish_rounds,
-                          seed=args.seed if seed is None else seed, select=args.select,
-                          select_count=args.select_count, select_measure=args.measure, width=args.width,
-                          bins=args.bins, sa=args.sa, epsilon=args.epsilon,
-                          numeric_output=args.numeric_output, ordinal=args.ordinal, weights=args.weights,
-                          csv=_csv(args) if hasattr(args, "separator") else None,
-                          scheduler=getattr(args, "scheduler", None))
+    return RunConfig.from_args(args, progress=progress, **override)
 
 
-def _start_group(stack, args, inputs, output, output_option="OUTPUT"):
-    """Check OUTPUT, ``--report`` and ``--html`` before any work and open the commit
-    group that renames them together (``io.sink.CommitGroup``); returns ``(group,
-    report temp)`` (the page's temporary file is ``args.html_tmp``)."""
-    from .io.sink import CommitGroup, check_destination, check_side_output
+def _prerender(args):
+    """With ``--html``: the page's worker (``html_report.Prerender``), started first
+    thing, so that its imports (matplotlib: a third of a CPU-second) run on the core
+    this process leaves idle while it imports Polars and Numba, rather than beside the
+    partition pass's threads."""
+    if not getattr(args, "html", None):
+        return None
+    from . import html_report  # start-up: see the docstring
 
-    if output is not None:
-        check_destination(output, inputs, folder=getattr(args, "scheduler", None) is not None)
-    group = stack.enter_context(CommitGroup())
-    report_tmp = None
-    if args.report:
-        check_side_output("--report", args.report, inputs, [(output_option, output)])
-        report_tmp = group.add(args.report, side=True)
-    args.html_tmp = None
-    if getattr(args, "html", None):
-        _start_prerender(stack, args)
-        check_side_output("--html", args.html, inputs, [(output_option, output), ("--report", args.report)])
-        args.html_tmp = group.add(args.html, side=True)
-    return group, report_tmp
-
-
-def _start_prerender(stack, args) -> None:
-    """With ``--html``: the page's worker (``html_report.Prerender``, ``args.html_prerender``),
-    once. ``anonymize`` starts it first thing, so that its imports (matplotlib: a third
-    of a CPU-second) run on the core this process leaves idle while it imports Polars
-    and Numba, rather than beside the partition pass's threads."""
-    if getattr(args, "html", None) and getattr(args, "html_prerender", None) is None:
-        from . import html_report
-
-        html_report.require_matplotlib()
-        args.html_prerender = stack.enter_context(contextlib.closing(html_report.Prerender()))
-
-
-def _finish(group, report_tmp, report, args) -> None:
-    """Write the report to its temporary file, then commit it with OUTPUT: both in
-    place, or (an error, an interrupt) neither."""
-    html = getattr(args, "html_tmp", None) is not None
-    if html:
-        page_report = report.to_dict()
-        args.html_prerender.request(page_report)  # drawn by the worker while the JSON report is written
-    if report_tmp is not None:
-        report.write_json(report_tmp, args.report)
-    if html:
-        from . import html_report
-
-        html_report.write(page_report, args.html_tmp, args.html, args.html_prerender)
-    group.commit()
+    html_report.require_matplotlib()
+    return html_report.Prerender()
 
 
 def _cmd_anonymize(args) -> int:
-    with contextlib.ExitStack() as stack:
-        _start_prerender(stack, args)  # (before the imports below: they overlap the worker's)
-        from .coordinator import run
+    prerender = _prerender(args)
+    try:
+        # start-up: the release loads Polars and Numba (0.7 s), after the page's worker started
+        from .release import release
 
-        cfg = _settings(args, args.qi)  # every option checked against the method before any work
-        inputs = _inputs(args.input)
-        group, report_tmp = _start_group(stack, args, inputs, args.output)
-        result = run(args.input, cfg, args.output, tmp_dir=args.tmp_dir, group=group,
-                     distributions=args.html_prerender.ahead if args.html else bool(args.report))
-        result.report.input = args.input
-        risk = None
-        if args.risk:  # the output is complete, not yet in place: it reads the input and the output
-            risk = _anonymize_risk(args, cfg, group)
-            result.report.risk = risk.to_dict() if risk is not None else None
-        _finish(group, report_tmp, result.report, args)
+        cfg = _settings(args)  # every option checked against the method before any work
+        result = release(args.input, args.output, cfg, prerender=prerender)
+    finally:
+        if prerender is not None:
+            prerender.close()
     if not args.quiet:
         print(result.report.summary(), file=sys.stderr)
     return 0
 
 
 def _cmd_demo(args) -> int:
-    from .coordinator import run
+    # start-up: the release loads Polars and Numba (0.7 s); --help and bad flags need neither
+    from .release import release
     from .synth import census_like
-
-    from .methods import REGISTRY
 
     if args.rows < 1:
         raise EngineError(f"--rows must be positive, got {args.rows}")
     spec = REGISTRY[args.method]
     # --seed always seeds the demo's data; the run takes it where a step is randomized
-    randomized = args.refine == "ga" if spec.centroids else "seed" in spec.options
-    seed = args.seed if randomized else None
+    randomized = args.refine == "ga" if spec.centroids else spec.name in OPTIONS["seed"].methods
+    override = {"qi": DEMO_QI, "seed": args.seed if randomized else None}
     if spec.needs_sa and args.sa is None:  # maxent: the demo's occupation (3.27 bits), 2.5 bits per class
-        args.sa = "occupation"
-        args.epsilon = DEMO_EPSILON if args.epsilon is None else args.epsilon
-    cfg = _settings(args, ",".join(DEMO_QI), seed=seed)
-    args.seed = 0 if args.seed is None else args.seed
-    with contextlib.ExitStack() as stack:
-        group, report_tmp = _start_group(stack, args, (), args.output, "--output")
-        t = time.perf_counter()
-        frame = census_like(args.rows, seed=args.seed)
-        if not args.quiet:
-            print(f"demo: generated {frame.height:,} census-like rows in {time.perf_counter() - t:.2f} s "
-                  f"(seed {args.seed}); quasi-identifiers: {', '.join(DEMO_QI)}", file=sys.stderr)
-        result = run(frame, cfg, args.output, tmp_dir=None, group=group)
-        _finish(group, report_tmp, result.report, args)
+        override.update(sa="occupation", epsilon=DEMO_EPSILON if args.epsilon is None else args.epsilon)
+    cfg = _settings(args, **override)
+    seed = 0 if args.seed is None else args.seed
+    t = time.perf_counter()
+    frame = census_like(args.rows, seed=seed)
+    if not args.quiet:
+        print(f"demo: generated {frame.height:,} census-like rows in {time.perf_counter() - t:.2f} s "
+              f"(seed {seed}); quasi-identifiers: {', '.join(DEMO_QI)}", file=sys.stderr)
+    result = release(frame, args.output, cfg, output_option="--output")
     if not args.quiet:
         print(result.report.summary(), file=sys.stderr)
         print(json.dumps({k: v for k, v in result.report.to_dict().items()
@@ -498,11 +343,7 @@ def _unsafe_code() -> tuple:
       does not say who called it: the interrupt then waits for our own code.
 
     Returns ``(files, folders)``; the folders are found without importing the packages."""
-    import concurrent.futures._base
-    import importlib.util
-    import queue
-
-    files = frozenset([*(m.__file__ for m in (threading, queue, concurrent.futures._base)),
+    files = frozenset([threading.__file__, queue.__file__, inspect.getfile(concurrent.futures.Future),
                        "<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"])
     folders = []
     for name in ("numba", "llvmlite", "numpy", "polars"):
@@ -615,14 +456,6 @@ def _failed(exc: Exception) -> int:
     return 1
 
 
-def _no_huge_pages() -> None:
-    try:
-        from numpy._core.multiarray import _set_madvise_hugepage
-    except ImportError:  # pragma: no cover - another NumPy layout: keep its default
-        return
-    _set_madvise_hugepage(False)
-
-
 def entry() -> None:
     """The ``microagg`` command: ``main``, then exit without the interpreter's teardown
     (a third of a second with Polars' and Numba's thread pools and large arrays to
@@ -658,8 +491,9 @@ def _entry_main() -> int:
     # then zeroes 2 MiB at each first touch, also of pages the run reads before it
     # writes or never fills. Without: 0.4-0.5 CPU-s less system time per 10M-row
     # run. NUMPY_MADVISE_HUGEPAGE, if the user set it, wins.
-    if "NUMPY_MADVISE_HUGEPAGE" not in os.environ:
-        _no_huge_pages()
+    # (NumPy reads the variable when it is imported, which is after this: ``main``'s commands
+    # import it; a value the user set wins)
+    os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
     # the objects of the imports (Numba's, Polars') live as long as the process: out of
     # the collector's way, so its full collections no longer walk them (0.06 s a run)
     gc.freeze()

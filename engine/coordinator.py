@@ -5,7 +5,7 @@
 Every entry point (API, CLI) builds a RunConfig and calls ``run``. The passes are
 the same for every method; what differs per method is declared in its registry
 entry (``engine.methods.Method``) and done by its flow's pass-level hooks
-(``Method.flow``: ``engine.methods.centroids.CentroidFlow`` for the MDAV family,
+(``FLOWS``: ``engine.methods.centroids.CentroidFlow`` for the MDAV family,
 ``engine.methods.ranges.RangeFlow`` for maxent and mnqia):
 
 * ``check_input(source, fmt, passes)``: the method's column checks (types, names
@@ -45,6 +45,9 @@ import numpy as np
 import polars as pl
 
 from .budget import early_piece, note_run_end, note_run_start, plan_budget, rss as current_rss, workers
+from .methods import MethodFlow
+from .methods.centroids import CentroidFlow
+from .methods.ranges import RangeFlow
 from .options import RunConfig
 from .errors import EngineError
 from .io.sink import CommitGroup, atomic_output, check_destination, check_tmp_dir, output_format
@@ -59,6 +62,9 @@ from .progress import Progress
 from .report import PeakRSS, Report
 
 log = logging.getLogger("engine")
+
+# each method's pass-level hooks, by what it publishes (``engine.methods.Method.publishes``)
+FLOWS: dict[str, type] = {"centroids": CentroidFlow, "ranges": RangeFlow}
 
 
 @dataclass
@@ -129,14 +135,14 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
 
 def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0, start_rss) -> RunResult:
     passes: dict[str, float] = {}
-    flow = cfg.spec.flow(cfg, distributions=bool(distributions))
+    flow: MethodFlow = FLOWS[cfg.spec.publishes](cfg, distributions=bool(distributions))
     with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
         inp = _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rss, force_blocks)
         prof = flow.profile(inp, passes)
         release_memory()
         blocks = _partition(inp, cfg, flow, prof, cleanup, passes)
         release_memory()
-        if callable(distributions) and cfg.spec.centroids and getattr(flow.dist, "counts", None) is not None:
+        if callable(distributions) and cfg.spec.centroids and flow.dist is not None and flow.dist.counts is not None:
             distributions({"distributions": flow.dist.before()})  # (its figure is begun meanwhile)
         labels, stitched = _aggregate_and_stitch(inp, cfg, flow, blocks, passes)
         release_memory()

@@ -1,83 +1,290 @@
-"""Run settings: one frozen dataclass, validated once at the boundary.
+"""Every option of a run, declared once: the fields of ``RunConfig``.
 
-Every parameter's constraint lives in ``_check`` below, so the CLI and the API
-reject the same bad values with the same one-line message.
+Each field carries its declaration (``Option``): its type and range, its default,
+its command-line flag and help text, the commands that offer it, the methods that
+accept it, and the other option it takes effect with. From these declarations come
+
+* the ``microagg`` flags (``add_arguments``; ``cli.py`` spells no option itself),
+* the API's checks (``RunConfig.make``: the same one-line errors for both faces),
+* the one-line refusal of an option the method does not use ("does not apply to
+  method X", or "takes effect only with ..."),
+* the table of options by method in ``docs/usage.md`` (``options_table``, checked by
+  ``tests/test_options.py``).
+
+The API functions keep explicit keyword signatures (for type hints and IDEs); what
+they accept is checked here. Checks that tie two options together (a column named in
+two roles, ``block_size`` against ``k``) are in ``RunConfig.check_relations``.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import numbers
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable
 
 from .checks import is_int
 from .errors import EngineError
-from .methods import METHODS, OPTIONS, REGISTRY, flag
+from .methods import METHODS, REGISTRY
 from .tuning import DEFAULT_LEAF_SIZE, DEFAULT_POLISH_ROUNDS, POLISH_MAX_ROWS, polish_leaf_size
 
-SELECT = ("emad",)
-SELECT_MEASURES = ("mi-distance", "emim", "chi2", "gaussian")
-REFINE_MODES = ("local", "ga")
-NUMERIC_OUTPUTS = ("range", "mean")
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2, "mb": 1000**2, "mib": 1 << 20,
-          "g": 1000**3, "gb": 1000**3, "gib": 1 << 30, "t": 1000**4, "tb": 1000**4, "tib": 1 << 40}
+# the commands whose flags come from this table
+RUN = frozenset({"anonymize", "demo"})
+ANONYMIZE = frozenset({"anonymize"})
+CSV_COMMANDS = frozenset({"anonymize", "profile", "verify", "risk"})
+
+ALL = frozenset(METHODS)
+CENTROIDS = frozenset(m for m in METHODS if REGISTRY[m].centroids)
+MIXED = CENTROIDS - {"ama"}  # mixed-type QIs: the MDAV family but AMA (its dependency tree is numeric)
 
 
-def parse_bytes(value) -> int:
-    """``"1GiB"``, ``"512MiB"``, ``"2GB"``, ``"1.5G"`` or a whole number of bytes -> bytes."""
-    if is_int(value):
-        return int(value)
-    if isinstance(value, str):
-        import re
+@dataclass(frozen=True)
+class Needs:
+    """An option that takes effect only together with another setting (for ``methods``)."""
 
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", value)
-        if m and m.group(2).lower() in _UNITS:
-            return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    raise EngineError(f"memory limit must be a size such as 512MiB or 2GiB, got {value!r}")
-METHOD_CODES = {m.name: m.code for m in REGISTRY.values() if m.centroids}
-DEFAULT_GAMMA = {m.name: m.default_gamma for m in REGISTRY.values() if m.default_gamma is not None}
+    test: Callable[["RunConfig"], bool]  # True: the other setting is there
+    text: str                            # "takes effect only with {text}" ({method}: the method)
+    cell: str                            # the docs table's cell
+    methods: frozenset = ALL
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option's declaration. ``kind`` says how a value is checked (``check``):
+    whole, number, choice, name, size, flag, path, or given (checked by the code that
+    reads it: ``ordinal``, ``weights``, ``scheduler``, the CSV options)."""
+
+    help: str
+    kind: str = "given"
+    low: float | None = None           # whole / number: the least value
+    open_low: bool = False              # number: strictly above ``low``
+    must: str = ""                      # what a valid value is, for the error line
+    choices: tuple | None = None
+    methods: frozenset = ALL            # the methods it takes effect with
+    needs: Needs | None = None
+    hint: str = ""                      # added to its "does not apply" line
+    commands: frozenset = RUN           # the commands that offer the flag
+    flag: str | None = None             # default: --name-with-dashes
+    metavar: str | None = None
+    repeat: bool = False                # the flag may be given several times (a list)
+    exclusive: str | None = None        # a group of flags of which one may be given
+    in_report: bool = True              # listed in the report's settings
+    name: str = ""                      # set from the field's name
+
+    @property
+    def cli(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def label(self) -> str:
+        """The option as both faces name it: ``refine_seconds (--refine-budget)``."""
+        return f"{self.name} ({self.cli})"
+
+    def check(self, value) -> Any:
+        """``value`` as the run uses it, or one line naming the option."""
+        if value is None or self.kind == "given":
+            return value
+        if self.kind == "whole":
+            if not is_int(value) or value < self.low:
+                raise EngineError(f"{self.name} must be {self.must}, got {value!r}")
+        elif self.kind == "number":
+            bad = isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
+            if bad or value < self.low or (self.open_low and value == self.low):
+                raise EngineError(f"{self.name} must be {self.must}, got {value!r}")
+        elif self.kind == "choice":
+            if value not in self.choices:
+                raise EngineError(f"unknown {self.name} {value!r} (choose from {', '.join(self.choices)})")
+        elif self.kind == "name":
+            if not isinstance(value, str) or not value:
+                raise EngineError(f"{self.label} must be a column name, got {value!r}")
+        elif self.kind == "size":
+            value = parse_bytes(value)
+            if value < self.low:
+                raise EngineError(f"memory limit must be at least 64MiB, got {value} bytes")
+        elif self.kind == "flag":
+            if not isinstance(value, bool):
+                raise EngineError(f"{self.name} must be True or False, got {value!r}")
+        return value
+
+    def add_to(self, parser: argparse.ArgumentParser, groups: dict) -> None:
+        """This option's flag on ``parser`` (``groups``: the parser's exclusive groups)."""
+        target = parser
+        if self.exclusive is not None:
+            if self.exclusive not in groups:
+                groups[self.exclusive] = parser.add_mutually_exclusive_group()
+            target = groups[self.exclusive]
+        help_text = self.help.replace("%", "%%")
+        if self.kind == "flag" and self.name == "progress":  # --progress / --no-progress; default: a terminal
+            target.add_argument("--progress", dest="progress", action="store_true", default=None, help=help_text)
+            target.add_argument("--no-progress", dest="progress", action="store_false")
+            return
+        kw: dict = {"dest": self.name, "default": None, "help": help_text}
+        if self.kind == "flag":
+            kw.update(action="store_true", default=False)
+        else:
+            if self.kind == "whole":
+                kw["type"] = int
+            elif self.kind == "number":
+                kw["type"] = float
+            if self.choices is not None:
+                kw["choices"] = self.choices
+            if self.metavar is not None:
+                kw["metavar"] = self.metavar
+            if self.repeat:
+                kw["action"] = "append"
+        target.add_argument(self.cli, **kw)
+
+
+def option(default=None, **declaration) -> Any:
+    """A field of ``RunConfig`` with its declaration."""
+    return field(default=default, metadata={"option": Option(**declaration)})
+
+
+def _selects(cfg: "RunConfig") -> bool:
+    return cfg.selects
+
+
+def _sa_hint() -> str:
+    return ": a sensitive attribute is protected by method maxent (microagg verify --sa measures a release's diversity)"
+
+
+_DEPENDENCY = "Oommen & Fayyoumi"
+_WITH_SELECT = Needs(_selects, "method ama or select='emad'", "with `--select`", CENTROIDS - {"ama"})
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Validated settings of one anonymization run."""
+    """Validated settings of one anonymization run: one field per option, each with its
+    declaration. Build it with ``RunConfig.make``; ``None`` means not given."""
 
-    qi: tuple[str, ...]
-    k: int | None
-    method: str = "mdav"
-    gamma: float | None = None
-    group_column: str | None = None
-    chunk_rows: int = 100_000
-    threads: int | None = None
-    progress: bool = False
-    memory_limit: int | None = None
-    block_size: int | None = None
-    leaf_size: int | None = None
-    refine: str | None = None
-    refine_rounds: int | None = None
-    refine_seconds: float | None = None
-    polish_rounds: int | None = None
-    seed: int | None = None  # None: not given (randomized steps then use 0)
-    select: str | None = None
-    select_count: int | None = None
-    select_measure: str | None = None
-    width: float | None = None
-    bins: int | None = None
-    csv: object = None  # engine.io.source.CsvOptions: how a CSV input is read (None: defaults)
-    sa: str | None = None
-    epsilon: float | None = None
-    numeric_output: str | None = None  # ranges: "range" (default) or "mean"
-    # mixed-type QIs (engine.mixed): ((column, order or None, by-column or None), ...) and
-    # ((column, weight), ...), normalized by ``make`` (``parse_ordinal``, ``parse_weights``)
-    ordinal: tuple | None = None
-    weights: tuple | None = None
-    scheduler: object = None  # a Dask scheduler's address, "local", or a distributed.Client (engine.cluster)
-    extra: dict = field(default_factory=dict, compare=False)
+    qi: tuple = option((), help="comma-separated quasi-identifier columns: numbers, dates, and for the MDAV "
+                                "family also categories (nominal, ordinal)", commands=ANONYMIZE, in_report=False)
+    k: int | None = option(kind="whole", low=2, must="at least 2",
+                           help="minimum group size (default 3; maxent: none unless given)", in_report=False)
+    method: str = option("mdav", kind="choice", choices=METHODS, in_report=False,
+                         help="microaggregation method (default mdav); maxent / mnqia generalize to ranges")
+    sa: str | None = option(kind="name", methods=frozenset({"maxent"}), hint=_sa_hint(), metavar="COLUMN",
+                            help="sensitive attribute protected by --method maxent")
+    epsilon: float | None = option(kind="number", low=0.0, must="a non-negative number of bits",
+                                   methods=frozenset({"maxent"}), hint=_sa_hint(),
+                                   help="maxent: minimum class entropy in bits (default: the table's SA entropy)")
+    numeric_output: str | None = option(kind="choice", choices=("range", "mean"),
+                                        methods=frozenset({"maxent", "mnqia"}),
+                                        help="maxent / mnqia: numeric QIs as <col>_min/<col>_max (default) or "
+                                             "the class mean")
+    ordinal: tuple | None = option(methods=MIXED, repeat=True, metavar="COL=CAT1,CAT2,...",
+                                   help="an ordinal quasi-identifier and its categories in order (repeatable); "
+                                        "COL alone: an Enum column's own order; COL=@NUMCOL: ordered by a numeric "
+                                        "column (e.g. education_num)")
+    weights: tuple | None = option(methods=MIXED, metavar="COL=W,...",
+                                   help="weights of quasi-identifiers in the mixed distance (default 1 each)")
+    gamma: float | None = option(kind="number", low=0.0, open_low=True, must="a positive number",
+                                 methods=frozenset({"vmdav", "ivmdav"}), hint=": gamma applies only to vmdav and ivmdav",
+                                 help="gamma of vmdav (default 0.2) or ivmdav (default 1.16)")
+    group_column: str | None = option(kind="name", commands=ANONYMIZE, metavar="NAME",
+                                      help="add each row's group id as column NAME")
+    leaf_size: int | None = option(kind="whole", low=0, must="a whole number >= 0 (0: exact MDAV on each block)",
+                                   methods=CENTROIDS, metavar="ROWS",
+                                   help="with several blocks, run the method on leaves of at most ROWS rows cut "
+                                        "from each block by median splits (default when polished 32768 at k <= 3, "
+                                        "8192 from k = 5; else 256; 0: on whole blocks)")
+    polish_rounds: int | None = option(kind="whole", low=0, must="a whole number >= 0 (0: no polish)",
+                                       methods=CENTROIDS, metavar="N",
+                                       help="streamed runs: at most N rounds of moves/swaps among nearest groups, "
+                                            "ending early at a round gaining < 1% of the SSE (default 32 up to 2M "
+                                            "rows; 0 above, with leaves of 256; 0: off)")
+    refine: str | None = option(kind="choice", choices=("local", "ga"), methods=CENTROIDS,
+                                help="improve the partition: local moves/swaps, or the genetic hybrid "
+                                     "(default: none)")
+    refine_rounds: int | None = option(kind="whole", low=1, must="a positive whole number", methods=CENTROIDS,
+                                       needs=Needs(lambda c: c.refine is not None, "refine (--refine local|ga)",
+                                                   "with `--refine`"),
+                                       metavar="N", help="cap on refinement rounds")
+    refine_seconds: float | None = option(kind="number", low=0.0, open_low=True,
+                                          must="a positive number of seconds", methods=CENTROIDS,
+                                          needs=Needs(lambda c: c.refine is not None, "refine (--refine local|ga)",
+                                                      "with `--refine`"),
+                                          flag="--refine-budget", metavar="SECONDS",
+                                          help="cap on refinement seconds (not reproducible across machines; "
+                                               "prefer --refine-rounds)")
+    select: str | None = option(kind="choice", choices=("emad",), methods=CENTROIDS - {"ama"},
+                                hint=": method ama selects its own key attributes",
+                                help=f"group on the top --select-count attributes of the dependency tree "
+                                     f"({_DEPENDENCY}'s EMAD)")
+    select_count: int | None = option(kind="whole", low=1, must="a positive whole number",
+                                      methods=CENTROIDS - {"ama"},
+                                      needs=Needs(lambda c: c.select is not None, "select='emad' (--select emad)",
+                                                  "with `--select`"),
+                                      metavar="N", help="key attributes for --select")
+    select_measure: str | None = option(kind="choice", choices=("mi-distance", "emim", "chi2", "gaussian"),
+                                        methods=CENTROIDS, needs=_WITH_SELECT, flag="--measure",
+                                        help="dependence measure for ama / --select (default mi-distance for ama, "
+                                             "emim for emad)")
+    width: float | None = option(kind="number", low=0.0, open_low=True, must="a positive number",
+                                 methods=CENTROIDS, needs=_WITH_SELECT, exclusive="bins",
+                                 help=f"histogram bin width for numeric columns ({_DEPENDENCY})")
+    bins: int | None = option(kind="whole", low=1, must="a whole number >= 1", methods=CENTROIDS,
+                              needs=_WITH_SELECT, exclusive="bins",
+                              help="histogram bins per numeric column (default 10)")
+    seed: int | None = option(kind="whole", low=0, must="a non-negative whole number",
+                              methods=CENTROIDS | {"maxent"},
+                              needs=Needs(lambda c: c.refine == "ga",
+                                          "refine='ga' (--refine ga) for method {method}: its other steps are "
+                                          "deterministic", "with `ga`", CENTROIDS),
+                              help="seed of the randomized steps (--refine ga, maxent) and of the demo's data "
+                                   "(default 0)")
+    scheduler: Any = option(methods=CENTROIDS, commands=ANONYMIZE, metavar="ADDRESS",
+                            help="run the passes as tasks on a Dask cluster: tcp://HOST:PORT of its scheduler, or "
+                                 "'local' for a LocalCluster here (Parquet in and out; --tmp-dir shared with the "
+                                 "workers; needs pip install 'microagg-engine[dask]')")
+    # the settings that size the work: every method, the same output
+    chunk_rows: int = option(100_000, kind="whole", low=1, must="a positive whole number",
+                             help="rows per streamed chunk (default 100000)")
+    threads: int | None = option(kind="whole", low=1, must="a positive whole number",
+                                 help="Numba threads (default: all cores)")
+    memory_limit: int | None = option(kind="size", low=64 << 20, metavar="SIZE",
+                                      help="limit on peak memory, e.g. 1GiB or 512MiB: sizes blocks, chunks and "
+                                           "CSV reads; a limit below what the run needs is refused naming the "
+                                           "minimum (default: no limit)")
+    block_size: int | None = option(kind="whole", low=1, must="a positive whole number", metavar="ROWS",
+                                    help="rows per spatial block (default 20000; a table this small runs as one "
+                                         "exact block)")
+    progress: bool = option(False, kind="flag", in_report=False,
+                            help="show progress bars (default: when stderr is a terminal)")
+    # how a CSV input is read (engine.io.source.CsvOptions checks them)
+    separator: str | None = option(commands=CSV_COMMANDS, metavar="CHAR", in_report=False,
+                                   help="field separator, e.g. ';' or tab (default ',')")
+    null_values: Any = option(commands=CSV_COMMANDS, metavar="LIST", in_report=False,
+                              help="comma-separated texts read as missing, e.g. NA,-  (an empty field always is)")
+    encoding: str | None = option(commands=CSV_COMMANDS, metavar="NAME", in_report=False,
+                                  help="utf8 (default), utf8-lossy, or any Python codec such as latin-1 or cp1252 "
+                                       "(transcoded to a private temporary file first)")
+    # what the release writes beside OUTPUT (engine.release)
+    tmp_dir: Any = option(kind="given", commands=ANONYMIZE, in_report=False,
+                          help="folder for temporary files (default: beside OUTPUT)")
+    risk: bool = option(False, kind="flag", commands=ANONYMIZE, in_report=False,
+                        help="after writing, measure disclosure risk (DBRL, interval disclosure) into the report")
+    report: Any = option(commands=RUN, metavar="FILE", in_report=False,
+                         help="also write the report as JSON to FILE")
+    html: Any = option(commands=ANONYMIZE, metavar="FILE", in_report=False,
+                       help="also write the release report as one self-contained HTML page with figures "
+                            "(needs pip install 'microagg-engine[html]')")
 
     @property
     def spec(self):
         """The method's declaration (``engine.methods.Method``)."""
         return REGISTRY[self.method]
+
+    @property
+    def csv(self):
+        """How a CSV input is read (``engine.io.source.CsvOptions``; None: the defaults)."""
+        # start-up: engine.io.source loads Polars (0.3 s); the command line builds its
+        # parser from this module before any command needs it
+        from .io.source import CsvOptions
+
+        return CsvOptions.make(separator=self.separator, null_values=self.null_values, encoding=self.encoding)
 
     @property
     def effective_seed(self) -> int:
@@ -89,17 +296,19 @@ class RunConfig:
 
     def settings(self) -> dict:
         """The settings as given (None: not given, its default applies), for the report."""
-        out = {}
-        for name in ("method", "k", "qi", *OPTIONS, "chunk_rows", "threads", "memory_limit", "block_size"):
-            v = getattr(self, name)
-            if name == "scheduler" and v is not None and not isinstance(v, str):
+        out = {"method": self.method, "k": self.k, "qi": list(self.qi)}
+        for o in OPTIONS.values():
+            if not o.in_report:
+                continue
+            v = getattr(self, o.name)
+            if o.name == "scheduler" and v is not None and not isinstance(v, str):
                 v = f"client of {getattr(v, 'scheduler', None) and v.scheduler.address}"
-            out[name] = list(v) if isinstance(v, tuple) else v
+            out[o.name] = list(v) if isinstance(v, tuple) else v
         return out
 
     @property
     def method_code(self) -> int:
-        return METHOD_CODES[self.method]
+        return self.spec.code
 
     @property
     def selects(self) -> bool:
@@ -115,7 +324,7 @@ class RunConfig:
     def effective_gamma(self) -> float:
         if self.gamma is not None:
             return float(self.gamma)
-        return DEFAULT_GAMMA.get(self.method, 0.0)
+        return self.spec.default_gamma if self.spec.default_gamma is not None else 0.0
 
     def effective_polish_rounds(self, rows: int) -> int:
         """Polish rounds of a streamed run of ``rows`` rows (0: none). V-MDAV (whose
@@ -134,111 +343,73 @@ class RunConfig:
         return polish_leaf_size(self.k) if self.effective_polish_rounds(rows) > 0 else DEFAULT_LEAF_SIZE
 
     @classmethod
-    def make(cls, *, qi, k, method="mdav", gamma=None, group_column=None, chunk_rows=100_000,
-             threads=None, progress=False, memory_limit=None, block_size=None, leaf_size=None, refine=None,
-             refine_rounds=None, refine_seconds=None, polish_rounds=None, seed=None,
-             select=None, select_count=None,
-             select_measure=None, width=None, bins=None, csv=None, sa=None, epsilon=None,
-             numeric_output=None, ordinal=None, weights=None, scheduler=None) -> "RunConfig":
+    def make(cls, **given) -> "RunConfig":
+        """The settings of a run from keyword options (the API's, or the command line's
+        through ``from_args``): each checked against its declaration and the method."""
+        unknown = sorted(set(given) - set(OPTIONS))
+        if unknown:
+            raise EngineError(f"unknown option {unknown[0]!r}")
+        values = {}
+        qi = given.get("qi", ())
         if isinstance(qi, str):
             qi = [c.strip() for c in qi.split(",")] if qi.strip() else []
         try:
-            qi = tuple(qi)
+            values["qi"] = tuple(qi)
         except TypeError:
             raise EngineError("qi must be a list of column names") from None
-        if memory_limit is not None:
-            memory_limit = parse_bytes(memory_limit)
-        ordinal = parse_ordinal(ordinal)
-        weights = parse_weights(weights)
-        cfg = cls(qi=qi, k=k, method=method, gamma=gamma, group_column=group_column,
-                  chunk_rows=chunk_rows, threads=threads, progress=progress, memory_limit=memory_limit,
-                  block_size=block_size, leaf_size=leaf_size, refine=refine, refine_rounds=refine_rounds,
-                  refine_seconds=refine_seconds, polish_rounds=polish_rounds, seed=seed,
-                  select=select, select_count=select_count,
-                  select_measure=select_measure, width=width, bins=bins, csv=csv, sa=sa, epsilon=epsilon,
-                  numeric_output=numeric_output, ordinal=ordinal, weights=weights, scheduler=scheduler)
-        cfg._check()
+        values["ordinal"] = parse_ordinal(given.get("ordinal"))
+        values["weights"] = parse_weights(given.get("weights"))
+        for name, o in OPTIONS.items():
+            if name not in values and given.get(name) is not None:  # None: not given, the default applies
+                values[name] = o.check(given[name])
+        cfg = cls(**values)
+        cfg.csv  # noqa: B018 - the CSV options, checked now (CsvOptions.make), not when the input is read
+        cfg.check_relations()
+        cfg.check_applies()
         return cfg
 
-    def _check(self) -> None:
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, **override) -> "RunConfig":
+        """The settings of a run from the command line (``override``: the command's own)."""
+        given = {name: getattr(args, name) for name in OPTIONS if hasattr(args, name)}
+        given.update(override)
+        if given.get("k") is None and given.get("method") in REGISTRY and REGISTRY[given["method"]].needs_k:
+            given["k"] = 3
+        return cls.make(**given)
+
+    def check_relations(self) -> None:
+        """The checks that tie an option to another, or to the QIs."""
         if not self.qi:
             raise EngineError("qi is empty: name at least one quasi-identifier column")
+        seen = set()
         for c in self.qi:
             if not isinstance(c, str) or not c:
                 raise EngineError(f"qi has an invalid column name: {c!r}")
-        seen = set()
-        for c in self.qi:
             if c in seen:
                 raise EngineError(f"qi lists column {c!r} twice")
             seen.add(c)
-        if self.method not in METHODS:
-            raise EngineError(f"unknown method {self.method!r} (choose from {', '.join(METHODS)})")
-        spec = self.spec
-        if self.k is None and spec.needs_k:
+        if self.k is None and self.spec.needs_k:
             raise EngineError(f"method {self.method} needs k")
-        if self.k is not None and not is_int(self.k):
-            raise EngineError(f"k must be a whole number, got {self.k!r}")
-        if self.k is not None and self.k < 2:
-            raise EngineError(f"k must be at least 2, got {self.k}")
-        self._check_applies(spec)
-        if self.gamma is not None:
-            if isinstance(self.gamma, bool) or not isinstance(self.gamma, numbers.Real) \
-                    or not math.isfinite(self.gamma) or self.gamma <= 0:
-                raise EngineError(f"gamma must be a positive number, got {self.gamma!r}")
-        if self.group_column is not None and (not isinstance(self.group_column, str) or not self.group_column):
-            raise EngineError(f"group column name must be a non-empty string, got {self.group_column!r}")
         if self.group_column in self.qi:
             raise EngineError(f"group column {self.group_column!r} is also a qi column")
-        if not is_int(self.chunk_rows) or self.chunk_rows < 1:
-            raise EngineError(f"chunk_rows must be a positive whole number, got {self.chunk_rows!r}")
-        if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
-            raise EngineError(f"threads must be a positive whole number, got {self.threads!r}")
-        if self.memory_limit is not None and self.memory_limit < (64 << 20):
-            raise EngineError(f"memory limit must be at least 64MiB, got {self.memory_limit} bytes")
         least = 2 * max(2, self.k or 0)  # maxent without k: classes of at least 2 rows
-        if self.block_size is not None and (not is_int(self.block_size) or self.block_size < least):
-            raise EngineError(f"block size must be a whole number of at least 2k={least}, "
-                              f"got {self.block_size!r}")
-        if self.leaf_size is not None and (not is_int(self.leaf_size) or self.leaf_size < 0):
-            raise EngineError(f"leaf size must be a whole number >= 0 (0: exact MDAV on each block), "
-                              f"got {self.leaf_size!r}")
-        if self.refine is not None and self.refine not in REFINE_MODES:
-            raise EngineError(f"unknown refine mode {self.refine!r} (choose from {', '.join(REFINE_MODES)})")
-        if self.refine_rounds is not None and (not is_int(self.refine_rounds) or self.refine_rounds < 1):
-            raise EngineError(f"refine rounds must be a positive whole number, got {self.refine_rounds!r}")
-        if self.refine_seconds is not None and (isinstance(self.refine_seconds, bool)
-                                                or not isinstance(self.refine_seconds, numbers.Real)
-                                                or not self.refine_seconds > 0):
-            raise EngineError(f"refine budget must be a positive number of seconds, got {self.refine_seconds!r}")
-        if self.polish_rounds is not None and (not is_int(self.polish_rounds) or self.polish_rounds < 0):
-            raise EngineError(f"polish rounds must be a whole number >= 0 (0: no polish), got {self.polish_rounds!r}")
-        if self.select is not None and self.select not in SELECT:
-            raise EngineError(f"unknown attribute selection {self.select!r} (choose from {', '.join(SELECT)})")
-        if self.select is not None and (not is_int(self.select_count) or not 1 <= self.select_count <= len(self.qi)):
-            raise EngineError(f"select count must be a whole number between 1 and {len(self.qi)} (the qi count), "
+        if self.block_size is not None and self.block_size < least:
+            raise EngineError(f"block_size must be a whole number of at least 2k={least}, got {self.block_size!r}")
+        if self.select_count is not None and self.select_count > len(self.qi):
+            raise EngineError(f"select_count must be a whole number between 1 and {len(self.qi)} (the qi count), "
                               f"got {self.select_count!r}")
-        if self.select_measure is not None and self.select_measure not in SELECT_MEASURES:
-            raise EngineError(f"unknown dependence measure {self.select_measure!r} "
-                              f"(choose from {', '.join(SELECT_MEASURES)})")
+        if self.select is not None and self.select_count is None:
+            raise EngineError(f"select_count (--select-count) is needed with select='emad': a whole number "
+                              f"between 1 and {len(self.qi)} (the qi count)")
         if self.width is not None and self.bins is not None:
             raise EngineError("give width or bins, not both")
-        if self.seed is not None and (not is_int(self.seed) or self.seed < 0):
-            raise EngineError(f"seed must be a non-negative whole number, got {self.seed!r}")
-        if self.sa is not None:
-            if not isinstance(self.sa, str) or not self.sa:
-                raise EngineError(f"sa must be a column name, got {self.sa!r}")
-            if self.sa in self.qi:
-                raise EngineError(f"column {self.sa!r}: the sensitive attribute is also listed as a quasi-identifier")
-        if self.epsilon is not None and (isinstance(self.epsilon, bool) or not isinstance(self.epsilon, numbers.Real)
-                                         or not math.isfinite(self.epsilon) or self.epsilon < 0):
-            raise EngineError(f"epsilon must be a non-negative number of bits, got {self.epsilon!r}")
-        if self.scheduler is not None and isinstance(self.scheduler, str) and not self.scheduler.strip():
+        if self.sa is not None and self.sa in self.qi:
+            raise EngineError(f"column {self.sa!r}: the sensitive attribute is also listed as a quasi-identifier")
+        if isinstance(self.scheduler, str) and not self.scheduler.strip():
             raise EngineError("scheduler (--scheduler) must be an address such as tcp://HOST:PORT, or 'local'")
         if self.scheduler is not None and (self.ordinal or self.weights):
             raise EngineError(f"{'ordinal (--ordinal)' if self.ordinal else 'weights (--weights)'}: mixed-type "
                               "quasi-identifiers run on one machine only; omit --scheduler")
-        if self.numeric_output is not None and self.numeric_output not in NUMERIC_OUTPUTS:
-            raise EngineError(f"numeric_output: 'range' or 'mean', got {self.numeric_output!r}")
         for c, order, by in self.ordinal or ():
             if c not in self.qi:
                 raise EngineError(f"ordinal (--ordinal): column {c!r} is not a quasi-identifier")
@@ -259,28 +430,82 @@ class RunConfig:
         if self.weights and len({c for c, _ in self.weights}) != len(self.weights):
             raise EngineError("weights (--weights) names a column twice")
 
-    def _check_applies(self, spec) -> None:
-        """Every option given takes effect with this method, or the run stops here,
-        naming the option and the method (``engine.methods.REGISTRY``)."""
-        given = [o for o in OPTIONS if getattr(self, o) is not None]
+    def check_applies(self) -> None:
+        """Every option given takes effect with this method, or the run stops here with
+        one line naming the option and the method."""
+        given = [o for o in OPTIONS.values() if o.methods != ALL and getattr(self, o.name) is not None]
         for o in given:
-            if o not in spec.options:
-                raise EngineError(f"{_name(o)} does not apply to method {self.method}{_hint(o, self.method)}")
-        if spec.needs_sa and self.sa is None:
+            if self.method not in o.methods:
+                raise EngineError(f"{o.label} does not apply to method {self.method}{o.hint}")
+        if self.spec.needs_sa and self.sa is None:
             raise EngineError(f"method {self.method} needs a sensitive attribute: sa (--sa COLUMN)")
-        # options that take effect only with another one
-        needs = {"refine_rounds": ("refine", self.refine is not None, "refine (--refine local|ga)"),
-                 "refine_seconds": ("refine", self.refine is not None, "refine (--refine local|ga)"),
-                 "select_count": ("select", self.select is not None, "select='emad' (--select emad)"),
-                 "select_measure": ("select", self.selects, "method ama or select='emad'"),
-                 "width": ("select", self.selects, "method ama or select='emad'"),
-                 "bins": ("select", self.selects, "method ama or select='emad'")}
         for o in given:
-            if o in needs and not needs[o][1]:
-                raise EngineError(f"{_name(o)} takes effect only with {needs[o][2]}")
-        if self.seed is not None and spec.centroids and self.refine != "ga":
-            raise EngineError(f"{_name('seed')} takes effect only with refine='ga' (--refine ga) for method "
-                              f"{self.method}: its other steps are deterministic")
+            if o.needs is not None and self.method in o.needs.methods and not o.needs.test(self):
+                raise EngineError(f"{o.label} takes effect only with {o.needs.text.format(method=self.method)}")
+
+
+OPTIONS: dict[str, Option] = {}
+for _f in fields(RunConfig):
+    object.__setattr__(_f.metadata["option"], "name", _f.name)
+    OPTIONS[_f.name] = _f.metadata["option"]
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str, skip=()) -> None:
+    """The flags of ``command`` from the table, in its order (``skip``: the command's
+    own spelling of an option, e.g. the positional INPUT)."""
+    groups: dict = {}
+    csv = None
+    for o in OPTIONS.values():
+        if command not in o.commands or o.name in skip:
+            continue
+        if o.commands is CSV_COMMANDS:  # the CSV options: a group of their own in --help
+            if csv is None:
+                csv = parser.add_argument_group("CSV input", "how a CSV input is read (refused for other "
+                                                             "inputs); a .csv.gz is decompressed to a private "
+                                                             "temporary file")
+            o.add_to(csv, groups)
+        else:
+            o.add_to(parser, groups)
+
+
+def csv_given(args: argparse.Namespace) -> dict:
+    """The CSV options of a parsed command line, as keyword arguments."""
+    return {o.name: getattr(args, o.name) for o in OPTIONS.values() if o.commands is CSV_COMMANDS}
+
+
+def options_table() -> str:
+    """The Markdown table of which option takes effect with which method (docs/usage.md)."""
+    lines = ["| option | " + " | ".join(REGISTRY) + " |", "|---|" + "---|" * len(REGISTRY)]
+    for o in OPTIONS.values():
+        if o.methods == ALL:
+            continue
+        cells = []
+        for m in REGISTRY.values():
+            if m.name not in o.methods:
+                cells.append("refused")
+            elif o.name == "sa" and m.needs_sa:
+                cells.append("required")
+            elif o.needs is not None and m.name in o.needs.methods:
+                cells.append(o.needs.cell)
+            else:
+                cells.append("yes")
+        lines.append(f"| `{o.cli}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2, "mb": 1000**2, "mib": 1 << 20,
+          "g": 1000**3, "gb": 1000**3, "gib": 1 << 30, "t": 1000**4, "tb": 1000**4, "tib": 1 << 40}
+
+
+def parse_bytes(value) -> int:
+    """``"1GiB"``, ``"512MiB"``, ``"2GB"``, ``"1.5G"`` or a whole number of bytes -> bytes."""
+    if is_int(value):
+        return int(value)
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", value)
+        if m and m.group(2).lower() in _UNITS:
+            return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    raise EngineError(f"memory limit must be a size such as 512MiB or 2GiB, got {value!r}")
 
 
 def parse_ordinal(value) -> tuple | None:
@@ -324,6 +549,8 @@ def parse_weights(value) -> tuple | None:
     """``weights`` as ``((column, weight), ...)`` from a dict or the text ``"age=2,sex=1"``."""
     if value is None:
         return None
+    if isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        return value  # already normalized (RunConfig.weights)
     if isinstance(value, str):
         pairs = []
         for part in value.split(","):
@@ -344,18 +571,3 @@ def parse_weights(value) -> tuple | None:
             raise EngineError(f"weights (--weights): the weight of column {c!r} must be a positive number, got {w!r}")
         out.append((c, float(w)))
     return tuple(out)
-
-
-def _name(option: str) -> str:
-    """An option as both faces name it: ``refine_seconds (--refine-budget)``."""
-    return f"{option} ({flag(option)})"
-
-
-def _hint(option: str, method: str) -> str:
-    if option in ("sa", "epsilon"):
-        return ": a sensitive attribute is protected by method maxent (microagg verify --sa measures a release's diversity)"
-    if option == "gamma":
-        return ": gamma applies only to vmdav and ivmdav"
-    if option == "select" and method == "ama":
-        return ": method ama selects its own key attributes"
-    return ""

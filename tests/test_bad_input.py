@@ -153,7 +153,7 @@ CASES = {
     "k > rows": (_csv_copy, "a,b", "13", [], 2, r"k=13 is larger than the number of rows \(12\)"),
     "chunk rows 0": (_csv_copy, "a,b", "3", ["--chunk-rows", "0"], 2, r"chunk_rows must be a positive whole number"),
     "threads 0": (_csv_copy, "a,b", "3", ["--threads", "0"], 2, r"threads must be a positive whole number"),
-    "block size < 2k": (_csv_copy, "a,b", "3", ["--block-size", "5"], 2, r"block size must be a whole number of at "
+    "block size < 2k": (_csv_copy, "a,b", "3", ["--block-size", "5"], 2, r"block_size must be a whole number of at "
                         r"least 2k=6, got 5"),
     "memory limit not a size": (_csv_copy, "a,b", "3", ["--memory-limit", "lots"], 2,
                                 r"memory limit must be a size such as 512MiB"),

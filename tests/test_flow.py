@@ -6,6 +6,7 @@ import pytest
 
 import engine
 from engine import coordinator
+from engine.coordinator import FLOWS
 from engine.options import RunConfig
 from engine.io.spill import MemoryBlocks
 from engine.methods import REGISTRY
@@ -25,7 +26,7 @@ def _qi(method):
 @pytest.mark.parametrize("method", list(REGISTRY))
 def test_every_method_declares_its_flow_and_block_function(method):
     spec = REGISTRY[method]
-    flow = spec.flow(RunConfig.make(qi=_qi(method), method=method, **KW.get(method, dict(k=5))))
+    flow = FLOWS[spec.publishes](RunConfig.make(qi=_qi(method), method=method, **KW.get(method, dict(k=5))))
     missing = [h for h in HOOKS if not callable(getattr(flow, h, None))]
     assert not missing, missing
     assert callable(spec.block_function)

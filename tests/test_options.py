@@ -9,7 +9,12 @@ import pytest
 import engine
 from engine.cli import main
 from engine.errors import EngineError
-from engine.methods import METHODS, OPTIONS, REGISTRY, flag
+from engine.methods import METHODS, REGISTRY
+from engine.options import OPTIONS
+
+
+def flag(option: str) -> str:
+    return OPTIONS[option].cli
 from engine.synth import census_like
 
 pytestmark = pytest.mark.slow
@@ -86,13 +91,13 @@ def test_every_option_changes_the_result_or_is_refused(method, table, tmp_path, 
         assert out1 != out0 or rep1 != rep0, f"{name} was accepted by {method} and changed nothing"
         outcomes[name] = "applied"
     spec = REGISTRY[method]
-    # what the registry promises
-    assert outcomes["gamma"] == ("applied" if "gamma" in spec.options else "refused")
+    # what the option table promises
+    assert outcomes["gamma"] == ("applied" if method in OPTIONS["gamma"].methods else "refused")
     for o in ("refine", "leaf_size", "polish_rounds", "select_measure"):
-        assert outcomes[o] == "refused" or o in spec.options, o
+        assert outcomes[o] == "refused" or method in OPTIONS[o].methods, o
     assert outcomes["refine_rounds"] == "refused"  # without --refine
     assert outcomes["sa"] == ("applied" if spec.needs_sa else "refused")
-    assert outcomes["seed"] == ("applied" if not spec.centroids and "seed" in spec.options else "refused")
+    assert outcomes["seed"] == ("applied" if not spec.centroids and method in OPTIONS["seed"].methods else "refused")
     if spec.centroids:
         assert outcomes["seed with ga"] == "applied" and outcomes["refine"] == "applied"
     assert outcomes["group_column"] == outcomes["k"] == outcomes["block_size"] == outcomes["risk"] == "applied"
@@ -139,15 +144,14 @@ def test_the_api_refuses_as_the_cli(method, kwargs, option, table, tmp_path):
 
 
 def test_every_option_is_declared():
-    """The registry's options are the RunConfig's fields, and each method's are a subset."""
+    """Every field of RunConfig is an option of the table, and each names known methods."""
     from dataclasses import fields
 
     from engine.options import RunConfig
 
-    names = {f.name for f in fields(RunConfig)}
-    assert set(OPTIONS) <= names
-    for m in REGISTRY.values():
-        assert m.options <= set(OPTIONS)
+    assert [f.name for f in fields(RunConfig)] == list(OPTIONS)
+    for o in OPTIONS.values():
+        assert o.methods <= set(METHODS) and o.help, o.name
 
 
 def test_one_report_for_every_method(table, tmp_path, capsys):
@@ -191,7 +195,7 @@ def test_range_self_check_counts_the_published_values(table, tmp_path, monkeypat
 def test_the_documented_table_is_the_registry():
     from pathlib import Path
 
-    from engine.methods import options_table
+    from engine.options import options_table
 
     text = (Path(__file__).parent.parent / "docs" / "usage.md").read_text()
     assert options_table() in text

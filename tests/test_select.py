@@ -52,10 +52,10 @@ def test_emad_with_any_method_and_streaming(tarragona, tmp_path):
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(method="ama", select="emad", select_count=2), "ama selects its own"),
-    (dict(select="emad"), "select count"),
-    (dict(select="emad", select_count=99), "select count"),
+    (dict(select="emad"), "select_count .*is needed with select='emad'"),
+    (dict(select="emad", select_count=99), "select_count must be a whole number between 1 and"),
     (dict(select_count=2), "select_count .*takes effect only with select"),
-    (dict(select="emad", select_count=2, select_measure="nope"), "unknown dependence measure"),
+    (dict(select="emad", select_count=2, select_measure="nope"), "unknown select_measure 'nope'"),
 ])
 def test_bad_selection_settings(census, kwargs, message):
     with pytest.raises(EngineError, match=message):

@@ -1,14 +1,13 @@
 """The methods: one registry, one declaration per method.
 
-Each method declares what it publishes, which optional settings take effect with it,
-whether it needs a sensitive attribute, and its kernel. The run configuration
-(``engine.options``) checks every setting against this table, so an option a method
-does not use stops the run with one line naming the option and the method, in the
-CLI and the API alike: nothing is silently ignored.
+Each method declares what it publishes, whether it needs k and a sensitive attribute,
+and its kernel. Which options take effect with which method is declared with the
+options themselves (``engine.options``).
 
 Every method runs through the same passes of ``engine.coordinator``; what they do
-for it is its flow's pass-level hooks (``Method.flow``), and one unit of blocks is
-turned into labels by its block function (``Method.block``):
+for it is its flow's pass-level hooks (``engine.coordinator.FLOWS``, by what the
+method publishes), and one unit of blocks is turned into labels by its block
+function (``Method.block``):
 
 * **centroids** (the MDAV family, AMA): groups of at least k rows; every QI is replaced
   by its group's mean. Hooks ``engine.methods.centroids``; kernels
@@ -24,21 +23,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-
-# the optional settings a method may take (API keyword names); the common ones
-# (threads, chunk_rows, memory_limit, block_size, tmp_dir, progress, risk, report and
-# the CSV options) apply to every method and are not listed
-OPTIONS = ("gamma", "group_column", "leaf_size", "polish_rounds", "refine", "refine_rounds", "refine_seconds", "select",
-           "select_count", "select_measure", "width", "bins", "seed", "sa", "epsilon", "numeric_output", "ordinal",
-           "weights", "scheduler")
-
-# how each option is spelled on the command line, for the one-line refusals
-CLI_FLAG = {"refine_seconds": "--refine-budget", "select_measure": "--measure"}
-
-_CENTROID_OPTIONS = frozenset({"group_column", "leaf_size", "polish_rounds", "refine", "refine_rounds", "refine_seconds",
-                               "select", "select_count", "select_measure", "width", "bins", "seed",
-                               "ordinal", "weights",  # ordinal, weights: mixed-type QIs (engine.mixed)
-                               "scheduler"})  # scheduler: engine.cluster (the range methods' flow is not on Dask)
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -46,7 +31,6 @@ class Method:
     name: str
     publishes: str             # "centroids" or "ranges"
     paper: str                 # title and authors
-    options: frozenset         # the optional settings that take effect with this method
     code: int = -1             # the MDAV-family kernel's method code (engine.kernels.mdav)
     default_gamma: float | None = None
     needs_sa: bool = False
@@ -58,17 +42,6 @@ class Method:
         return self.publishes == "centroids"
 
     @property
-    def flow(self):
-        """The class of the method's pass-level hooks (``engine.coordinator``)."""
-        if self.centroids:
-            from .centroids import CentroidFlow
-
-            return CentroidFlow
-        from .ranges import RangeFlow
-
-        return RangeFlow
-
-    @property
     def block_function(self):
         module, name = self.block.split(":")
         return getattr(importlib.import_module(module), name)
@@ -78,50 +51,51 @@ _DF = "Domingo-Ferrer & Torra, \"Ordinal, continuous and heterogeneous k-anonymi
 _RB = "Rawat & Borah, \"An Improved Variable-Sized Microaggregation Algorithm for Privacy Preservation\""
 
 REGISTRY: dict[str, Method] = {m.name: m for m in (
-    Method("mdav", "centroids", _DF, _CENTROID_OPTIONS, code=0),
-    Method("mdav-single", "centroids", _RB, _CENTROID_OPTIONS, code=1),
+    Method("mdav", "centroids", _DF, code=0),
+    Method("mdav-single", "centroids", _RB, code=1),
     # V-MDAV: 0.2 is its authors' suggestion for scattered data (Census, Tarragona)
     Method("vmdav", "centroids", "Solanas & Martinez-Balleste, \"V-MDAV: a multivariate microaggregation with "
-           "variable group size\"", _CENTROID_OPTIONS | {"gamma"}, code=2, default_gamma=0.2),
+           "variable group size\"", code=2, default_gamma=0.2),
     # IV-MDAV: 1.16 is the setting of its paper's experiments
-    Method("ivmdav", "centroids", _RB, _CENTROID_OPTIONS | {"gamma"}, code=3, default_gamma=1.16),
+    Method("ivmdav", "centroids", _RB, code=3, default_gamma=1.16),
     # AMA: MDAV on the key attributes of the MI-distance tree (it selects its own)
     Method("ama", "centroids", "Sun, Wang, Li & Zhang, \"An Approximate Microaggregation Approach for "
-           "Microdata Protection\"", _CENTROID_OPTIONS - {"select", "select_count", "ordinal", "weights"}, code=0),
+           "Microdata Protection\"", code=0),
     Method("maxent", "ranges", "Tsiafoulis, Zorkadis & Pimenidis, \"Maximum Entropy Oriented Anonymization "
-           "Algorithm for Privacy Preserving Data Mining\"",
-           frozenset({"group_column", "seed", "sa", "epsilon", "numeric_output"}), needs_sa=True, needs_k=False,
+           "Algorithm for Privacy Preserving Data Mining\"", needs_sa=True, needs_k=False,
            block="engine.methods.maxent:block_labels"),
     Method("mnqia", "ranges", "Ahmed, Rauf & Rajesh, \"MNQIA: A Method for Multiple Numerical QI Attribute "
-           "Anonymization\"", frozenset({"group_column", "numeric_output"}),
+           "Anonymization\"",
            block="engine.methods.mnqia:block_labels"),
 )}
 
 METHODS = tuple(REGISTRY)
 
 
-def flag(option: str) -> str:
-    """The option as the command line spells it (``refine_seconds`` -> ``--refine-budget``)."""
-    return CLI_FLAG.get(option, "--" + option.replace("_", "-"))
+class MethodFlow(Protocol):
+    """What a method does for each pass of ``engine.coordinator`` (its pass-level hooks).
+    ``engine.methods.centroids.CentroidFlow`` (the MDAV family) and
+    ``engine.methods.ranges.RangeFlow`` (maxent, mnqia) implement it."""
 
+    aggregate_pass: str     # the aggregate pass's name in the report
+    report_units: bool      # the report's blocks are the units (else the spilled blocks)
+    backend: Any            # engine.cluster.DaskBackend (``--scheduler``) or None
+    budget_cfg: Any         # the settings the memory budget is planned with
+    dist: Any               # passes.distributions.Distributions, or None (no histograms counted)
+    metrics: dict           # what only this method reports
 
-def options_table() -> str:
-    """The Markdown table of which option takes effect with which method (docs/usage.md)."""
-    lines = ["| option | " + " | ".join(REGISTRY) + " |", "|---|" + "---|" * len(REGISTRY)]
-    for o in OPTIONS:
-        cells = []
-        for m in REGISTRY.values():
-            if o not in m.options:
-                cells.append("refused")
-            elif o == "sa" and m.needs_sa:
-                cells.append("required")
-            elif o == "seed" and m.centroids:
-                cells.append("with `ga`")
-            elif o in ("refine_rounds", "refine_seconds"):
-                cells.append("with `--refine`")
-            elif o == "select_count" or (o in ("select_measure", "width", "bins") and m.name != "ama"):
-                cells.append("with `--select`")
-            else:
-                cells.append("yes")
-        lines.append(f"| `{flag(o)}` | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    def check_input(self, source, fmt, dest, passes): ...
+    def check_rows(self, source, rows) -> None: ...
+    def budget_args(self, source, rows) -> dict: ...
+    def profile(self, inp, passes): ...
+    def new_store(self, n_blocks, folder, rows, budget): ...
+    def new_moments(self, columns): ...
+    def units(self, store, budget, profile) -> list: ...
+    def aggregate(self, blocks, labels, threads, bar) -> int: ...
+    def after_aggregate(self, blocks, labels, n_groups, passes) -> int: ...
+    def one_class(self): ...
+    def stitch(self, blocks, labels, n_groups, bar): ...
+    def check_stitched(self, stitched) -> None: ...
+    def distributions_after(self, stitched): ...
+    def write(self, source, path, fmt, stitched, chunk_rows, profile): ...
+    def report_fields(self, inp, blocks, stitched, written) -> dict: ...

@@ -1,0 +1,88 @@
+"""One release: the run, then its disclosure risk, the JSON report and the HTML page,
+committed together. The API's ``anonymize`` and the CLI's ``anonymize`` and ``demo``
+all finish a release here.
+
+Everything is checked before any work: OUTPUT, ``report`` and ``html`` must not be
+an input, nor each other, and their folders must be writable. The output, the report
+and the page are written to temporary files and renamed together
+(``io.sink.CommitGroup``): after a successful return all are in place; after an
+error or an interrupt none was written (a file any of them replaced is restored).
+The disclosure risk is measured on the finished output before it is renamed, so a
+failing risk step leaves nothing either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from . import html_report
+from .audit.risk import disclosure_risk
+from .audit.verify import is_numeric
+from .coordinator import RunResult, run
+from .io.sink import CommitGroup, check_destination, check_side_output, input_files, written_source
+from .io.source import open_source
+from .options import RunConfig
+
+
+def release(data, dest, cfg: RunConfig, *, output_option: str = "OUTPUT",
+            prerender: "html_report.Prerender | None" = None) -> RunResult:
+    """Anonymize ``data`` into ``dest`` (None: the table is returned, not written) with
+    ``cfg``, and finish the release its options ask for (``risk``, ``report``, ``html``).
+
+    ``output_option``: how the caller names ``dest`` in an error line; ``prerender``: the page's worker, if the caller started it early (its imports then
+    overlap the caller's)."""
+    inputs = input_files(data)
+    if dest is not None:
+        dest = os.fspath(dest)
+        check_destination(dest, inputs, folder=cfg.scheduler is not None)
+    with CommitGroup() as group, contextlib.ExitStack() as stack:
+        report_tmp = html_tmp = None
+        if cfg.report is not None:
+            check_side_output("--report", cfg.report, inputs, [(output_option, dest)])
+            report_tmp = group.add(cfg.report, side=True)
+        if cfg.html is not None:
+            html_report.require_matplotlib("--html")
+            check_side_output("--html", cfg.html, inputs, [(output_option, dest), ("--report", cfg.report)])
+            html_tmp = group.add(cfg.html, side=True)
+            if prerender is None:
+                prerender = html_report.Prerender()
+            stack.enter_context(contextlib.closing(prerender))
+        result = run(data, cfg, dest, tmp_dir=cfg.tmp_dir, group=group,
+                     distributions=prerender.ahead if html_tmp is not None else cfg.report is not None)
+        rep = result.report
+        rep.input = html_report.describe_input(data)
+        if cfg.risk:
+            rep.risk = _risk(data, dest, cfg, group)
+        if html_tmp is not None:
+            page_report = rep.to_dict()
+            prerender.request(page_report)  # drawn by the worker while the JSON report is written
+        if report_tmp is not None:
+            rep.write_json(report_tmp, cfg.report)
+        if html_tmp is not None:
+            html_report.write(page_report, html_tmp, cfg.html, prerender)
+        group.commit()
+    return result
+
+
+def _risk(data, dest, cfg: RunConfig, group: CommitGroup) -> dict | None:
+    """Disclosure risk of a finished run, read from the output's temporary file (before
+    the commit), on the QIs ``risk_qi`` names; None when there are none."""
+    qi = risk_qi(data, cfg)
+    if not qi or dest is None:
+        return None
+    masked = written_source(group.temp(dest), dest)
+    return disclosure_risk(data, masked, qi, chunk_rows=cfg.chunk_rows,
+                           ordinal=cfg.ordinal if cfg.spec.centroids else None, separator=cfg.separator,
+                           null_values=cfg.null_values, encoding=cfg.encoding).to_dict()
+
+
+def risk_qi(data, cfg: RunConfig) -> list[str]:
+    """The QIs the disclosure risk is measured on: every QI of the MDAV family
+    (categorical ones of a mixed-type release compared as categories); maxent's and
+    mnqia's numeric ones (their categorical QIs are published as sets)."""
+    if cfg.spec.centroids:
+        return list(cfg.qi)
+    with open_source(data, csv=cfg.csv, tmp_dir=cfg.tmp_dir) as src:
+        schema = src.schema
+    return [c for c in cfg.qi if c in schema and is_numeric(schema[c])]
