@@ -7,7 +7,7 @@ passes' entry points (the dictionary pass, pass 1, the partition pass, the
 aggregate pass, the stitch, the write pass) with ``time.process_time`` (CPU of
 every thread of the process) and ``time.perf_counter``: on a shared machine the CPU
 seconds move much less with the other jobs than the wall time. ``--onehot`` spills
-the encoded columns (``engine.mixed.SPILL_CODES = False``, the earlier layout; it
+the encoded columns (``engine.encode.mixed.SPILL_CODES = False``, the earlier layout; it
 also runs pass 1 on a Parquet input the row-group sample would spare) for a
 same-run comparison; on the same plan the output is the same either way.
 """
@@ -40,7 +40,8 @@ def main() -> None:
     os.environ.setdefault("NUMBA_CACHE_DIR", str(HERE.parent / "build" / "numba-cache"))
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the microagg command (engine.cli.entry)
     import engine
-    from engine import coordinator, mixed
+    from engine import coordinator
+    from engine.encode import mixed
     from engine.methods import centroids
 
     mixed.SPILL_CODES = not args.onehot
@@ -59,7 +60,7 @@ def main() -> None:
                 spent[label] = (cpu + time.process_time() - c, wall + time.perf_counter() - w)
         setattr(owner, name, run)
 
-    wrap(mixed, "_dictionaries", "dictionary")
+    wrap(mixed, "learn", "dictionary")
     wrap(centroids.CentroidFlow, "profile", "profile")
     wrap(coordinator, "_partition", "partition")
     wrap(centroids.CentroidFlow, "aggregate", "aggregate")

@@ -200,7 +200,7 @@ def _open_backend(cfg, flow, dest, tmp_dir, cleanup):
     as its tasks. (Only methods that take ``scheduler`` get here: the registry.)"""
     if cfg.scheduler is None:
         return None
-    from . import cluster
+    from . import cluster  # optional dependency: dask and distributed, with --scheduler only
 
     cluster.check_output(dest)
     backend = cluster.open_backend(cfg, _tmp_folder(tmp_dir, dest), cleanup)

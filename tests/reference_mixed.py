@@ -1,6 +1,6 @@
 """Slow reference of heterogeneous MDAV (Domingo-Ferrer & Torra, "Ordinal, continuous
 and heterogeneous k-anonymity through microaggregation", 2005), written from the
-definitions in engine/mixed.py's docstring, row by row, without its encoding:
+definitions in engine/encode/mixed.py's docstring, row by row, without its encoding:
 
 * a record is natural values: numeric and date columns as z-scores (population sd),
   ordinal columns as the scaled rank r = rank / (m - 1), nominal columns as the

@@ -1,4 +1,4 @@
-"""Mixed-type quasi-identifiers (engine/mixed.py) against the slow reference
+"""Mixed-type quasi-identifiers (engine/encode/mixed.py) against the slow reference
 (tests/reference_mixed.py), their invariants, and bad input."""
 
 import datetime as dt
@@ -59,7 +59,7 @@ def test_distance_of_the_encoding_is_the_heterogeneous_distance():
     rng = np.random.default_rng(5)
     t = mixed_table(rng, 40, dates=False)
     src = engine.io.source.open_source(t)
-    from engine import mixed
+    from engine.encode import mixed
     from engine.options import RunConfig
     cfg = RunConfig.make(qi=QI[:4], k=3, ordinal={"grade": ORDER}, weights={"colour": 3.0})
     m = mixed.plan(src, cfg, 1000)
@@ -160,12 +160,12 @@ def test_missing_category_and_too_many():
 
 def test_file_changed_between_passes(tmp_path, monkeypatch):
     """A category the dictionary pass did not see (the file changed): one line."""
-    from engine import mixed
+    from engine.encode import mixed
 
     path = tmp_path / "t.csv"
     t = mixed_table(np.random.default_rng(0), 60, dates=False)
     t.write_csv(path)
-    real = mixed._dictionaries
+    real = mixed.learn
 
     def then_change(*a, **kw):
         out = real(*a, **kw)
@@ -173,7 +173,7 @@ def test_file_changed_between_passes(tmp_path, monkeypatch):
                        .alias("colour")).write_csv(path)
         return out
 
-    monkeypatch.setattr(mixed, "_dictionaries", then_change)
+    monkeypatch.setattr(mixed, "learn", then_change)
     dest = tmp_path / "out.parquet"
     with pytest.raises(EngineError, match=r"column 'colour' has the value 'purple' at row 41, which the first "
                                           r"pass did not see: .* changed during the run"):

@@ -1,5 +1,5 @@
 """Mixed-type QIs spilled as one column a QI (numbers, category codes) and expanded
-to the encoded columns when a block is read (engine.mixed ``compact`` / ``expand``,
+to the encoded columns when a block is read (engine.encode.mixed ``compact`` / ``expand``,
 ``BlockStore(expand=...)``), pass 1 measured on the same compact columns
 (``MixedMoments``), and on a Parquet input of many row groups the plan from a
 row-group sample with pass 1's sums made by the partition pass."""
@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 import engine
-from engine import mixed
+from engine.encode import dictionary, mixed
 from engine.options import RunConfig
 from engine.io.source import frame_to_array, open_source
 from engine.io.spill import BlockStore
@@ -156,7 +156,7 @@ def test_parquet_dictionary_read_errors(tmp_path, monkeypatch, change):
     t = _table(3000, 11)
     path = tmp_path / "t.parquet"
     t.write_parquet(path, row_group_size=200)
-    real = mixed._dictionaries
+    real = mixed.learn
 
     def then_change(*a, **kw):
         out = real(*a, **kw)
@@ -165,7 +165,7 @@ def test_parquet_dictionary_read_errors(tmp_path, monkeypatch, change):
                        .alias("colour")).write_parquet(path, row_group_size=200)
         return out
 
-    monkeypatch.setattr(mixed, "_dictionaries", then_change)
+    monkeypatch.setattr(mixed, "learn", then_change)
     calls = []
     codes = mixed.Mixed.dictionary_codes
     monkeypatch.setattr(mixed.Mixed, "dictionary_codes", lambda self, *a: calls.append(1) or codes(self, *a))
@@ -179,7 +179,7 @@ def test_parquet_dictionary_read_errors(tmp_path, monkeypatch, change):
 
 @pytest.mark.parametrize("bad", ["missing", "unlisted", "many"])
 def test_parquet_dictionary_pass_errors(tmp_path, monkeypatch, bad):
-    """The dictionary pass on String QIs of a Parquet input (``_dictionaries_parquet``,
+    """The dictionary pass on String QIs of a Parquet input (``dictionary.parquet_pass``,
     from the pages' dictionaries) stops with the message the text read gives (the
     same input as a DataFrame), naming the same row; its dictionaries are the same."""
     t = _table(3000, 12)
@@ -208,8 +208,8 @@ TEXT_QI = ["x", "colour", "grade", "day", "n"]  # the categorical ones String
 
 def _count(monkeypatch):
     calls = []
-    real = mixed._dictionaries_parquet
-    monkeypatch.setattr(mixed, "_dictionaries_parquet", lambda *a: calls.append(1) or real(*a))
+    real = dictionary.parquet_pass
+    monkeypatch.setattr(dictionary, "parquet_pass", lambda *a: calls.append(1) or real(*a))
     return calls
 
 
@@ -225,12 +225,12 @@ def test_parquet_dictionary_pass_dictionaries(tmp_path, monkeypatch):
 
 
 def test_dictionary_indices_without_pandas():
-    """``mixed._indices``: a DictionaryArray's indices as a view of its buffer, also of
+    """``dictionary.dictionary_indices``: a DictionaryArray's indices as a view of its buffer, also of
     a slice (an offset) and of an empty array, equal to pyarrow's own conversion."""
     pa = pytest.importorskip("pyarrow")
     arr = pa.array(["b", "a", "c", "a", "b", "b", "c"]).dictionary_encode()
     for a in (arr, arr.slice(2, 4), arr.slice(3, 0)):
-        got = mixed._indices(a)
+        got = dictionary.dictionary_indices(a)
         np.testing.assert_array_equal(got, np.asarray(a.indices.to_pylist(), np.int64))
         assert got.shape == (len(a),)
 

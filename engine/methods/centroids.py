@@ -13,33 +13,37 @@ centroid; the write pass gathers the centroids into the QI columns.
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .. import mixed as mixed_types
+from ..encode import mixed as mixed_types
+from ..encode.kinds import csv_types
 from ..tuning import (POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_SEAM_PARTS, POLISH_UNIT_ROWS, SEAM_PARALLEL_LISTS,
                       polish_near)
 from ..errors import EngineError
+from ..kernels.leaf import aggregate_leaves
+from ..kernels.polish import polish_seams, polish_seams_parts, rotations, seam_parts
 from ..io.schema import check_output_types
 from ..io.sink import check_csv_columns
 from ..io.spill import BlockStore, MemoryBlocks
-from ..passes.aggregate import UnitPlan, aggregate_blocks
+from ..passes.aggregate import UnitPlan, aggregate_block, aggregate_blocks
 from ..passes.distributions import Distributions
 from ..passes.partition import sample_row_groups, sample_stride
 from ..passes.results import Profiled, Written, release_memory, timed
 from ..passes.profile import Moments, check_columns, profile_columns
 from ..passes.stitch import Groups, aligned_zeros, stitch_blocks
 from ..passes.write import write_pass
+from ..progress import Progress
 
 log = logging.getLogger("engine")
 
 
 def block_labels(Z: np.ndarray, cfg, leaf: int = 0, progress=None) -> np.ndarray:
     """The MDAV family's block function: labels of the standardized rows ``Z``."""
-    from ..kernels.leaf import aggregate_leaves
-    from ..passes.aggregate import aggregate_block
-
     if leaf:
         return aggregate_leaves(Z, cfg.method_code, cfg.k, cfg.effective_gamma, leaf)
     return aggregate_block(Z, cfg.method_code, cfg.k, cfg.effective_gamma, progress)
@@ -74,11 +78,9 @@ class CentroidFlow:
         """CSV: QIs read as numbers (or as text, Boolean or dates: ``mixed.csv_types``);
         other columns as the file's text for a CSV output, else with types inferred from
         the whole file. Mixed-type QIs: returns the encoded source (``_plan_mixed``)."""
-        import time
-
         cfg = self.cfg
         t = time.perf_counter()
-        typed = source.with_types(mixed_types.csv_types(source, cfg), text=fmt == "csv")
+        typed = source.with_types(csv_types(source, cfg), text=fmt == "csv")
         if typed is not source and fmt != "csv":
             passes["infer"] = time.perf_counter() - t  # the whole-file type inference of a CSV input
         source = typed
@@ -237,8 +239,6 @@ class CentroidFlow:
 
     def after_aggregate(self, blocks, labels, n_groups, passes) -> int:
         """The seam polish (several polished units), then refinement (``--refine``)."""
-        from ..progress import Progress
-
         cfg = self.cfg
         if self.seams is not None:
             with timed(passes, "polish"):
@@ -258,10 +258,6 @@ class CentroidFlow:
         into that many parts across the seams (``seam_parts``), polished side by side;
         else (the default) one ``polish_seams`` over the whole table, its near lists on
         all threads, its rounds serial."""
-        import functools
-
-        from ..kernels.polish import polish_seams, polish_seams_parts, rotations, seam_parts
-
         cfg = self.cfg
         Z, unit = self.seams[0], np.asarray(self.seams[1], np.int64)
         lab = np.asarray(labels).astype(np.int64)
@@ -336,8 +332,6 @@ def _interruptible(kernel, *args):
     """``kernel(*args, stop)`` on a helper thread, waited for from this one, so that a
     signal is handled while it runs: the handler's exception sets ``stop`` (the
     kernel returns within one group visit) and is raised again."""
-    from concurrent.futures import ThreadPoolExecutor
-
     stop = np.zeros(1, np.int64)
     with ThreadPoolExecutor(max_workers=1) as pool:
         fut = pool.submit(kernel, *args, stop)

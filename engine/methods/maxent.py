@@ -79,6 +79,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from ..encode.dictionary import value_codes, value_order
 from ..errors import EngineError
 from ..kernels import maxent as K
 from ..kernels.groups import group_distinct, group_minmax
@@ -202,8 +203,10 @@ class EncodedTable:
 
 
 def _codes(s: pl.Series) -> tuple[np.ndarray, list]:
-    cats = s.unique().sort()
-    codes = s.replace_strict(cats, pl.int_range(0, len(cats), eager=True), return_dtype=pl.Int64)
+    """Codes of ``s`` in value order, as the dictionary pass codes a streamed table
+    (``engine.encode.dictionary``, ``order="value"``)."""
+    cats = value_order(s)
+    codes = value_codes(cats, s, dtype=pl.Int64)
     return codes.to_numpy().astype(np.int64), cats.to_list()
 
 

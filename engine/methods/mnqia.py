@@ -63,6 +63,7 @@ import numpy as np
 
 from ..errors import EngineError
 from ..kernels import mnqia as K
+from ..kernels.brute import MDAV_BRUTE_MAX_ROWS, small_block_labels
 from ..kernels.groups import group_minmax
 from ..kernels.mdav import MDAV, microaggregate
 
@@ -186,8 +187,6 @@ def mdav_range_loss(X, k):
     sd = X.std(axis=0)
     Z = np.ascontiguousarray((X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0))
     Z[:, sd == 0] = 0.0
-    from ..kernels.brute import MDAV_BRUTE_MAX_ROWS, small_block_labels
-
     # by brute force up to MDAV_BRUTE_MAX_ROWS rows (Adult's 30,162: as fast as the
     # index and nothing of the index to compile); the same labels either way (tested)
     labels = small_block_labels(Z, MDAV, k, 0.0) if Z.shape[0] <= MDAV_BRUTE_MAX_ROWS else None

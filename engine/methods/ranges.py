@@ -8,16 +8,18 @@ mean; categorical QIs as the set of their values) rather than centroids. They ru
 through the coordinator's passes (``engine.coordinator``) like every method; this
 module says what the passes do for them:
 
-1. *Dictionary pass* (maxent only, before pass 1): one streaming pass over the
-   categorical QIs and the SA: nulls are rejected (column and row named), every
-   column's distinct values are collected and sorted (the order ``encode_table``
-   uses), so a value has the same integer code in every block; the SA's value
-   counts give the table's SA entropy H, the default epsilon, and the checks
-   "single distinct value" and "epsilon > H" before any heavy work.
+1. *Dictionary pass* (maxent only, before pass 1; ``engine.encode.dictionary``, in
+   value order): one streaming pass over the categorical QIs and the SA: nulls are
+   rejected (column and row named), every column's distinct values are collected
+   and sorted (the order ``encode_table`` uses), so a value has the same integer
+   code in every block; the SA's value counts give the table's SA entropy H, the
+   default epsilon, and the checks "single distinct value" and "epsilon > H"
+   before any heavy work.
 2. *Profile pass*: ``profile_columns`` over the spilled columns (numeric QIs in
    original units, then categorical QI codes, then the SA code, all float64 --
-   codes are small integers, exact in float64), read through a thin adapter
-   that encodes each chunk with the global dictionaries.
+   codes are small integers, exact in float64), read through the encoded source
+   (``engine.encode.source``: ``ValueCodes``), which encodes each chunk with the
+   global dictionaries.
 3. *Partition pass*: a table of one block is loaded into memory; else the kd plan's
    blocks are spilled as for the MDAV family. **Partition columns:** the numeric
    QIs; when maxent has only categorical QIs, their codes (standardized like
@@ -87,14 +89,20 @@ import numpy as np
 import polars as pl
 
 from ..budget import check_unit, plan_budget
+from ..encode.dictionary import Categorical, learn
+from ..encode.kinds import is_number
+from ..encode.source import EncodedSource, ValueCodes
 from ..errors import EngineError
 from ..io.schema import check_output_types
 from ..io.sink import check_csv_columns
 from ..io.spill import BlockStore, MemoryBlocks
+from ..kernels.groups import accumulate_group_sums, group_minmax
 from ..passes.aggregate import aggregate_units
+from ..passes.distributions import Distributions
 from ..passes.partition import sample_stride
 from ..passes.results import Profiled, Written, release_memory, timed
-from ..passes.profile import profile_columns
+from ..passes.profile import bad_value_error, first_bad, first_bad_value, profile_columns
+from ..passes.selfcheck import ClassCounter
 from ..passes.write import range_write_pass
 from .maxent import (ENTROPY_TOL, discernibility, entropy_histogram, entropy_of_rows, fuse_units, join_categories,
                      table_epsilon)
@@ -105,10 +113,6 @@ log = logging.getLogger("engine")
 # maxent, block by block: a unit's SA entropy must reach eps + UNIT_SLACK * (H - eps)
 # (module docstring)
 UNIT_SLACK = 0.2
-
-
-def _is_numeric(dtype) -> bool:
-    return dtype.is_numeric() and dtype != pl.Boolean
 
 
 @dataclass
@@ -182,13 +186,13 @@ class RangeFlow:
         schema = source.schema
         if method == "mnqia":
             for c in qi:
-                if not _is_numeric(schema[c]):
+                if not is_number(schema[c]):
                     raise EngineError(f"column {c!r} is not numeric ({schema[c]}); mnqia needs numeric QIs")
         if dest is not None:
             check_csv_columns(dest, schema, [c for c in source.columns if c not in seen])
         out_names = set(source.columns) - seen
         for c in qi:
-            if cfg.effective_numeric_output == "range" and _is_numeric(schema[c]):
+            if cfg.effective_numeric_output == "range" and is_number(schema[c]):
                 for name in (f"{c}_min", f"{c}_max"):
                     if name in out_names:
                         raise EngineError(f"column {name!r} already exists in {source.label}; it would hold "
@@ -197,8 +201,8 @@ class RangeFlow:
         if cfg.group_column is not None and cfg.group_column in out_names | seen:
             raise EngineError(f"group column {cfg.group_column!r} already exists in {source.label}")
         self.schema = schema
-        self.num = [c for c in qi if _is_numeric(schema[c])]
-        self.cat = [c for c in qi if not _is_numeric(schema[c])]
+        self.num = [c for c in qi if is_number(schema[c])]
+        self.cat = [c for c in qi if not is_number(schema[c])]
         return source
 
     def check_rows(self, source, rows):
@@ -238,8 +242,6 @@ class RangeFlow:
         self.forced = forced
         spill = num + cat + ([sa] if sa else [])
         if self.want_dist and num:  # counted by the partition pass over every spilled column; numeric kept
-            from ..passes.distributions import Distributions
-
             self.dist = Distributions(spill)
         self.cards = [len(self.dicts[c]) for c in cat]
         self.words = [(cd + 63) // 64 for cd in self.cards]
@@ -248,7 +250,7 @@ class RangeFlow:
             # plan, or the one-line refusal naming the least limit
             plan_budget(self.budget_cfg, rows, columns=len(source.columns), threads=inp.threads, kind=source.kind,
                         start_rss=inp.start_rss, **self.budget_args(source, rows, self.m, self.words))
-        enc = _EncodedSource(source, self.dicts)
+        enc = EncodedSource(source, ValueCodes(source.schema, spill, self.dicts))
         with timed(passes, "profile"):
             profile = profile_columns(enc, spill, budget.chunk_rows, bool(cfg.progress), rows=rows,
                                       sample_stride=0 if forced or inp.single
@@ -424,8 +426,6 @@ class RangeFlow:
         """Each row's class gives ``<col>_min`` / ``<col>_max`` (the column's dtype) or
         the mean (Float64), and the categorical sets; the self-check counts the classes
         from the published values before the output is renamed into place."""
-        from ..passes.selfcheck import ClassCounter
-
         cfg, schema, size = self.cfg, self.schema, c.sizes
         pub = {}
         for j, col in enumerate(self.num):
@@ -455,7 +455,7 @@ def _published_columns(qi, schema, numeric_output) -> list[str]:
     """The columns a range release publishes for ``qi``."""
     out = []
     for c in qi:
-        if _is_numeric(schema[c]) and numeric_output == "range":
+        if is_number(schema[c]) and numeric_output == "range":
             out += [f"{c}_min", f"{c}_max"]
         else:
             out.append(c)
@@ -483,7 +483,7 @@ def _class_state(rows, qi, schema, method, k, m=None, words=None) -> int:
     over (the units' statistics, their concatenation, the published columns), with at
     most rows / max(2, k) classes. Before the dictionary pass ``m`` and ``words``
     are guesses (16 SA values, one mask word per categorical QI)."""
-    dn = sum(1 for c in qi if _is_numeric(schema[c]))
+    dn = sum(1 for c in qi if is_number(schema[c]))
     dc = len(qi) - dn
     per_class = 8 + 24 * dn + 8 * (dc if words is None else sum(words))
     if method == "maxent":
@@ -505,8 +505,6 @@ def _first_bad(frame, qi, sa, method, offset=0, columns=None) -> None:
     """Raise for the first null, NaN or infinite value of the QIs and the SA (or of
     ``columns`` among them) by row, whatever its kind and column, in the messages of
     the method's own checks (mnqia: the profile pass's; maxent: ``encode_table``'s)."""
-    from ..passes.profile import bad_value_error, first_bad
-
     cols = [c for c in qi + ([sa] if sa else []) if columns is None or c in columns]
     hit = first_bad(frame, cols)
     if hit is None:
@@ -520,33 +518,6 @@ def _first_bad(frame, qi, sa, method, offset=0, columns=None) -> None:
         raise EngineError(f"column {c!r}: {what} at row {row} (rows counted from 1)")
     what = "null quasi-identifier" if null else "NaN or infinite value"
     raise EngineError(f"column {c!r}: {what} at row {row} (rows counted from 1)")
-
-
-class _EncodedSource:
-    """The source, with categorical columns handed out as their global integer codes
-    (Float64), so that ``profile_columns`` and ``partition_pass`` read them like numbers."""
-
-    def __init__(self, source, dicts: dict):
-        self.source = source
-        self.dicts = dicts  # column -> sorted Series of its distinct values
-        self.label = source.label
-        self._codes = {c: pl.Series("code", np.arange(len(v), dtype=np.float64)) for c, v in dicts.items()}
-
-    def count_rows(self) -> int:
-        return self.source.count_rows()
-
-    def iter_frames(self, columns, chunk_rows):
-        for offset, frame in self.source.iter_frames(columns, chunk_rows):
-            enc = [frame.get_column(c).replace_strict(self.dicts[c], self._codes[c], return_dtype=pl.Float64)
-                   for c in frame.columns if c in self.dicts]
-            yield offset, frame.with_columns(enc) if enc else frame
-
-    def iter_arrays(self, columns, chunk_rows):
-        from ..io.source import frame_to_array
-
-        cols = list(columns)
-        for offset, frame in self.iter_frames(cols, chunk_rows):
-            yield offset, frame_to_array(frame, cols)
 
 
 class _SAStore(BlockStore):
@@ -567,44 +538,31 @@ class _SAStore(BlockStore):
 
 
 def _dictionary_pass(source, cat, sa, chunk_rows, rows, progress, num=()):
-    """Sorted distinct values of the categorical QIs and the SA, and the SA counts.
+    """The dictionary pass (``encode.dictionary.learn``, in value order: the order
+    ``encode_table`` codes a table in memory) of the categorical QIs and the SA:
+    ``({column: its categories}, the SA's counts)``.
 
     Raises for the first null (categorical QIs, SA) or NaN / infinite value (SA) by
     row; when there is one, the numeric QIs ``num`` (checked by the next pass) are
     read up to its row first, so that an earlier bad numeric value is reported
     instead (the first bad value by row, whatever the column)."""
-    from ..passes.profile import first_bad
-    from ..progress import Progress
-
     cols = list(cat) + [sa]
-    uniq: dict[str, list] = {c: [] for c in cat}
-    counts: list[pl.DataFrame] = []
-    with Progress("dictionary", rows, progress) as bar:
-        for offset, frame in source.iter_frames(cols, chunk_rows):
-            # nulls in the categorical QIs and the SA, NaN / infinite in the SA: the first by row
-            hit = first_bad(frame, cols)
-            if hit is not None:
-                _numeric_before(source, list(num), offset + hit[1], chunk_rows)
-                _first_bad(frame, list(cat), sa, "maxent", offset)
-            for c in cat:
-                uniq[c].append(frame.get_column(c).unique())
-                if len(uniq[c]) > 32:
-                    uniq[c] = [pl.concat(uniq[c]).unique()]
-            counts.append(frame.get_column(sa).value_counts(name="n"))
-            if len(counts) > 32:
-                counts = [pl.concat(counts).group_by(sa).agg(pl.col("n").sum())]
-            bar.update(offset + frame.height)
-    dicts = {c: pl.concat(uniq[c]).unique().sort() for c in cat}
-    vc = pl.concat(counts).group_by(sa).agg(pl.col("n").sum()).sort(sa)
-    dicts[sa] = vc.get_column(sa)
-    return dicts, vc.get_column("n").to_numpy().astype(np.int64)
+
+    def check(frame, offset):
+        hit = first_bad(frame, cols)
+        if hit is not None:
+            _numeric_before(source, list(num), offset + hit[1], chunk_rows)
+            _first_bad(frame, list(cat), sa, "maxent", offset)
+
+    found = learn(source, [Categorical(c) for c in cat] + [Categorical(sa, count=True)], chunk_rows,
+                  order="value", check=check, native=False, progress=progress, rows=rows)
+    dicts = {c: found[c].categories() for c in cols}
+    return dicts, found[sa].counts()
 
 
 def _numeric_before(source, num, end, chunk_rows) -> None:
     """Raise (the profile pass's message) for the first null, NaN or infinite value of
     the numeric QIs ``num`` in rows before ``end``, if there is one (an error path only)."""
-    from ..passes.profile import first_bad_value
-
     if not num:
         return
     for offset, frame in source.iter_frames(num, chunk_rows):
@@ -629,8 +587,6 @@ class _Stats:
 
 
 def _class_stats(Xnum, codes, local, g, words, sa=None, m=0) -> _Stats:
-    from ..kernels.groups import accumulate_group_sums, group_minmax
-
     size = np.bincount(local, minlength=g).astype(np.int64)
     if Xnum.shape[1]:
         mn, mx = group_minmax(Xnum, local, g)

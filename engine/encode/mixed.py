@@ -33,7 +33,7 @@ it approximates the paper's mode / median centroid during grouping only (see
 docs/notes/mixed-types.md); what is published is the mode / median.
 
 What the MDAV family's flow (``engine.methods.centroids.CentroidFlow``) calls:
-``csv_types`` (how a CSV input's QIs are read),
+``csv_types`` (how a CSV input's QIs are read: ``encode.kinds``),
 ``plan`` (after the schema checks: the dictionary pass and the encoded source, or
 None when every QI is numeric and no option asks for the mixed path),
 ``Mixed.publisher`` (the write pass's published values and information loss) and
@@ -51,13 +51,17 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
-from .errors import EngineError
-from .io.source import frame_to_array, numeric_values
-from .kernels.groups import column_sums, compact_group_sums, gather_columns, standardize_codes
-from .parallel import read_ahead
-from .passes.profile import Profile
-from .passes.stitch import aligned_zeros
-from .passes.write import finish_sums
+from ..errors import EngineError
+from ..io.source import numeric_values
+from ..kernels.groups import column_sums, compact_group_sums, gather_columns, standardize_codes
+from ..passes.partition import frame_to_columns, sample_row_groups
+from ..passes.profile import Moments, Profile
+from ..passes.stitch import aligned_zeros
+from ..passes.write import finish_sums
+from ..progress import Progress
+from .dictionary import Categorical, indices_codes, learn, text_codes
+from .kinds import KINDS, is_number, kind_of
+from .source import EncodedSource
 
 # A nominal or ordinal QI is one-hot encoded: its categories widen every block, the
 # spill and the kernels' distance scans. Above these the run is refused (one line).
@@ -68,37 +72,7 @@ MAX_ENCODED = 256  # encoded columns in all
 # (``Mixed.expand``); the profile pass reads the same compact columns. False: the
 # encoded columns all the way (the same output, more bytes; a test hook).
 SPILL_CODES = True
-KINDS = ("numeric", "date", "ordinal", "nominal")
 _SEP = "\x1f"  # in the encoded columns' names (never shown: the errors name the QI)
-
-
-def is_categorical(dt) -> bool:
-    return dt == pl.String or dt == pl.Boolean or isinstance(dt, (pl.Categorical, pl.Enum))
-
-
-def is_temporal(dt) -> bool:
-    return dt == pl.Date or isinstance(dt, pl.Datetime)
-
-
-def is_number(dt) -> bool:
-    return dt.is_numeric() and dt != pl.Boolean
-
-
-def kind_of(column: str, dt, ordinal: bool) -> str:
-    """The QI kind of a column of type ``dt`` (``ordinal``: named by ``--ordinal``)."""
-    if ordinal:
-        if not is_categorical(dt) or dt == pl.Boolean:
-            raise EngineError(f"column {column!r} is ordinal (--ordinal) but of type {dt}: an ordinal "
-                              f"quasi-identifier must be a String, Categorical or Enum column")
-        return "ordinal"
-    if is_number(dt):
-        return "numeric"
-    if is_temporal(dt):
-        return "date"
-    if is_categorical(dt):
-        return "nominal"
-    raise EngineError(f"column {column!r} has type {dt}: quasi-identifiers must be numbers, dates, "
-                      f"strings, categories or booleans")
 
 
 @dataclass
@@ -113,17 +87,20 @@ class QI:
     first: int = 0  # its first encoded column
     width: int = 1  # its encoded columns
 
+    _enum: object = field(default=None, init=False, repr=False, compare=False)
+    _index: tuple | None = field(default=None, init=False, repr=False, compare=False)
+
     @property
     def enum(self):
         """The dictionary as an Enum type: a cast to it gives each value's code."""
-        if getattr(self, "_enum", None) is None:
+        if self._enum is None:
             self._enum = pl.Enum(self.categories)
         return self._enum
 
     @property
-    def index(self) -> dict:
+    def index(self) -> tuple:
         """Each category's code (text -> int), and the NumPy type of the Enum's codes."""
-        if getattr(self, "_index", None) is None:
+        if self._index is None:
             self._index = ({c: i for i, c in enumerate(self.categories)},
                            pl.Series([], dtype=self.enum).to_physical().to_numpy().dtype)
         return self._index
@@ -137,50 +114,6 @@ class QI:
         if self.dtype == pl.Boolean:
             return pl.Series(self.name, [c == "true" for c in self.categories], dtype=pl.Boolean)
         return pl.Series(self.name, self.categories, dtype=pl.String).cast(self.dtype)
-
-
-def _texts(s: pl.Series) -> pl.Series:
-    return s.cast(pl.String)
-
-
-def _first_null_error(c: str, s: pl.Series, offset: int) -> EngineError:
-    return _missing(c, offset + int(s.is_null().arg_true()[0]))
-
-
-def _missing(c: str, i: int) -> EngineError:
-    return EngineError(f"column {c!r} has a missing value at row {i + 1} (rows counted from 1)")
-
-
-def csv_types(source, cfg) -> dict:
-    """How a CSV input's QIs are read: Float64 (as every numeric QI always was), or for
-    a QI whose first 1,000 values are not all numbers (or one named by ``--ordinal``)
-    String, Boolean (every value true/false) or Date (every value an ISO date). A
-    value further down that does not fit the type read is then an error naming it."""
-    types = {c: pl.Float64 for c in cfg.qi}
-    if source.kind != "csv" or not cfg.spec.centroids:
-        return types
-    ordinal = {c for c, _, _ in cfg.ordinal or ()}
-    try:
-        head = source._scan(schema=pl.Schema({c: pl.String for c in source.columns})) \
-            .select([c for c in cfg.qi if c in set(source.columns)]).head(1000).collect()
-    except Exception:
-        return types  # reading fails later with the reader's own message
-    nulls = list(source.csv.null_values) if source.csv is not None else []
-    for c in head.columns:
-        v = head.get_column(c)
-        v = v.filter(~v.is_in(nulls)) if nulls else v
-        v = v.drop_nulls()
-        if c in ordinal:
-            types[c] = pl.String
-        elif v.len() == 0 or v.str.strip_chars().cast(pl.Float64, strict=False).null_count() == 0:
-            continue
-        elif v.str.to_lowercase().is_in(["true", "false"]).all():
-            types[c] = pl.Boolean
-        elif v.str.to_date("%Y-%m-%d", strict=False).null_count() == 0:
-            types[c] = pl.Date
-        else:
-            types[c] = pl.String
-    return types
 
 
 def plan(source, cfg, chunk_rows: int, passes: dict | None = None):
@@ -209,122 +142,30 @@ def plan(source, cfg, chunk_rows: int, passes: dict | None = None):
             raise EngineError(f"ordinal (--ordinal): column {by!r} (the order of {c!r}) not found in {source.label}")
         if not is_number(schema[by]) and not (source.kind == "csv" and schema[by] == pl.String):
             raise EngineError(f"ordinal (--ordinal): column {by!r} (the order of {c!r}) is not numeric ({schema[by]})")
-    cats = [q for q in qis if q.kind in ("ordinal", "nominal")]
+    cats = []
+    for q in qis:
+        if q.kind == "nominal":
+            cats.append(Categorical(q.name, q.dtype))
+        elif q.kind == "ordinal":
+            order, by = ordinal[q.name]
+            cats.append(Categorical(q.name, q.dtype, ordinal=True, order=None if order is None else tuple(order), by=by))
     t = time.perf_counter()
-    found = _dictionaries(source, cats, by_cols, ordinal, chunk_rows)
+    # texts in code-point order (ordinal QIs in their own), String columns of a Parquet
+    # input from the pages' dictionaries: each QI's codes (``dictionary``)
+    found = learn(source, cats, chunk_rows, order="text", limit=MAX_CATEGORIES)
     if passes is not None and cats:
         passes["dictionary"] = time.perf_counter() - t
     first = 0
     for q in qis:
         q.first = first
-        if q.kind == "nominal":
-            q.categories = sorted(found[q.name][0])
-            q.width = q.m
-        elif q.kind == "ordinal":
-            q.categories = _order(q, ordinal[q.name][0], found[q.name], source.label)
-            q.width = 1 + q.m  # the rank, then the carry columns
+        if q.kind in ("ordinal", "nominal"):
+            q.categories = found[q.name].categories(source.label).to_list()
+            q.width = q.m if q.kind == "nominal" else 1 + q.m  # (ordinal: the rank, then the carry columns)
         first += q.width
     if first > MAX_ENCODED:
         raise EngineError(f"the quasi-identifiers encode to {first} columns (categories one-hot), more than "
                           f"{MAX_ENCODED}: use fewer or coarser categorical quasi-identifiers")
     return Mixed(source, cfg, qis)
-
-
-def _dictionaries(source, cats: list, by_cols: dict, ordinal: dict, chunk_rows: int) -> dict:
-    """``{column: (set of texts, {text: least by-value})}`` over the whole input."""
-    out = {q.name: (set(), {}) for q in cats}
-    if not cats:
-        return out
-    read = list(dict.fromkeys([q.name for q in cats] + list(by_cols.values())))
-    allowed = {c: set(order) for c, (order, _) in ordinal.items() if order is not None}
-    if not by_cols and all(q.dtype == pl.String for q in cats) and source.dictionary_columns(read):
-        return _dictionaries_parquet(source, cats, allowed, chunk_rows, out)
-    for offset, frame in source.iter_frames(read, chunk_rows, native=True):
-        for q in cats:
-            s = frame.get_column(q.name)
-            if s.null_count():
-                raise _first_null_error(q.name, s, offset)
-            t = _texts(s)
-            values, mins = out[q.name]
-            by = by_cols.get(q.name)
-            if by is not None:
-                b = frame.get_column(by)
-                if b.null_count():
-                    raise _first_null_error(by, b, offset)
-                if b.dtype == pl.String:  # a CSV's pass-through column, kept as text
-                    b = b.str.strip_chars().cast(pl.Float64, strict=False)
-                    if b.null_count():
-                        i = int(b.is_null().arg_true()[0])
-                        raise EngineError(f"column {by!r} (the order of {q.name!r}) has a value that is not a "
-                                          f"number at row {offset + i + 1}")
-                pairs = pl.DataFrame({"c": t, "b": b.cast(pl.Float64)}).group_by("c").agg(pl.col("b").min())
-                for c, v in pairs.iter_rows():
-                    mins[c] = min(v, mins.get(c, v))
-                    values.add(c)
-            else:
-                values.update(t.unique().to_list())
-            if q.name in allowed and not values <= allowed[q.name]:
-                bad = t.is_in(list(allowed[q.name])).not_()
-                i = int(bad.arg_true()[0])
-                raise _unlisted(q.name, t[i], offset + i)
-            if len(values) > MAX_CATEGORIES:
-                raise _too_many(q.name)
-    return out
-
-
-def _dictionaries_parquet(source, cats: list, allowed: dict, chunk_rows: int, out: dict) -> dict:
-    """``_dictionaries`` of String QIs of a Parquet input from the pages' dictionaries
-    (``Source.iter_dictionary``): each chunk's distinct texts are its dictionary's
-    entries that some row uses; the same checks, in the same order."""
-    names = [q.name for q in cats]
-    for offset, _, arrays in source.iter_dictionary(names, names, chunk_rows):
-        for q in cats:
-            arr = arrays[q.name]
-            if arr.null_count:
-                raise _missing(q.name, offset + int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0]))
-            texts = arr.dictionary.to_pylist()
-            idx = _indices(arr)
-            used = np.bincount(idx, minlength=len(texts)) > 0
-            values = out[q.name][0]
-            values.update(t for t, u in zip(texts, used) if u)
-            if q.name in allowed and not values <= allowed[q.name]:
-                bad = np.array([t not in allowed[q.name] for t in texts])
-                i = int(np.flatnonzero(bad[idx])[0])
-                raise _unlisted(q.name, texts[idx[i]], offset + i)
-            if len(values) > MAX_CATEGORIES:
-                raise _too_many(q.name)
-    return out
-
-
-def _indices(arr) -> np.ndarray:
-    """The indices of a pyarrow DictionaryArray without nulls, a view of its buffer
-    (pyarrow's ``to_numpy`` imports pandas, a fifth of a second)."""
-    ind = arr.indices
-    dtype = np.dtype(str(ind.type))
-    if len(ind) == 0:
-        return np.zeros(0, dtype)
-    return np.frombuffer(ind.buffers()[1], dtype=dtype, count=len(ind), offset=ind.offset * dtype.itemsize)
-
-
-def _unlisted(c: str, value, i: int) -> EngineError:
-    return EngineError(f"column {c!r} has the value {value!r} at row {i + 1}, which its --ordinal order does not list")
-
-
-def _too_many(c: str) -> EngineError:
-    return EngineError(f"column {c!r} has more than {MAX_CATEGORIES} categories: a categorical quasi-identifier is "
-                       f"one-hot encoded; group its values first, or use a numeric code")
-
-
-def _order(q: QI, order, found, label: str) -> list:
-    values, mins = found
-    if order is not None:
-        return list(order)
-    if mins:  # ordered by the least value of the ``@column`` among each category's rows, ties by name
-        return sorted(values, key=lambda c: (mins[c], c))
-    if isinstance(q.dtype, pl.Enum):
-        return [c for c in q.dtype.categories.to_list()]
-    raise EngineError(f"column {q.name!r} is ordinal but has no order: give it as --ordinal "
-                      f"{q.name}=CAT1,CAT2,... (only an Enum column has its own)")
 
 
 class Mixed:
@@ -368,34 +209,40 @@ class Mixed:
     def codes(self, q: QI, s: pl.Series, offset: int, physical: bool = False) -> np.ndarray:
         """Category codes (int64; ``physical``: the Enum's own unsigned integers) of ``s``;
         a missing value or one the dictionary pass did not see (the input changed during
-        the run) is an error naming the row."""
-        if s.null_count():
-            raise _first_null_error(q.name, s, offset)
-        t = _texts(s)
-        codes = t.cast(q.enum, strict=False)  # an unseen value becomes null
-        if codes.null_count():
-            i = int(codes.is_null().arg_true()[0])
-            raise EngineError(f"column {q.name!r} has the value {t[i]!r} at row {offset + i + 1}, which the first "
-                              f"pass did not see: {self.source.label} changed during the run")
-        codes = codes.to_physical().to_numpy()
-        return codes if physical else codes.astype(np.int64)
+        the run) is an error naming the row (``dictionary.text_codes``)."""
+        return text_codes(q.name, q.enum, s, offset, self.source.label, physical)
 
     def dictionary_codes(self, q: QI, arr, offset: int) -> np.ndarray:
         """``codes(q, ..., physical=True)`` of a pyarrow DictionaryArray (a Parquet
         column's dictionary indices, ``Source.iter_dictionary``): its few texts mapped
-        to codes once, then each row's index; the same errors."""
-        if arr.null_count:
-            raise _missing(q.name, offset + int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0]))
+        to codes once, then each row's index; the same errors (``dictionary.indices_codes``)."""
         index, dtype = q.index
-        texts = arr.dictionary.to_pylist()
-        lut = np.array([index.get(t, -1) for t in texts], np.int64)
-        codes = lut[_indices(arr)]
-        if (lut < 0).any() and (codes < 0).any():
-            i = int(np.flatnonzero(codes < 0)[0])
-            raise EngineError(f"column {q.name!r} has the value {texts[int(arr.indices[i].as_py())]!r} at row "
-                              f"{offset + i + 1}, which the first pass did not see: {self.source.label} changed "
-                              f"during the run")
-        return codes.astype(dtype)
+        return indices_codes(q.name, index, dtype, arr, offset, self.source.label)
+
+    # --- the encoding of ``EncodedSource`` ----------------------------------------------
+
+    @property
+    def schema(self) -> pl.Schema:
+        """The encoded columns, all Float64."""
+        return pl.Schema({n: pl.Float64 for n in self.names})
+
+    def reads(self, names) -> tuple[list, bool]:
+        """The QI columns that give the encoded columns ``names``; text columns through
+        Polars' own Parquet reader (``Source.iter_frames(native=True)``): it decodes
+        strings with about half pyarrow's CPU time."""
+        want = set(names)
+        read = [q.name for q in self.qis if want.intersection(self.names[q.first: q.first + q.width])]
+        return read, any(q.kind in ("ordinal", "nominal") for q in self.qis if q.name in read)
+
+    def encoded(self, frame: pl.DataFrame, offset: int, names) -> pl.DataFrame:
+        """``encode``, the columns in the order of ``names``."""
+        return self.encode(frame, offset, names).select(names)
+
+    def compact_reads(self) -> tuple[list, list, bool]:
+        """What ``compact`` reads: every QI; the String categorical ones as dictionary
+        indices where the input allows (``Source.iter_dictionary``)."""
+        return ([q.name for q in self.qis], [q.name for q in self.qis if q.m and q.dtype == pl.String],
+                any(q.kind in ("ordinal", "nominal") for q in self.qis))
 
     def encode(self, frame: pl.DataFrame, offset: int, want: Sequence[str] | None = None) -> pl.DataFrame:
         """The encoded columns (Float64) of a chunk of the QI columns; ``want``: only those."""
@@ -474,8 +321,6 @@ class Mixed:
         """``passes.profile.profile_columns`` on the encoded columns, from one read of the
         compact columns (``compact``, ``MixedMoments``), with every ``stride``-th row
         (expanded) as the plan's sample."""
-        from .progress import Progress
-
         def measure(scale):
             m = MixedMoments(self, scale)
             samples, ids = [], []
@@ -502,8 +347,6 @@ class Mixed:
     def sample_row_groups(self, rows: int, stride: int):
         """``passes.partition.sample_row_groups`` for the encoded columns: the compact
         columns of the sampled rows, expanded; None as there (not Parquet, ...)."""
-        from .passes.partition import frame_to_columns, sample_row_groups
-
         names = [q.name for q in self.qis]
         got = sample_row_groups(self.source.base, names, rows, stride,
                                 lambda frame, first: frame_to_columns(self.compact(frame, first), names))
@@ -633,8 +476,6 @@ class MixedMoments:
     the profile pass and by the partition pass when it measures on its way."""
 
     def __init__(self, mixed: Mixed, scale: np.ndarray | None = None):
-        from .passes.profile import Moments
-
         self.mixed = mixed
         self.names = [q.name for q in mixed.qis]
         self.measured = [j for j, q in enumerate(mixed.qis) if q.kind != "nominal"]
@@ -785,72 +626,3 @@ class Publisher:
                 loss[j] = self.changed[j] / (1 if q.kind == "nominal" else q.m - 1)
                 total[j] = raw.rows
         return loss, total
-
-
-@dataclass
-class EncodedSource:
-    """The input as the grouping passes see it: the encoded columns (Float64) of the
-    QIs, computed chunk by chunk from ``base``'s QI columns. Other columns, and the
-    write pass, use ``base``."""
-
-    base: object
-    mixed: Mixed
-    kind: str = field(default="encoded")
-
-    @property
-    def label(self) -> str:
-        return self.base.label
-
-    @property
-    def paths(self):
-        return self.base.paths
-
-    @property
-    def columns(self) -> list[str]:
-        return list(self.mixed.names)
-
-    @property
-    def schema(self) -> pl.Schema:
-        return pl.Schema({n: pl.Float64 for n in self.mixed.names})
-
-    def count_rows(self) -> int:
-        return self.base.count_rows()
-
-    def bounded(self, piece_bytes):
-        return dataclasses.replace(self, base=self.base.bounded(piece_bytes))
-
-    def adjust_profile(self, profile: Profile) -> Profile:
-        """Called by ``passes.profile.profile_columns`` on the measured profile."""
-        return self.mixed.adjust(profile)
-
-    def iter_frames(self, columns, chunk_rows: int, prefetch: bool = False, native: bool = False):
-        names = self.mixed.names if columns is None else list(columns)
-        want = set(names)
-        read = [q.name for q in self.mixed.qis
-                if want.intersection(self.mixed.names[q.first: q.first + q.width])]
-        # text columns through Polars' own Parquet reader (``Source.iter_frames(native=True)``):
-        # it decodes strings with about half pyarrow's CPU time
-        native = any(q.kind in ("ordinal", "nominal") for q in self.mixed.qis if q.name in read)
-        frames = ((offset, self.mixed.encode(frame, offset, names).select(names))
-                  for offset, frame in self.base.iter_frames(read, chunk_rows, native=native))
-        return read_ahead(frames) if prefetch else frames
-
-    def iter_codes(self, chunk_rows: int, prefetch: bool = False):
-        """``(offset, frame)`` of the compact columns (``Mixed.compact``: one a QI). String
-        QIs of a Parquet input: their codes from the pages' dictionary indices
-        (``Source.iter_dictionary``, ``Mixed.dictionary_codes``), no text decoded a row."""
-        read = [q.name for q in self.mixed.qis]
-        text = [q.name for q in self.mixed.qis if q.m and q.dtype == pl.String]
-        if self.base.dictionary_columns(text):
-            frames = ((offset, self.mixed.compact(frame, offset, arrays))
-                      for offset, frame, arrays in self.base.iter_dictionary(read, text, chunk_rows))
-        else:
-            native = any(q.kind in ("ordinal", "nominal") for q in self.mixed.qis)
-            frames = ((offset, self.mixed.compact(frame, offset))
-                      for offset, frame in self.base.iter_frames(read, chunk_rows, native=native))
-        return read_ahead(frames) if prefetch else frames
-
-    def iter_arrays(self, columns, chunk_rows: int, prefetch: bool = False):
-        cols = list(columns)
-        arrays = ((offset, frame_to_array(frame, cols)) for offset, frame in self.iter_frames(cols, chunk_rows))
-        return read_ahead(arrays) if prefetch else arrays

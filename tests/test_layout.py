@@ -1,0 +1,149 @@
+"""The package's layout, read from its source: no import circles, no private name
+imported from another module, imports inside functions only where a comment says why.
+
+These walk the import statements of every module of ``engine/`` with ``ast`` (nothing
+is imported or run), so ``python -m pytest tests/test_layout.py`` shows the layout's
+state to anyone."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ENGINE = Path(__file__).resolve().parent.parent / "engine"
+# an import inside a function must say why on its own line or the three lines above:
+# an optional dependency, or a measured start-up cost
+LAZY_REASONS = ("optional", "start-up", "startup")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ENGINE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(ENGINE.rglob("*.py"))}
+
+
+def _resolve(module: str, path: Path, node: ast.ImportFrom) -> str:
+    """The absolute name of ``from X import ...`` in ``module``."""
+    if node.level == 0:
+        return node.module or ""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(module: str, path: Path):
+    """``(target module, imported names, node, at top level)`` of each import of ``engine``."""
+    tree = ast.parse(path.read_text())
+    top = set()
+    for node in tree.body:
+        for sub in ast.walk(node):
+            if not isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                top.add(id(sub))
+            else:
+                break
+    # nodes inside any function body
+    inner = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for sub in ast.walk(fn):
+                if sub is not fn:
+                    inner.add(id(sub))
+    mods = _modules()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            target = _resolve(module, path, node)
+            names = [a.name for a in node.names]
+            if target.split(".")[0] != "engine":
+                yield target, names, node, id(node) not in inner
+                continue
+            # ``from . import x`` may import a submodule
+            subs = [f"{target}.{n}" for n in names if f"{target}.{n}" in mods]
+            plain = [n for n in names if f"{target}.{n}" not in mods]
+            for s in subs:
+                yield s, [], node, id(node) not in inner
+            if plain or not subs:
+                yield target, plain, node, id(node) not in inner
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, [], node, id(node) not in inner
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    graph = {m: set() for m in mods}
+    for m, p in mods.items():
+        for target, _, _, _ in _imports(m, p):
+            if target in mods and target != m:
+                graph[m].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circles():
+    """A package ``__init__`` imports its own submodules: that is not a circle unless
+    a submodule imports the package back."""
+    assert _cycles(_graph()) == []
+
+
+def test_no_private_names_across_modules():
+    mods = _modules()
+    found = []
+    for m, p in mods.items():
+        for target, names, node, _ in _imports(m, p):
+            if target.split(".")[0] == "engine" and target != m:
+                found += [f"{m}:{node.lineno} takes {target}.{n}" for n in names
+                          if n.startswith("_") and not n.startswith("__")]
+            elif target.split(".")[0] != "engine":
+                # another package's private module or name (NumPy's, say)
+                if any(part.startswith("_") and not part.startswith("__") for part in target.split(".")) \
+                        or any(n.startswith("_") and not n.startswith("__") for n in names):
+                    found.append(f"{m}:{node.lineno} takes {target}:{','.join(names)}")
+    assert found == []
+
+
+def test_imports_inside_functions_say_why():
+    found = []
+    for m, p in _modules().items():
+        lines = p.read_text().splitlines()
+        for target, _, node, at_top in _imports(m, p):
+            if at_top or target == "__future__":
+                continue
+            said = " ".join(lines[max(0, node.lineno - 4): node.end_lineno]).lower()
+            if not any(r in said for r in LAZY_REASONS):
+                found.append(f"{m}:{node.lineno} imports {target}")
+    assert found == [], f"{len(found)} imports inside functions without a reason:\n" + "\n".join(found)
