@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from engine.kernels import leaf  # noqa: E402
+from engine.kernels import leaf, split  # noqa: E402
 from engine.synth import census_like  # noqa: E402
 from reference_leaf import _aggregate_leaves_old, _mdav_brute_old, _split_leaves_old  # noqa: E402
 
@@ -72,7 +72,7 @@ def main() -> None:
     leaf_size = max(a.leaf, 4 * a.k)
     leaves = []
     for Z in Zs:
-        order, bounds = leaf.split_leaves(Z, leaf_size)
+        order, bounds = split.split_leaves(Z, leaf_size)
         leaves += [np.ascontiguousarray(Z[np.sort(order[bounds[i]:bounds[i + 1]])]) for i in range(len(bounds) - 1)]
     print(f"{a.blocks} blocks x {a.rows:,} rows x {Zs[0].shape[1]} columns, k={a.k}, leaf={a.leaf}, "
           f"method={a.method}: {len(leaves)} leaves of {np.mean([L.shape[0] for L in leaves]):.1f} rows on average")
@@ -93,7 +93,7 @@ def main() -> None:
     rows = [
         ("aggregate_leaves", over_blocks(_aggregate_leaves_old), over_blocks(leaf.aggregate_leaves)),
         ("  split_leaves", lambda: [_split_leaves_old(Z, leaf_size) for Z in Zs],
-         lambda: [leaf.split_leaves(Z, leaf_size) for Z in Zs]),
+         lambda: [split.split_leaves(Z, leaf_size) for Z in Zs]),
         ("  mdav_brute", lambda: [_mdav_brute_old(L, a.method, a.k) for L in leaves],
          lambda: [leaf.mdav_brute(L, a.method, a.k) for L in leaves]),
     ]

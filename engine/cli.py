@@ -249,7 +249,7 @@ def _cmd_demo(args) -> int:
 
     if args.rows < 1:
         raise EngineError(f"--rows must be positive, got {args.rows}")
-    spec = REGISTRY[args.method]
+    spec = REGISTRY[args.method or RunConfig.method]
     # --seed always seeds the demo's data; the run takes it where a step is randomized
     randomized = args.refine == "ga" if spec.centroids else spec.name in OPTIONS["seed"].methods
     override = {"qi": DEMO_QI, "seed": args.seed if randomized else None}

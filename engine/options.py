@@ -373,7 +373,8 @@ class RunConfig:
         """The settings of a run from the command line (``override``: the command's own)."""
         given = {name: getattr(args, name) for name in OPTIONS if hasattr(args, name)}
         given.update(override)
-        if given.get("k") is None and given.get("method") in REGISTRY and REGISTRY[given["method"]].needs_k:
+        method = given.get("method") or cls.method
+        if given.get("k") is None and method in REGISTRY and REGISTRY[method].needs_k:
             given["k"] = 3
         return cls.make(**given)
 

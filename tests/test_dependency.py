@@ -18,7 +18,7 @@ import research as R
 from engine import select as D
 from engine.errors import EngineError
 from engine.io import open_source
-from engine.select.binning import _cell_layout, _parquet_min_max
+from engine.select.binning import _parquet_min_max, cell_layout
 from engine.kernels import graph, histogram, mdav
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
@@ -194,7 +194,7 @@ def test_accumulate_counts_matches_histogram2d(dtype):
     plans = [D.BinPlan(f"c{j}", "value", s - 1) for j, s in enumerate(sizes)]
     codes = _random_codes(rng, sizes, 1000).astype(dtype)
     codes.flags.writeable = False
-    col_off, (pa, pb, po, ps), cells = _cell_layout(plans)
+    col_off, (pa, pb, po, ps), cells = cell_layout(plans)
     priv = np.zeros((3, cells), np.int64)
     histogram.accumulate_counts(codes, 1000, col_off, pa, pb, po, ps, priv)
     total = priv.sum(axis=0)

@@ -14,13 +14,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# a kernel of one file (``split``) called by a kernel of another (``leaf``)
+# a kernel of one file (``split``) called by a kernel of another (``slots``)
 PROBE = """
 import numpy as np
-from engine.kernels import leaf
+from engine.kernels import slots
 X = np.arange(40.0).reshape(20, 2)
-leaf._leaf_rows(X, np.int64(2), np.int64(8))
-print(sum(leaf._leaf_rows.stats.cache_hits.values()), sum(leaf._leaf_rows.stats.cache_misses.values()))
+slots.leaf_rows(X, np.int64(2), np.int64(8))
+print(sum(slots.leaf_rows.stats.cache_hits.values()), sum(slots.leaf_rows.stats.cache_misses.values()))
 """
 
 
@@ -49,9 +49,9 @@ def test_only_this_package_uses_the_package_stamp():
     from numba.core import caching
 
     import engine.kernels as kernels
-    from engine.kernels import leaf
+    from engine.kernels import slots
 
-    locator = leaf._leaf_rows._cache._impl.locator
+    locator = slots.leaf_rows._cache._impl.locator
     assert type(locator).__name__.startswith("Kernels") and locator.get_source_stamp() == kernels.fingerprint()
     assert caching.CacheImpl._locator_classes[0].from_function(test_only_this_package_uses_the_package_stamp,
                                                                __file__) is None

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import reference as R
-from engine.kernels import leaf, mdav
+from engine.kernels import leaf, mdav, split
 from reference_leaf import _aggregate_leaves_old, _mdav_brute_old, _split_leaves_old
 
 
@@ -32,7 +32,7 @@ def test_split_leaves_equals_reference():
         n, d, size = int(rng.integers(1, 1500)), int(rng.integers(1, 5)), int(rng.integers(4, 200))
         # distinct column scales: no exact variance ties, whose rounding would depend on summation order
         X = _data(rng, n, d, t % 2 == 1) * (1.0 + 0.37 * np.arange(d))
-        order, bounds = leaf.split_leaves(X, size)
+        order, bounds = split.split_leaves(X, size)
         got = [np.sort(order[bounds[i]: bounds[i + 1]]) for i in range(bounds.shape[0] - 1)]
         ref = R.split_leaves(X, size)
         assert len(got) == len(ref)
@@ -54,7 +54,7 @@ def test_aggregate_leaves_groups(method):
     assert sizes.min() >= k
     assert sizes.max() <= (3 * k - 2 if method == mdav.VMDAV else 2 * k - 1)
     # every leaf runs the plain method: the same labels, leaf by leaf
-    order, bounds = leaf.split_leaves(X, 64)
+    order, bounds = split.split_leaves(X, 64)
     next_id = 0
     for i in range(bounds.shape[0] - 1):
         idx = np.sort(order[bounds[i]: bounds[i + 1]])
@@ -131,7 +131,7 @@ def test_split_and_aggregate_equal_old_implementation():
         else:  # equal columns: exact variance ties, decided by the summation order
             X = np.repeat(rng.integers(0, 4, size=(n, 1)).astype(np.float64), d, axis=1)
         size = int(rng.integers(4, 300))
-        order, bounds = leaf.split_leaves(X, size)
+        order, bounds = split.split_leaves(X, size)
         order_old, bounds_old = _split_leaves_old(X, size)
         assert np.array_equal(order, order_old) and np.array_equal(bounds, bounds_old), t
         k = [2, 3, 5, 10][t % 4]

@@ -161,7 +161,7 @@ def test_streamed_polish_guarantees_and_gain(table, method, monkeypatch):
 
 
 def test_polish_rounds_setting(table):
-    with pytest.raises(engine.EngineError, match="polish rounds"):
+    with pytest.raises(engine.EngineError, match="polish_rounds must be"):
         engine.microaggregate(table, qi=table.columns, k=3, polish_rounds=-1)
     r = engine.microaggregate(table, qi=table.columns, k=3, block_size=1_000, polish_rounds=2)
     assert r.report.polish["rounds"] == 2

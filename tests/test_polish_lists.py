@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from engine.kernels.leaf import aggregate_leaves
+from engine.parallel import ordered_map
 from engine.kernels.polish import (near_by_windows, near_by_windows_parallel, polish_seams_parts, refresh_lists,
                                    refresh_lists_parallel, rotations, seam_parts)
 from reference_polish import nearest_groups, sse, two_hop
@@ -75,7 +76,8 @@ def test_seam_polish_by_parts_is_the_same_for_any_thread_count():
     outs = []
     for threads in (1, 2, 3):
         out = lab.copy()
-        polish_seams_parts(Z, out, 3, 32, 12, unit, gpart, R, np.zeros(1, np.int64), 0.0, threads)
+        polish_seams_parts(Z, out, 3, 32, 12, unit, gpart, R, np.zeros(1, np.int64), 0.0, threads,
+                       ordered_map=ordered_map)
         outs.append(out)
     assert all(np.array_equal(o, outs[0]) for o in outs)
     sizes = np.bincount(outs[0], minlength=G)

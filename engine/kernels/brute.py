@@ -10,10 +10,10 @@ leftovers joining the group of their nearest record grouped before; IV-MDAV as r
 in ``engine.kernels.mdav`` (z_1..z_k include y_j itself). Tested against the index
 and ``tests/reference.py``.
 
-No index: the remaining rows sit compacted, column-major, in the slots of
-``engine.kernels.leaf``'s MDAV kernel (``C`` (d, capacity), ``orig[a]`` the row of
+No index: the remaining rows sit compacted, column-major, in the slots of the
+leaves' MDAV kernel (``engine.kernels.slots``: ``C`` (d, capacity), ``orig[a]`` the row of
 slot a, the last slot moved into each freed one) and every query scans them all
-with its vectorized helpers (``_dists``, ``_farthest``, ``_nearest``), plus
+with its vectorized helpers (``dists``, ``farthest``, ``nearest``), plus
 ``where`` (row -> slot, -1 once grouped) for the rows a query names. A scan is
 O(remaining), so a block costs O(n^2 / k) distance evaluations: cheaper than the
 index for the blocks of at most ``passes.aggregate.BRUTE_MAX_ROWS`` rows and the
@@ -21,8 +21,8 @@ leaves of at most ``LEAF_BRUTE_MAX_ROWS`` that use it, and it compiles in a
 fraction of the index's time (the point: a method's first use compiles only what
 it runs; docs/notes/first-run-compile.md).
 
-Like ``leaf.mdav_brute_slots`` these need k >= 1, d >= 1 and |x| < 1e100
-(``leaf._fits``); ``small_block_labels`` checks that and returns None otherwise
+Like ``slots.mdav_brute_slots`` these need k >= 1, d >= 1 and |x| < 1e100
+(``slots.fits``); ``small_block_labels`` checks that and returns None otherwise
 (the caller then runs the index, which handles any float64).
 """
 
@@ -32,9 +32,9 @@ import numpy as np
 from numba import njit
 
 from .kdtree import sq_dist
-from .leaf import (_INF_BITS, _MAX_I64, _dists, _farthest, _fill_slots, _fits, _leaf_rows, _nearest, _slot_scratch,
-                   mdav_brute_slots)
 from .mdav import IVMDAV, MDAV, MDAV_SINGLE, VMDAV, as_block
+from .slots import (INF_BITS, MAX_I64, dists, farthest, fill_slots, fits, leaf_rows, mdav_brute_slots, nearest,
+                    slot_scratch)
 
 # MDAV on a whole table of at most this many rows (mnqia's baseline,
 # ``methods.mnqia.mdav_range_loss``) runs by brute force: about as fast as the index
@@ -49,15 +49,15 @@ MDAV_BRUTE_MAX_ROWS = 32768
 LEAF_BRUTE_MAX_ROWS = 8192
 
 
-# leaf's vectorized distance scan as a function of its own (not inlined): each
+# the slots' vectorized distance scan as a function of its own (not inlined): each
 # kernel below scans from several places, and every inlined copy of the scan's
 # vectorized loops costs its compilation again
-_scan = njit(cache=True, nogil=True)(_dists.py_func)
+_scan = njit(cache=True, nogil=True)(dists.py_func)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _slot_bits(C):
-    """Slot bits of ``_farthest``'s key for a buffer of C's capacity."""
+    """Slot bits of ``farthest``'s key for a buffer of C's capacity."""
     sh = 1
     while (1 << sh) <= C.shape[1]:
         sh += 1
@@ -67,10 +67,10 @@ def _slot_bits(C):
 @njit(cache=True, nogil=True, inline="always")
 def _closest(di, orig, m, sh):
     """The slot of the least distance (bits ``di``), ties to the lowest ``orig``."""
-    mn = _MAX_I64
+    mn = MAX_I64
     for a in range(m):
         mn = min(mn, di[a])
-    key = _MAX_I64
+    key = MAX_I64
     for a in range(m):
         kq = (orig[a] << sh) | a
         if di[a] == mn:
@@ -104,7 +104,7 @@ def _seed_from_centroid(C, orig, m, total, q, dist, sh):
     for j in range(C.shape[0]):
         q[j] = total[j] / m
     _scan(C, m, q, dist)
-    return _farthest(dist.view(np.int64), orig, m, sh)
+    return farthest(dist.view(np.int64), orig, m, sh)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -132,7 +132,7 @@ def _vmdav_slots(X, C, orig, where, m, total, k, gamma, labels, group, dist, q, 
         _dists_from_slot(C, m, r, q, dist)
         found = 0
         if k > 1:
-            found = _nearest(di, orig, m, r, k - 1, cand, nd, no, ns)
+            found = nearest(di, orig, m, r, k - 1, cand, nd, no, ns)
         members[0] = orig[r]
         for b in range(found):
             members[b + 1] = orig[ns[b]]
@@ -165,7 +165,7 @@ def _vmdav_slots(X, C, orig, where, m, total, k, gamma, labels, group, dist, q, 
             d_out = np.inf  # its nearest other remaining record, if any
             if m > 1:
                 _dists_from_slot(C, m, s, q, dist)
-                di[s] = _INF_BITS
+                di[s] = INF_BITS
                 d_out = math.sqrt(dist[_closest(di, orig, m, sh)])
             if math.sqrt(best_d) < gamma * d_out:
                 m = _take(C, orig, where, m, total, labels, group, s)
@@ -203,7 +203,7 @@ def _ivmdav_slots(C, orig, where, m, total, k, gamma, labels, group, dist, q, ca
         # y_1 = x_r, y_2..y_2k its 2k-1 nearest (distances from x_r kept in nbd)
         r = _seed_from_centroid(C, orig, m, total, q, dist, sh)
         _dists_from_slot(C, m, r, q, dist)
-        found = _nearest(di, orig, m, r, 2 * k - 1, cand, nd, no, ns)
+        found = nearest(di, orig, m, r, 2 * k - 1, cand, nd, no, ns)
         for b in range(found):
             nb[b] = orig[ns[b]]
             nbd[b] = dist[ns[b]]
@@ -218,7 +218,7 @@ def _ivmdav_slots(C, orig, where, m, total, k, gamma, labels, group, dist, q, ca
             s = where[nb[b]]
             # z_1..z_k: the k nearest remaining records of y, y included (slot m: none excluded)
             _dists_from_slot(C, m, s, q, dist)
-            _nearest(di, orig, m, m, k, cand, nd, no, ns)
+            nearest(di, orig, m, m, k, cand, nd, no, ns)
             d1 = math.sqrt(nbd[b])
             d2 = math.sqrt(dist[ns[k - 1]])
             if d2 > gamma * d1:
@@ -231,7 +231,7 @@ def _ivmdav_slots(C, orig, where, m, total, k, gamma, labels, group, dist, q, ca
         _dists_from_slot(C, m, r, q, dist)
         found = 0
         if k > 1:
-            found = _nearest(di, orig, m, r, k - 1, cand, nd, no, ns)
+            found = nearest(di, orig, m, r, k - 1, cand, nd, no, ns)
         for b in range(found):
             nb[b] = orig[ns[b]]
         m = _take(C, orig, where, m, total, labels, group, r)
@@ -250,7 +250,7 @@ def _ivmdav_slots(C, orig, where, m, total, k, gamma, labels, group, dist, q, ca
 def _fill(X, order, bounds, b, C, orig, where, total):
     """Slots of the rows ``order[bounds[b]:bounds[b+1]]``; returns their count."""
     m = bounds[b + 1] - bounds[b]
-    _fill_slots(X, order[bounds[b]:], m, C, orig, total)
+    fill_slots(X, order[bounds[b]:], m, C, orig, total)
     for a in range(m):
         where[orig[a]] = a
     return m
@@ -262,7 +262,7 @@ def _vmdav_rows(X, order, bounds, cap, k, gamma):
     whole block), groups numbered range after range."""
     n, d = X.shape
     labels, where = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
-    C, orig, total, dist, q, cand, nd, no, ns = _slot_scratch(d, cap, 2 * k + 1)
+    C, orig, total, dist, q, cand, nd, no, ns = slot_scratch(d, cap, 2 * k + 1)
     members, near_pos, near_d = np.empty_like(nd), np.empty_like(nd), np.empty(nd.shape[0])
     grouped = np.empty_like(cand)
     next_id = np.int64(0)  # not a literal 0: that would compile _vmdav_slots once more
@@ -278,7 +278,7 @@ def _ivmdav_rows(X, order, bounds, cap, k, gamma):
     """IV-MDAV on every range of rows, as ``_vmdav_rows``."""
     n, d = X.shape
     labels, where = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
-    C, orig, total, dist, q, cand, nd, no, ns = _slot_scratch(d, cap, 2 * k + 1)
+    C, orig, total, dist, q, cand, nd, no, ns = slot_scratch(d, cap, 2 * k + 1)
     nb, nbd = np.empty_like(nd), np.empty(nd.shape[0])
     next_id = np.int64(0)  # not a literal 0: see _vmdav_rows
     for b in range(bounds.shape[0] - 1):
@@ -290,22 +290,22 @@ def _ivmdav_rows(X, order, bounds, cap, k, gamma):
 
 @njit(cache=True, nogil=True)
 def leaves_vmdav(X, k, gamma, leaf):
-    """``leaf.aggregate_leaves`` for V-MDAV (k >= 1, d >= 1, ``_fits(X)``)."""
-    order, bounds, cap = _leaf_rows(X, k, leaf)
+    """``leaf.aggregate_leaves`` for V-MDAV (k >= 1, d >= 1, ``fits(X)``)."""
+    order, bounds, cap = leaf_rows(X, k, leaf)
     return _vmdav_rows(X, order, bounds, cap, k, gamma)
 
 
 @njit(cache=True, nogil=True)
 def leaves_ivmdav(X, k, gamma, leaf):
-    """``leaf.aggregate_leaves`` for IV-MDAV (k >= 1, d >= 1, ``_fits(X)``)."""
-    order, bounds, cap = _leaf_rows(X, k, leaf)
+    """``leaf.aggregate_leaves`` for IV-MDAV (k >= 1, d >= 1, ``fits(X)``)."""
+    order, bounds, cap = leaf_rows(X, k, leaf)
     return _ivmdav_rows(X, order, bounds, cap, k, gamma)
 
 
 def usable(X, k):
     """True when the brute-force kernels take ``X`` (float64, C-contiguous): k >= 1,
     at least one column, every |x| < 1e100."""
-    return k >= 1 and X.shape[1] > 0 and bool(_fits(X))
+    return k >= 1 and X.shape[1] > 0 and bool(fits(X))
 
 
 def small_block_labels(X, method, k, gamma):

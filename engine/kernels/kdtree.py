@@ -76,7 +76,7 @@ def _far_bound(lo, hi, rmax, node, q, qn):
 
 
 @njit(cache=True, nogil=True)
-def _box_min_dist(lo, hi, node, q):
+def box_min_dist(lo, hi, node, q):
     # Lower bound of sq_dist from q to any point in the box.
     s = 0.0
     for j in range(q.shape[0]):
@@ -300,7 +300,7 @@ def knn(T, q, m, exclude, out_pos, out_d):
     stack = np.empty(128, np.int64)
     bound = np.empty(128)
     stack[0] = 0
-    bound[0] = _box_min_dist(lo, hi, stack[0], q)  # the root (an int64, not a literal 0)
+    bound[0] = box_min_dist(lo, hi, stack[0], q)  # the root (an int64, not a literal 0)
     sp = 1
     while sp > 0:
         sp -= 1
@@ -331,8 +331,8 @@ def knn(T, q, m, exclude, out_pos, out_d):
         else:
             a = 2 * node + 1
             b = a + 1
-            ba = _box_min_dist(lo, hi, a, q) if cnt[a] > 0 else _INF
-            bb = _box_min_dist(lo, hi, b, q) if cnt[b] > 0 else _INF
+            ba = box_min_dist(lo, hi, a, q) if cnt[a] > 0 else _INF
+            bb = box_min_dist(lo, hi, b, q) if cnt[b] > 0 else _INF
             if ba <= bb:
                 if cnt[b] > 0:
                     stack[sp] = b

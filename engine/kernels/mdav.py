@@ -34,9 +34,10 @@ labels, tested), which compiles none of the index.
 """
 
 import math
+import threading
 
 import numpy as np
-from numba import njit
+from numba import get_num_threads, njit
 
 from .buckets import PAR_MIN, anchor_init, build, farthest, farthest_from_moving, knn, remove
 from .kdtree import sq_dist
@@ -322,11 +323,7 @@ def start(X, leaf_size, threads=None, par_min=PAR_MIN):
     ``par_min``: the fewest buckets a farthest scan needs to use them (tests lower it)."""
     n = X.shape[0]
     if threads is None:
-        import threading
-
-        import numba
-
-        threads = numba.get_num_threads() if threading.current_thread() is threading.main_thread() else 1
+        threads = get_num_threads() if threading.current_thread() is threading.main_thread() else 1
     T = build(X, int(leaf_size), int(threads), int(par_min))
     total = _column_sums(X)
     state = np.zeros(3, np.int64)

@@ -6,7 +6,6 @@ without Welford's per-chunk merges, whose rounding would depend on chunk size.
 
 import math
 
-import numpy as np
 from numba import njit, prange
 
 

@@ -11,7 +11,7 @@ sample came from; every row has exactly one leaf whatever the chunking.
 import numpy as np
 from numba import njit, prange
 
-from .split import _select, _widest_column
+from .split import quickselect, widest_column
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -148,8 +148,8 @@ def gather_records_narrow(X, first_id, order, out):
 def plan_tree(Z, leaf):
     """The partition plan's kd-tree of median cuts over the sample ``Z`` (m, d), rows
     in increasing tie-key order (ties between rows then break by position). A node of more than ``leaf`` rows is cut on its
-    column of largest variance (``leaf._widest_column``) into its ``size // 2``
-    smallest rows by (value, row) and the rest (``leaf._select``); its threshold is
+    column of largest variance (``split.widest_column``) into its ``size // 2``
+    smallest rows by (value, row) and the rest (``split.quickselect``); its threshold is
     the largest of the left half. Nodes are numbered as they are created (a cut
     node's children get the next two numbers, left first) and processed depth
     first, left first, so leaves are numbered left to right.
@@ -186,11 +186,11 @@ def plan_tree(Z, leaf):
             leaf_of[node] = n_leaves
             n_leaves += 1
             continue
-        bj = _widest_column(Z, order, s, e, mu, var)
+        bj = widest_column(Z, order, s, e, mu, var)
         for a in range(s, e):
             key[a] = Z[order[a], bj]
         h = s + size // 2
-        _select(key, order, s, e, h)
+        quickselect(key, order, s, e, h)
         best = s  # the largest of the left half by (value, row)
         for a in range(s + 1, h):
             if key[a] > key[best] or (key[a] == key[best] and order[a] > order[best]):

@@ -58,8 +58,8 @@ is a local optimum of all moves and swaps, SSE recomputed from scratch).
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from .leaf import split_leaves
 from .refine import nearest_groups  # (Python: all pairs for few groups, else a kd-tree; the same lists)
+from .split import split_leaves
 
 NEAR_WINDOW = 24   # positions on each side in every kd order
 NEAR_DESCENT = 2   # two-hop refreshes of every list before the first round
@@ -607,14 +607,16 @@ def seam_parts(C, unit, parts):
     return out
 
 
-def polish_seams_parts(Z, labels, k, rounds, near_count, unit, gpart, R, stop, min_gain=0.0, threads=1):
+def polish_seams_parts(Z, labels, k, rounds, near_count, unit, gpart, R, stop, min_gain=0.0, threads=1,
+                       ordered_map=None):
     """``polish_seams`` run on each part of the groups (``gpart[g]``) on its own: the
     rows of a part's groups copied out, its groups numbered in id order, their near
-    groups searched among the part's groups only. Parts run ``threads`` at a time;
-    each is serial and touches only its own groups, so the labels depend only on the
-    arguments, not on ``threads``. Returns ``(largest rounds run, operations)``."""
-    from ..parallel import ordered_map
-
+    groups searched among the part's groups only. Parts run ``threads`` at a time by
+    ``ordered_map`` (the caller passes ``engine.parallel.ordered_map``: the kernels
+    import nothing from the rest of the package); without it, one after another in
+    the calling thread. Each part is serial and touches only its own groups, so the
+    labels depend only on the arguments, not on ``threads``. Returns ``(largest
+    rounds run, operations)``."""
     P = int(gpart.max()) + 1 if gpart.shape[0] else 0
     rpart = gpart[labels]
     local = np.empty(gpart.shape[0], np.int64)
@@ -631,8 +633,12 @@ def polish_seams_parts(Z, labels, k, rounds, near_count, unit, gpart, R, stop, m
     for p in range(P):
         gids = np.flatnonzero(gpart == p)
         local[gids] = np.arange(gids.shape[0])
+    if ordered_map is None:
+        results = (one(p) for p in range(P))
+    else:
+        results = ordered_map(one, list(range(P)), threads, stop=stop, inline=threads <= 1 or P <= 1)
     r_max, ops = 0, 0
-    for rows, new, (r, o) in ordered_map(one, list(range(P)), threads, stop=stop, inline=threads <= 1 or P <= 1):
+    for rows, new, (r, o) in results:
         if new is not None:
             labels[rows] = new
         r_max, ops = max(r_max, int(r)), ops + int(o)

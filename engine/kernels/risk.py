@@ -17,7 +17,7 @@ The slow references are ``tests/reference.py``: ``nearest_with_ties`` and ``dbrl
 import numpy as np
 from numba import njit, prange
 
-from .kdtree import _box_min_dist, sq_dist
+from .kdtree import box_min_dist, sq_dist
 
 
 @njit(cache=True, nogil=True)
@@ -31,7 +31,7 @@ def nearest_with_ties(T, q):
     stack = np.empty(128, np.int64)
     bound = np.empty(128)
     stack[0] = 0
-    bound[0] = _box_min_dist(lo, hi, stack[0], q)  # the root (an int64, not a literal 0)
+    bound[0] = box_min_dist(lo, hi, stack[0], q)  # the root (an int64, not a literal 0)
     sp = 1
     while sp > 0:
         sp -= 1
@@ -49,8 +49,8 @@ def nearest_with_ties(T, q):
         else:
             a = 2 * node + 1
             b = a + 1
-            ba = _box_min_dist(lo, hi, a, q) if cnt[a] > 0 else np.inf
-            bb = _box_min_dist(lo, hi, b, q) if cnt[b] > 0 else np.inf
+            ba = box_min_dist(lo, hi, a, q) if cnt[a] > 0 else np.inf
+            bb = box_min_dist(lo, hi, b, q) if cnt[b] > 0 else np.inf
             # push the nearer child last so it is searched first
             first, fb, second, sb = (a, ba, b, bb) if ba > bb else (b, bb, a, ba)
             if cnt[first] > 0 and fb <= best:

@@ -16,7 +16,7 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def _select(key, order, s, e, h):
+def quickselect(key, order, s, e, h):
     """Rearrange ``order[s:e]`` so that ``order[s:h]`` holds the h - s smallest rows by
     (cut value, row index) and ``order[h:e]`` the others (quickselect, median-of-3).
     ``key[a]`` is the cut value of row ``order[a]`` and moves with it."""
@@ -61,7 +61,7 @@ def _select(key, order, s, e, h):
 
 
 @njit(cache=True, nogil=True)
-def _widest_column(X, order, s, e, mu, var):
+def widest_column(X, order, s, e, mu, var):
     """The column of largest variance of the rows ``order[s:e]`` (ties: the lowest
     column): two passes, sums row by row in that order. Eight columns are summed in
     registers (the general loop keeps its sums in ``mu`` / ``var``); same sums."""
@@ -147,11 +147,11 @@ def split_leaves(X, leaf):
         if size <= leaf:
             bounds.append(e)
             continue
-        bj = _widest_column(X, order, s, e, mu, var)
+        bj = widest_column(X, order, s, e, mu, var)
         for a in range(s, e):
             key[a] = X[order[a], bj]
         h = s + size // 2
-        _select(key, order, s, e, h)
+        quickselect(key, order, s, e, h)
         # right half below left half on the stack, so the left is done first
         st_s[sp] = h
         st_e[sp] = e

@@ -30,6 +30,7 @@ from ..kernels.polish import polish_seams, polish_seams_parts, rotations, seam_p
 from ..io.schema import check_output_types
 from ..io.sink import check_csv_columns
 from ..io.spill import BlockStore, MemoryBlocks
+from ..parallel import ordered_map
 from ..passes.aggregate import UnitPlan, aggregate_block, aggregate_blocks
 from ..passes.distributions import Distributions
 from ..passes.partition import sample_row_groups, sample_stride
@@ -270,7 +271,8 @@ class CentroidFlow:
             for j in range(Z.shape[1]):
                 C[:, j] = np.bincount(lab, weights=Z[:, j], minlength=G) / cnt
             gpart = seam_parts(C, unit, POLISH_SEAM_PARTS)
-            seams = functools.partial(polish_seams_parts, min_gain=POLISH_MIN_GAIN, threads=self.threads)
+            seams = functools.partial(polish_seams_parts, min_gain=POLISH_MIN_GAIN, threads=self.threads,
+                                      ordered_map=ordered_map)
             r, ops = _interruptible(seams, *args, gpart, R)
         else:
             seams = functools.partial(polish_seams, min_gain=POLISH_MIN_GAIN, parallel=SEAM_PARALLEL_LISTS)

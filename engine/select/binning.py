@@ -8,6 +8,7 @@ from typing import Sequence
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 
 from ..errors import EngineError
 from ..io import Source, open_source
@@ -80,7 +81,8 @@ def _column_type(name: str, dtype: pl.DataType) -> str:
     raise EngineError(f"column {name!r} has type {dtype}, which the profile cannot bin: cast it to a number or a string")
 
 
-def _check_settings(columns, measure, width, bins, binning, levels, count, chunk_rows, threads):
+def check_settings(columns, measure, width, bins, binning, levels, count, chunk_rows, threads):
+    """Raise ``EngineError`` on a bad setting of ``plan_bins`` or ``profile`` (``columns``: the resolved names)."""
     if measure not in MEASURES:
         raise EngineError(f"unknown measure {measure!r} (choose from {', '.join(MEASURES)})")
     if binning not in BINNINGS:
@@ -104,7 +106,8 @@ def _check_settings(columns, measure, width, bins, binning, levels, count, chunk
         raise EngineError(f"count must be an integer between 1 and {len(columns)} (the number of columns), got {count!r}")
 
 
-def _resolve_columns(src: Source, columns: Sequence[str] | None) -> list[str]:
+def resolve_columns(src: Source, columns: Sequence[str] | None) -> list[str]:
+    """The names ``columns`` of ``src`` (all its columns for None), checked: known, each once, at least one."""
     names = src.columns
     if columns is None:
         cols = list(names)
@@ -130,8 +133,6 @@ def _parquet_min_max(src: Source, cols: Sequence[str]) -> dict | None:
     if not cols or not src.paths or not all(p.lower().endswith((".parquet", ".pq", ".parq")) for p in src.paths):
         return None
     try:
-        import pyarrow.parquet as pq
-
         lo = {c: math.inf for c in cols}
         hi = {c: -math.inf for c in cols}
         for path in src.paths:
@@ -175,8 +176,8 @@ def plan_bins(
     distinct strings, the quantiles). Raises ``EngineError`` on bad settings.
     """
     src = open_source(source)
-    cols = _resolve_columns(src, columns)
-    _check_settings(cols, "mi-distance", width, bins, binning, levels, None, 1, None)
+    cols = resolve_columns(src, columns)
+    check_settings(cols, "mi-distance", width, bins, binning, levels, None, 1, None)
     schema = src.schema
     types = {c: _column_type(c, schema[c]) for c in cols}
     if width is not None:
@@ -265,7 +266,7 @@ def plan_bins(
         else:
             plans.append(BinPlan(c, "bins", int(n_q), lo=lo, hi=hi, mul=float(n_q), den=hi - lo))
 
-    cells = _cell_layout(plans)[2]
+    cells = cell_layout(plans)[2]
     if cells > max_cells:
         big = max(plans, key=lambda p: p.n_bins)
         raise EngineError(
@@ -274,7 +275,7 @@ def plan_bins(
     return plans
 
 
-def _cell_layout(plans: Sequence[BinPlan]):
+def cell_layout(plans: Sequence[BinPlan]):
     """Offsets of the 1-D and pair counts in one flat array: (col_off, pairs, total)."""
     d = len(plans)
     col_off = np.zeros(d, np.int64)

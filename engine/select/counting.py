@@ -13,7 +13,7 @@ from ..errors import EngineError
 from ..io import Source, open_source
 from ..kernels import histogram
 from ..parallel import numba_threads, read_ahead
-from .binning import BinPlan, DEFAULT_CHUNK_ROWS, _cell_layout
+from .binning import BinPlan, DEFAULT_CHUNK_ROWS, cell_layout
 
 
 def encode_column(series: pl.Series, plan: BinPlan, out: np.ndarray) -> None:
@@ -95,7 +95,7 @@ def count_pairs(
     """
     src = open_source(source)
     plans = list(plans)
-    col_off, (pair_a, pair_b, pair_off, pair_stride), cells = _cell_layout(plans)
+    col_off, (pair_a, pair_b, pair_off, pair_stride), cells = cell_layout(plans)
     chunks = _encoded_chunks(src, plans, chunk_rows)
     if prefetch:
         chunks = read_ahead(chunks, "profile-reader", depth=2)

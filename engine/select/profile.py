@@ -11,7 +11,8 @@ import numpy as np
 
 from ..errors import EngineError
 from ..io import open_source
-from .binning import BinPlan, DEFAULT_CHUNK_ROWS, DEFAULT_LEVELS, MAXIMIZE, MAX_CELLS, MEASURES, _check_settings, _resolve_columns, plan_bins
+from ..io.source import csv_options
+from .binning import BinPlan, DEFAULT_CHUNK_ROWS, DEFAULT_LEVELS, MAXIMIZE, MAX_CELLS, MEASURES, check_settings, plan_bins, resolve_columns
 from .counting import Counts, count_pairs, pearson_matrix
 from .measures import entropy, gaussian_matrix, measure_matrix
 from .tree import definition5, emad_candidates, emad_top, spanning_tree, tree_degrees, tree_strength
@@ -124,8 +125,6 @@ def profile(
     the counting kernel (default: Numba's setting). ``separator``, ``null_values``,
     ``encoding``: how a CSV input is read (``engine.io.source.CsvOptions``).
     """
-    from ..io.source import csv_options
-
     src = open_source(source, csv=csv_options(separator, null_values, encoding))
     try:
         return _profile(src, columns, measure, width, bins, binning, levels, count, chunk_rows, threads, max_cells)
@@ -135,9 +134,9 @@ def profile(
 
 def _profile(src, columns, measure, width, bins, binning, levels, count, chunk_rows, threads,
              max_cells) -> ProfileResult:
-    cols = _resolve_columns(src, columns)
+    cols = resolve_columns(src, columns)
     src.check_reconciled(cols)
-    _check_settings(cols, measure, width, bins, binning, levels, count, chunk_rows, threads)
+    check_settings(cols, measure, width, bins, binning, levels, count, chunk_rows, threads)
     t0 = time.perf_counter()
     plans = plan_bins(src, cols, width=width, bins=bins, binning=binning, levels=levels, max_cells=max_cells)
     t1 = time.perf_counter()
