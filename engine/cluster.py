@@ -37,15 +37,24 @@ import os
 import shutil
 import uuid
 
+from typing import Iterator, Sequence
+
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 
-from .errors import EngineError, VerificationError
+from .errors import EngineError, VerificationError, first_line
 from .io.schema import adapt
-from .io.source import _first_line, _row_group_slices
+from .io.sink import output_format
+from .io.source import ProfileT, frame_to_array, row_group_slices
 from .io.spill import BlockStore, decode_records, units_of
 from .io.tempfiles import os_reason, private_dir, private_opener
 from .parallel import read_ahead
+from .passes.partition import frame_to_columns, partition_pass
+from .passes.profile import Profile
+from .passes.selfcheck import ClassCounter
+from .passes.stitch import Groups
+from .passes.write import ROW_GROUP_ROWS, Writer, finish_sums, measured_sums, write_pass
 
 log = logging.getLogger("engine")
 
@@ -62,7 +71,7 @@ def connect(scheduler, memory_limit: int | None = None):
     """``(client, closer)``: a ``distributed.Client`` for ``scheduler`` (an address, "local"
     for a ``LocalCluster`` of this machine, or a Client), and what to close at the end."""
     try:
-        import distributed
+        import distributed  # optional: the [dask] extra
     except ImportError:
         raise EngineError("scheduler (--scheduler) needs Dask: pip install 'microagg-engine[dask]'") from None
     if isinstance(scheduler, distributed.Client):
@@ -83,7 +92,7 @@ def connect(scheduler, memory_limit: int | None = None):
     try:
         client = distributed.Client(scheduler, timeout=CONNECT_SECONDS, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
-        raise EngineError(f"cannot reach the Dask scheduler at {scheduler} (--scheduler): {_first_line(exc)}") from None
+        raise EngineError(f"cannot reach the Dask scheduler at {scheduler} (--scheduler): {first_line(exc)}") from None
     stack.enter_context(client)
     return client, stack
 
@@ -106,7 +115,7 @@ class DaskBackend:
         try:
             self.client.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)
         except (TimeoutError, OSError) as exc:
-            raise EngineError(f"the Dask scheduler has no workers (--scheduler): {_first_line(exc)}") from None
+            raise EngineError(f"the Dask scheduler has no workers (--scheduler): {first_line(exc)}") from None
         seen = self.client.run(os.path.isdir, self.run_dir)
         blind = [w for w, ok in seen.items() if not ok]
         if blind:
@@ -122,8 +131,6 @@ class DaskBackend:
     def ranges(self, source) -> list["RangeSource"]:
         """The input cut into ranges of whole row groups, about ``PART_ROWS`` rows each,
         at least one per worker (fewer when there are fewer row groups)."""
-        import pyarrow.parquet as pq
-
         groups = []
         for f in source.paths:
             md = pq.read_metadata(f)
@@ -193,8 +200,6 @@ class DaskBackend:
                     if moments is not None:
                         X = moments.add(frame, offset)
                     else:
-                        from .passes.partition import frame_to_columns
-
                         X = frame_to_columns(frame, qi)
                     if dist is not None:
                         dist.add(X)
@@ -214,10 +219,6 @@ class DaskBackend:
         """``passes.write.write_pass`` as tasks, each writing a Parquet part of a range of
         rows; the parts are copied in order into ``path`` (or moved into the folder
         ``path``, fmt "folder"). Same return value."""
-        from .passes.selfcheck import ClassCounter
-        from .passes.write import ROW_GROUP_ROWS, _Writer
-        import pyarrow.parquet as pq
-
         if path is None or fmt not in ("parquet", "folder"):  # checked up front (check_output): a bug if reached
             raise EngineError("scheduler (--scheduler) writes a Parquet OUTPUT")
         arrays = {}
@@ -229,7 +230,7 @@ class DaskBackend:
         d = len(profile.columns)
         counter = ClassCounter(profile.columns, groups.count)
         sse, s, q = np.zeros(d), np.zeros(d), np.zeros(d)
-        writer = _Writer(path, "parquet") if fmt == "parquet" else None
+        writer = Writer(path, "parquet") if fmt == "parquet" else None
         try:
             # parts in order as they finish: copied into OUTPUT while the later ones are written
             for i, f in enumerate(futures):
@@ -245,7 +246,7 @@ class DaskBackend:
                     if pq.read_metadata(name).num_rows != rows:
                         raise VerificationError(f"verification failed: {name} does not hold {rows:,} rows")
                     continue
-                for frame in _row_group_slices(part, max(chunk_rows, ROW_GROUP_ROWS)):
+                for frame in row_group_slices(part, max(chunk_rows, ROW_GROUP_ROWS)):
                     writer.add(frame)
                 os.unlink(part)
             checked = counter.check(k, profile.rows)  # before the file is complete, as write_pass
@@ -266,8 +267,6 @@ class DaskBackend:
 
     @staticmethod
     def _sums(groups, profile, sse, s, q, checked, verified):
-        from .passes.write import finish_sums, measured_sums
-
         if verified is not None:
             verified.update(checked)
         if groups.sse is not None:
@@ -294,8 +293,6 @@ def open_backend(cfg, folder, cleanup: contextlib.ExitStack) -> DaskBackend:
 
 
 def check_output(dest) -> None:
-    from .io.sink import output_format
-
     if dest is None or output_format(dest) not in ("parquet", "folder"):
         raise EngineError(f"scheduler (--scheduler) writes a Parquet OUTPUT (.parquet, or a folder of part files: "
                           f"a name ending in '/'), not {dest}")
@@ -326,8 +323,6 @@ def _widened(out):
 def _lean(arg):
     """A task's argument without what the task does not use: a profile's sample (the
     plan's, up to millions of rows) would be serialized into every task."""
-    from .passes.profile import Profile
-
     if isinstance(arg, functools.partial):  # a unit function with its arguments bound
         return functools.partial(arg.func, *map(_lean, arg.args), **{k: _lean(v) for k, v in arg.keywords.items()})
     if isinstance(arg, Profile) and arg.sample is not None:
@@ -346,9 +341,9 @@ def _save(folder: str, name: str, a: np.ndarray) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class RangeSource:
-    """A range of whole row groups of a Parquet input, read on a worker: what the
-    partition and write passes use of ``io.source.Source`` (offsets are the input's
-    row numbers)."""
+    """A range of whole row groups of a Parquet input, read on a worker by the
+    partition and write passes (an ``io.source.Source``; offsets are the input's row
+    numbers)."""
 
     label: str
     schema: pl.Schema
@@ -356,14 +351,39 @@ class RangeSource:
     pieces: tuple                 # (path, first row group, end row group)
     first: int                    # the input's row number of the range's first row
     rows: int
+    kind = "parquet"
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(path for path, _, _ in self.pieces))
+
+    @property
+    def base(self) -> "RangeSource":
+        return self
 
     @property
     def columns(self) -> list[str]:
         return list(self.schema.names())
 
-    def iter_frames(self, columns, chunk_rows: int, prefetch: bool = False, native: bool = False):
+    def count_rows(self) -> int:
+        return self.rows
+
+    def bounded(self, piece_bytes: int | None) -> "RangeSource":
+        return self  # (whole row groups: the pieces are bounded already)
+
+    def adjust_profile(self, profile: ProfileT) -> ProfileT:
+        return profile
+
+    def iter_frames(self, columns, chunk_rows: int, prefetch: bool = False,
+                    native: bool = False) -> Iterator[tuple[int, pl.DataFrame]]:
         frames = self._frames(columns, chunk_rows)
         return read_ahead(frames) if prefetch else frames
+
+    def iter_arrays(self, columns: Sequence[str], chunk_rows: int,
+                    prefetch: bool = False) -> Iterator[tuple[int, np.ndarray]]:
+        cols = list(columns)
+        arrays = ((offset, frame_to_array(frame, cols)) for offset, frame in self.iter_frames(cols, chunk_rows))
+        return read_ahead(arrays) if prefetch else arrays
 
     def _frames(self, columns, chunk_rows):
         want = pl.Schema({c: self.schema[c] for c in (self.schema.names() if columns is None else columns)})
@@ -372,21 +392,22 @@ class RangeSource:
             for path, g0, g1 in self.pieces:
                 have = self.folder.file_schema(path) if self.folder is not None else self.schema
                 read = [c for c in want.names() if c in have] or list(have.names())[:1]
-                for frame in _row_group_slices(path, chunk_rows, None if len(read) == len(have) else read, (g0, g1)):
+                for frame in row_group_slices(path, chunk_rows, None if len(read) == len(have) else read, (g0, g1)):
                     frame = adapt(frame, want)
                     yield offset, frame
                     offset += frame.height
         except EngineError:
             raise
         except Exception as exc:
-            raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+            raise EngineError(f"cannot read {self.label}: {first_line(exc)}") from None
 
 
 class PartStore:
     """The blocks of a run whose partition pass ran as tasks: block ``b``'s rows are its
-    rows in every part file, in part order (the input's order). Reads as
-    ``io.spill.BlockStore`` (``read``, ``read_many``, ``units``); picklable, so the
-    aggregate tasks read their blocks themselves."""
+    rows in every part file, in part order (the input's order). An ``io.spill.SpillStore``;
+    picklable, so the aggregate tasks read their blocks themselves."""
+
+    expand = None  # (the values themselves are spilled)
 
     def __init__(self, n_blocks: int, d: int, folder: str, buffer_bytes: int, rows):
         self.n_blocks, self.d, self.path = n_blocks, d, folder
@@ -405,10 +426,10 @@ class PartStore:
     def units(self, min_rows: int) -> list[list[int]]:
         return units_of(self.rows, min_rows)
 
-    def read(self, block: int, contiguous: bool = True):
+    def read(self, block: int, contiguous: bool = True, expand: bool = True):
         return self.read_many([block])
 
-    def read_many(self, blocks, contiguous: bool = True):
+    def read_many(self, blocks, contiguous: bool = True, expand: bool = True):
         """Blocks concatenated in the order given, each in row order (C-contiguous)."""
         b0, b1 = min(blocks), max(blocks) + 1
         bufs = []
@@ -472,7 +493,7 @@ def _local_dir(shared: str) -> str:
     ``--local-directory``), packed from there into the shared folder; the shared
     folder when not in a worker."""
     try:
-        from distributed import get_worker
+        from distributed import get_worker  # optional: the [dask] extra (a task runs on a worker)
 
         return get_worker().local_directory
     except (ImportError, ValueError):
@@ -483,8 +504,6 @@ def _partition_task(src: RangeSource, profile, cols, plan, store: PartStore, ind
     """Route and spill one range of rows into a private store, then pack it into one file
     (blocks in order) under a task-unique name, renamed to ``part-NNNNN.blocks``.
     Returns ``(path, rows per block, narrow rows per block, byte offsets)``."""
-    from .passes.partition import partition_pass
-
     final = os.path.join(store.path, f"part-{index:05d}.blocks")
     local = BlockStore(store.n_blocks, store.d, _local_dir(store.path), store.buffer_bytes, rows=store.total)
     tmp = f"{final}.{uuid.uuid4().hex}.tmp"
@@ -494,7 +513,7 @@ def _partition_task(src: RangeSource, profile, cols, plan, store: PartStore, ind
         with open(tmp, "wb", opener=private_opener) as out:
             for b in range(store.n_blocks):
                 if local.rows[b]:
-                    with open(local._file(b), "rb") as fh:
+                    with open(local.block_path(b), "rb") as fh:
                         shutil.copyfileobj(fh, out, 1 << 20)
                 offsets[b + 1] = out.tell()
         os.replace(tmp, final)
@@ -509,10 +528,6 @@ def _write_task(src: RangeSource, folder: str, index: int, profile, arrays: dict
                 chunk_rows: int, k: int):
     """The write pass over one range of rows into ``out-NNNNN.parquet`` (task-unique
     temporary name, renamed). Returns ``(path, rows, class keys, class counts, raw sums)``."""
-    from .passes.selfcheck import ClassCounter
-    from .passes.stitch import Groups
-    from .passes.write import write_pass
-
     final = os.path.join(folder, f"out-{index:05d}.parquet")
     tmp = f"{final}.{uuid.uuid4().hex}.tmp"
     labels = np.asarray(np.load(arrays["labels"], mmap_mode="r")[src.first: src.first + src.rows])

@@ -56,7 +56,7 @@ from .kernels.groups import count_labels
 from .parallel import numba_threads
 from .passes.partition import (load_block, partition_pass, plan_blocks, sample_profile, sample_stride,
                                standardized)
-from .passes.profile import Moments, profile_columns
+from .passes.profile import profile_columns
 from .passes.results import Profiled, Written, release_memory, timed
 from .progress import Progress
 from .report import PeakRSS, Report
@@ -184,7 +184,7 @@ def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rs
     flow.check_rows(source, rows)
     threads = cfg.threads or numba.get_num_threads()
     # (mixed-type QIs: a chunk holds the input's columns, not the encoded ones, read as the input's kind)
-    read = getattr(source, "base", source)
+    read = source.base
     budget = plan_budget(flow.budget_cfg, rows, columns=len(read.columns), threads=threads, kind=read.kind,
                          start_rss=start_rss, **flow.budget_args(source, rows))
     source = source.bounded(budget.piece_bytes)
@@ -253,12 +253,10 @@ def _partition_sampled(inp, cfg, flow, prof, cleanup, passes):
     budget, total = inp.budget, inp.rows
     X, ids = prof.sampled
     sprof = sample_profile(prof.columns, X)
-    adjust = getattr(prof.source, "adjust_profile", None)  # (mixed-type QIs: the distance's scales, engine.mixed)
-    sprof = adjust(sprof) if adjust is not None else sprof
+    sprof = prof.source.adjust_profile(sprof)  # (mixed-type QIs: the distance's scales, engine.encode)
     plan = plan_blocks(standardized(X, sprof, prof.cols), ids, total, budget.block_size)
     store = cleanup.enter_context(flow.new_store(plan.n_blocks, inp.folder, total, budget))
-    new_moments = getattr(flow, "new_moments", None)  # (mixed-type QIs: their own, engine.mixed)
-    moments = new_moments(prof.columns) if new_moments else Moments(prof.columns, np.ones(len(prof.columns)))
+    moments = flow.new_moments(prof.columns)  # (mixed-type QIs: their own, engine.encode)
     if flow.dist is not None:  # bins over the sample's range (the columns' own is not known yet)
         flow.dist.start(sprof.min, sprof.max)
     _partition_fn(inp)(prof.source, sprof, prof.cols, plan, store, budget.chunk_rows, cfg.progress,

@@ -1,5 +1,7 @@
 """The one exception type the engine raises for problems with input or settings."""
 
+import signal
+
 
 class EngineError(ValueError):
     """Bad input, bad settings or an I/O failure, described in one line.
@@ -30,6 +32,11 @@ received_signals: list[int] = []
 def check_signals() -> None:
     """Raise the interrupt of a signal received earlier (see ``received_signals``)."""
     if received_signals:
-        import signal
-
         raise Terminated() if received_signals[0] == signal.SIGTERM else KeyboardInterrupt()
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (its type's name when it has none): what an
+    ``EngineError`` quotes of a library's error, so that it stays one line."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

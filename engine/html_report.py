@@ -16,6 +16,7 @@ import io
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 
@@ -63,6 +64,7 @@ def write(report: dict, tmp: str, dest, prerender: "Prerender | None" = None) ->
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(page)
     except OSError as exc:
+        # start-up: engine.io loads Polars (about 0.2 s), which the page's worker never needs
         from .io.tempfiles import os_reason
 
         raise EngineError(f"cannot write {dest}: {os_reason(exc)}") from None
@@ -146,14 +148,12 @@ class Prerender:
 
 def _import_matplotlib() -> None:
     """What drawing a page needs of matplotlib (never pyplot)."""
-    import matplotlib.backends.backend_svg  # noqa: F401
-    import matplotlib.figure  # noqa: F401
+    import matplotlib.backends.backend_svg  # optional: the [html] extra  # noqa: F401
+    import matplotlib.figure  # optional: the [html] extra  # noqa: F401
 
 
 def _worker() -> None:  # pragma: no cover - run as a process (tests cover it through the CLI)
     """``python -m engine.html_report``: the ``Prerender`` worker's loop."""
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends it (closes its input, or kills it)
     try:  # the lowest priority: it draws on the cores the run leaves idle
         os.nice(WORKER_NICE)
@@ -182,12 +182,11 @@ REQUIRED = ("rows", "groups", "min_group_size", "max_group_size", "qi", "method"
 
 def load_report(path) -> dict:
     """A saved JSON report (``--report``), checked to be one."""
-    import json
-
     try:
         with open(path, encoding="utf-8") as fh:
             report = json.load(fh)
     except OSError as exc:
+        # start-up: engine.io loads Polars (about 0.2 s), which ``microagg report`` never needs
         from .io.tempfiles import os_reason
 
         raise EngineError(f"REPORT {path}: cannot read it: {os_reason(exc)}") from None
@@ -202,8 +201,6 @@ def load_report(path) -> dict:
 
 def describe_input(data) -> str:
     """What the page names as the input: a path as given, else the kind of table."""
-    import os
-
     if isinstance(data, (str, os.PathLike)):
         return os.fspath(data)
     return f"an in-memory {type(data).__module__.split('.')[0]} {type(data).__name__}"
@@ -250,7 +247,7 @@ class _Raw(str):
 
 def _figure(fig, caption: str) -> str:
     """``fig`` (a matplotlib Figure) as inline SVG with its caption."""
-    import matplotlib
+    import matplotlib  # optional: the [html] extra
 
     buf = io.StringIO()
     # fonttype none: text stays text (small, selectable); a salt per kind of figure (its
@@ -267,7 +264,7 @@ def _figure(fig, caption: str) -> str:
 def _fig(w, h, left=1.6, bottom=0.55, top=0.35, right=0.3, **kw):
     """A figure of ``w`` x ``h`` inches with fixed margins in inches (a layout engine
     would measure every label: several times slower)."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # optional: the [html] extra
 
     fig = Figure(figsize=(w, h), dpi=100)
     fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h, **kw)
@@ -355,7 +352,7 @@ def _draw_group_sizes(counts: dict, k) -> str:
         ax.axvline(k - 0.5, color=AFTER, linestyle="--", linewidth=1.2, label=f"k = {k} (no group left of it)")
         ax.legend(frameon=False, fontsize=8)
     if max(ys) / max(1, min(ys)) > 100:
-        from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # optional: the [html] extra
 
         ax.set_yscale("log")
         ax.yaxis.set_major_locator(LogLocator(numticks=6))
@@ -450,7 +447,7 @@ def _before_key(dist: dict) -> str:
 def _begin_distributions(dist: dict):
     """The distributions figure's panels with their "before" areas, labels and ticks
     (a matplotlib Figure, kept in ``_started`` for ``_distributions_figure``)."""
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # optional: the [html] extra
 
     key = _before_key(dist)
     if key in _started:

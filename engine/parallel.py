@@ -6,6 +6,7 @@ import contextlib
 import queue
 import threading
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
 
@@ -13,7 +14,8 @@ from typing import Iterator
 def numba_threads(threads: int | None) -> Iterator[int]:
     """Use ``threads`` Numba threads inside the block (Numba's count is per calling
     thread) and restore the caller's setting; yields the count in effect."""
-    import numba
+    # (this module is imported for ``read_ahead`` too: engine.io, so ``microagg verify``)
+    import numba  # start-up: Numba takes 0.15-0.2 s to import
 
     if threads is None:
         yield numba.get_num_threads()
@@ -41,8 +43,6 @@ def ordered_map(fn, items, threads: int, *, stop=None, inline: bool | None = Non
         for it in items:
             yield fn(it)
         return
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         pending: deque = deque()
         i = 0

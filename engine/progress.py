@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 
@@ -72,12 +73,12 @@ class CompileNotice:
         self._since = 0.0
         self._timer = None
         self._listener = None
+        self._event = None  # numba.core.event, once a listener is registered
 
     def __enter__(self):
         if not self.enabled:
             return self
-        import threading
-
+        # start-up: Numba takes 0.15-0.2 s to import, and the command line imports this module first thing
         from numba.core import event
 
         notice = self
@@ -99,6 +100,7 @@ class CompileNotice:
                     notice._spent += time.perf_counter() - notice._since
 
         self._listener = _Listener()
+        self._event = event
         event.register("numba:compile", self._listener)
         return self
 
@@ -111,9 +113,7 @@ class CompileNotice:
 
     def __exit__(self, exc_type, exc, tb):
         if self._listener is not None:
-            from numba.core import event
-
-            event.unregister("numba:compile", self._listener)
+            self._event.unregister("numba:compile", self._listener)
             self._listener = None
         if self._timer is not None:
             self._timer.cancel()

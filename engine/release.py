@@ -17,7 +17,7 @@ import contextlib
 import os
 
 from . import html_report
-from .audit.risk import disclosure_risk
+from .audit import risk
 from .audit.verify import is_numeric
 from .coordinator import RunResult, run
 from .io.sink import CommitGroup, check_destination, check_side_output, input_files, written_source
@@ -53,7 +53,7 @@ def release(data, dest, cfg: RunConfig, *, output_option: str = "OUTPUT",
         rep = result.report
         rep.input = html_report.describe_input(data)
         if cfg.risk:
-            rep.risk = _risk(data, dest, cfg, group)
+            rep.risk = _disclosure_risk(data, dest, cfg, group)
         if html_tmp is not None:
             page_report = rep.to_dict()
             prerender.request(page_report)  # drawn by the worker while the JSON report is written
@@ -65,14 +65,14 @@ def release(data, dest, cfg: RunConfig, *, output_option: str = "OUTPUT",
     return result
 
 
-def _risk(data, dest, cfg: RunConfig, group: CommitGroup) -> dict | None:
+def _disclosure_risk(data, dest, cfg: RunConfig, group: CommitGroup) -> dict | None:
     """Disclosure risk of a finished run, read from the output's temporary file (before
     the commit), on the QIs ``risk_qi`` names; None when there are none."""
     qi = risk_qi(data, cfg)
     if not qi or dest is None:
         return None
     masked = written_source(group.temp(dest), dest)
-    return disclosure_risk(data, masked, qi, chunk_rows=cfg.chunk_rows,
+    return risk.disclosure_risk(data, masked, qi, chunk_rows=cfg.chunk_rows,
                            ordinal=cfg.ordinal if cfg.spec.centroids else None, separator=cfg.separator,
                            null_values=cfg.null_values, encoding=cfg.encoding).to_dict()
 

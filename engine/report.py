@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 import psutil
 
 from .errors import EngineError, VerificationError
+from .version import version
 
 
 class PeakRSS:
@@ -82,12 +83,6 @@ def lifetime_peak_rss() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def _engine_version() -> str:
-    from . import __version__
-
-    return __version__
-
-
 @dataclass
 class Report:
     """The report of every run, whatever the method: the same core keys (rows, groups,
@@ -100,7 +95,7 @@ class Report:
     when no QI is numeric; the method's own measures (NCP, LM, entropy) are in
     ``metrics``.
 
-    With mixed-type QIs (``engine.mixed``) ``information_loss_by_qi`` holds each QI's
+    With mixed-type QIs (``engine.encode.mixed``) ``information_loss_by_qi`` holds each QI's
     loss by its kind (numeric and date: 100 SSE/SST on z-scores; nominal: percent of
     values changed; ordinal: 100 x mean |rank change| / (m - 1)), ``sse`` and ``sst``
     their sums (in row units), ``information_loss_percent`` their mean, and
@@ -142,7 +137,7 @@ class Report:
     # with --html / --report: per QI {"edges", "before", "after"} histograms (passes/distributions.py)
     distributions: dict | None = None
     input: str | None = None  # what was read (set by the CLI / API: a path, or the kind of frame)
-    engine_version: str = field(default_factory=lambda: _engine_version())
+    engine_version: str = field(default_factory=version)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -155,6 +150,7 @@ class Report:
             with open(path, "w") as fh:
                 fh.write(text)
         except OSError as exc:
+            # start-up: engine.io loads Polars (about 0.2 s), which the report itself does not need
             from .io.tempfiles import os_reason
 
             raise EngineError(f"cannot write {name}: {os_reason(exc)}") from None

@@ -89,12 +89,12 @@ def test_verification_catches_a_class_below_k(table, tmp_path, monkeypatch, caps
 
 def test_verification_checks_the_written_row_count(table, tmp_path, monkeypatch, capsys):
     _, src, _ = table
-    real_add = write._Writer.add
+    real_add = write.Writer.add
 
     def drop_last_row(self, frame):
         real_add(self, frame.slice(0, frame.height - 1) if frame.height == 2_000 else frame)
 
-    monkeypatch.setattr(write._Writer, "add", drop_last_row)
+    monkeypatch.setattr(write.Writer, "add", drop_last_row)
     out = tmp_path / "out.parquet"
     code, err = _run(["anonymize", str(src), str(out), "--qi", QI_ARG, "--k", "4", "--chunk-rows", "2000",
                       "--no-progress"], capsys)

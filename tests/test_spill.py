@@ -57,7 +57,7 @@ def test_store_reads_back_exactly_what_was_appended(tmp_path, mode):
                 assert got_ids.dtype == np.int64 and got_X.dtype == np.float64
                 np.testing.assert_array_equal(got_ids, np.concatenate(ids[b]))
                 np.testing.assert_array_equal(got_X, np.concatenate(X[b]))
-            with open(store._file(b), "ab") as fh:  # one byte too many
+            with open(store.block_path(b), "ab") as fh:  # one byte too many
                 fh.write(b"\0")
             with pytest.raises(EngineError, match="damaged"):
                 store.read(b)

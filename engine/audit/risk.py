@@ -67,10 +67,12 @@ import polars as pl
 
 from ..checks import check_whole
 from ..errors import EngineError
-from ..io.source import Source, open_source
+from ..io.source import TableSource, csv_options, open_source
 from ..kernels.kdtree import build_kdtree
 from ..kernels.risk import find_rows, nearest_all, score_rows
-from .verify import ClassCounter, ScaledMoments, aligned_frames, is_numeric, parse_columns, \
+from ..options import parse_ordinal
+from ..report import json_text
+from .verify import ClassCounter, ScaledMoments, aligned_frames, is_numeric, iso_date_columns, parse_columns, \
     published_columns
 
 LEAF_SIZE = 32
@@ -96,8 +98,6 @@ class RiskResult:
         return asdict(self)
 
     def to_json(self) -> str:
-        from ..report import json_text
-
         return json_text(self.to_dict())
 
     def summary(self) -> str:
@@ -166,8 +166,8 @@ def _original_values(frame: pl.DataFrame, qi: list[str], offset: int, label: str
     return X
 
 
-def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | Source,
-                    masked: str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | Source,
+def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | TableSource,
+                    masked: str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | TableSource,
                     qi: str | Sequence[str], *, p: float = 0.05, chunk_rows: int = 100_000,
                     separator: str | None = None, null_values: str | Sequence[str] | None = None,
                     encoding: str | None = None, ordinal=None) -> RiskResult:
@@ -184,8 +184,6 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
     See the module docstring for the definitions, ties, and memory.
     Raises ``EngineError`` on bad input.
     """
-    from ..io.source import csv_options
-
     osrc = open_source(original, csv=csv_options(separator, null_values, encoding))
     try:
         return _disclosure_risk(osrc, masked, qi, p, chunk_rows, ordinal)
@@ -200,8 +198,8 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None) -> RiskR
     if isinstance(p, bool) or not isinstance(p, numbers.Real) or not math.isfinite(p) or p <= 0:
         raise EngineError(f"p must be a positive number of standard deviations, got {p!r}")
     p = float(p)
-    osrc: Source = open_source(original)
-    msrc: Source = open_source(masked)
+    osrc: TableSource = open_source(original)
+    msrc: TableSource = open_source(masked)
     for c in qi:
         if c not in osrc.columns:
             raise EngineError(f"column {c!r} not found in {osrc.label}")
@@ -303,20 +301,16 @@ class _Categories:
     date QIs one column each, ordinal QIs their rank, nominal QIs one-hot over the
     original's sorted categories (``one_hot`` marks those columns)."""
 
-    def __init__(self, osrc: Source, qi: list[str], ordinal, chunk_rows: int):
-        from ..options import parse_ordinal
-
+    def __init__(self, osrc: TableSource, qi: list[str], ordinal, chunk_rows: int):
         orders = {c: (order, by) for c, order, by in parse_ordinal(ordinal) or ()}
         for c in orders:
             if c not in qi:
                 raise EngineError(f"ordinal (--ordinal): column {c!r} is not a quasi-identifier")
-        from .verify import _text_dates
-
         schema = osrc.schema
         self.qi = qi
         self.dates = {c for c in qi if schema[c].is_temporal() and c not in orders}
         if osrc.kind == "csv":  # a CSV's ISO dates, as anonymize reads them
-            self.dates |= _text_dates(osrc, [c for c in qi if c not in orders])
+            self.dates |= iso_date_columns(osrc, [c for c in qi if c not in orders])
         self.kinds = {c: ("ordinal" if c in orders else "nominal") for c in qi
                       if c in orders or not (is_numeric(schema[c]) or c in self.dates)}
         values: dict = {c: set() for c in self.kinds}

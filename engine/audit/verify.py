@@ -65,7 +65,9 @@ import polars as pl
 
 from ..checks import check_whole
 from ..errors import EngineError
-from ..io.source import Source, open_source
+from ..io.source import TableSource, csv_options, open_source
+from ..options import parse_ordinal
+from ..report import json_text
 
 ENTROPY_TOLERANCE = 1e-9
 _COUNT = "__microagg_verify_count__"
@@ -99,7 +101,7 @@ def parse_columns(qi, what: str = "qi") -> list[str]:
     return names
 
 
-def published_columns(source: Source, qi: Sequence[str]) -> dict[str, tuple[str, ...]]:
+def published_columns(source: TableSource, qi: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """Per QI, the release columns that publish it: ``(c,)`` or ``(c_min, c_max)``."""
     cols = set(source.columns)
     out = {}
@@ -117,7 +119,7 @@ def is_numeric(dtype) -> bool:
     return dtype.is_numeric() and dtype != pl.Boolean
 
 
-def aligned_frames(a: Source, b: Source, columns_a, columns_b, chunk_rows: int
+def aligned_frames(a: TableSource, b: TableSource, columns_a, columns_b, chunk_rows: int
                    ) -> Iterator[tuple[int, pl.DataFrame, pl.DataFrame]]:
     """Walk two tables of equal length side by side: ``(offset, frame_a, frame_b)``
     with equal heights, whatever each reader's own batch boundaries are."""
@@ -271,8 +273,6 @@ class VerifyResult:
         return asdict(self)
 
     def to_json(self) -> str:
-        from ..report import json_text
-
         return json_text(self.to_dict(), default=_plain)
 
     def summary(self) -> str:
@@ -394,9 +394,6 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
     |rank change| / (m - 1); dates on their epoch value as numbers); the overall
     figure is the mean over the QIs.
     """
-    from ..options import parse_ordinal
-    from ..io.source import csv_options
-
     ordinal = {c: (order, by) for c, order, by in parse_ordinal(ordinal) or ()}
     mixed = mixed or bool(ordinal)
 
@@ -586,7 +583,7 @@ class _MixedKinds:
 
 def _mixed_kinds(orig, qi, pub, ordinal, chunk_rows) -> _MixedKinds:
     single = [c for c in qi if pub[c] == (c,)]
-    text_dates = _text_dates(orig, single) if orig.kind == "csv" else set()
+    text_dates = iso_date_columns(orig, single) if orig.kind == "csv" else set()
     dates = [c for c in single if orig.schema[c].is_temporal() or c in text_dates]
     cats = [c for c in single if not is_numeric(orig.schema[c]) and c not in dates]
     loss = _CategoryLoss(cats, _orders(orig, cats, ordinal or {}, chunk_rows)) if cats else None
@@ -737,7 +734,7 @@ def _as_number(s: pl.Series, like=None) -> np.ndarray:
     return s.cast(pl.Float64, strict=False).to_numpy()
 
 
-def _text_dates(orig: Source, columns: list) -> set:
+def iso_date_columns(orig: TableSource, columns: list) -> set:
     """The String columns of a CSV original whose first 1,000 values are all ISO dates
     (as ``anonymize`` reads a CSV's QIs): dates, compared as numbers."""
     text = [c for c in columns if orig.schema[c] == pl.String]
@@ -750,7 +747,7 @@ def _text_dates(orig: Source, columns: list) -> set:
             and head.get_column(c).drop_nulls().str.to_date("%Y-%m-%d", strict=False).null_count() == 0}
 
 
-def _orders(orig: Source, cats: list, ordinal: dict, chunk_rows: int) -> dict:
+def _orders(orig: TableSource, cats: list, ordinal: dict, chunk_rows: int) -> dict:
     """``{column: [categories in order]}`` for the ordinal QIs among ``cats``: as given,
     an Enum's own order, or (``@numcol``) by the least value of a numeric column of
     the original among each category's rows (ties by name)."""

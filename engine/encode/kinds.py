@@ -58,8 +58,7 @@ def csv_types(source, cfg) -> dict:
         return types
     ordinal = {c for c, _, _ in cfg.ordinal or ()}
     try:
-        head = source._scan(schema=pl.Schema({c: pl.String for c in source.columns})) \
-            .select([c for c in cfg.qi if c in set(source.columns)]).head(1000).collect()
+        head = source.text_head([c for c in cfg.qi if c in set(source.columns)], 1000)
     except Exception:
         return types  # reading fails later with the reader's own message
     nulls = list(source.csv.null_values) if source.csv is not None else []

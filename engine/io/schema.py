@@ -40,8 +40,10 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from ..errors import EngineError
+from ..errors import EngineError, first_line
 
 WIDE_INTEGERS = (pl.Int128, pl.UInt128)
 _SIGNED = {pl.Int8: 8, pl.Int16: 16, pl.Int32: 32, pl.Int64: 64}
@@ -99,20 +101,19 @@ class FolderSchema:
     missing: dict[str, str] = field(default_factory=dict)   # column -> first file without it
     inexact: dict[str, str] = field(default_factory=dict)   # column -> why Float64 may change it
     uniform: bool = True  # every file has exactly ``schema``, same order, no cast needed
+    by_path: dict[str, pl.Schema] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.by_path = dict(zip(self.files, self.file_schemas))
 
     def file_schema(self, path: str) -> pl.Schema:
-        if not hasattr(self, "_by_path"):
-            self._by_path = dict(zip(self.files, self.file_schemas))
-        return self._by_path[path]
+        return self.by_path[path]
 
 
 def _file_schema(path: str) -> tuple[pl.Schema, bool]:
     """A Parquet file's schema as Polars reads it (footer only), with Arrow date64
     columns (Polars: Datetime[ms], the Parquet column: DATE) as Date; and whether
     there was one."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     schema = dict(pl.read_parquet_schema(path))
     date64 = False
     if any(dt == pl.Datetime("ms") for dt in schema.values()):
@@ -127,15 +128,13 @@ def _file_schema(path: str) -> tuple[pl.Schema, bool]:
 def reconcile_parquet(files: Sequence[str], label: str) -> FolderSchema:
     """Read every file's footer and reconcile (module docstring); EngineError on a
     file that cannot be read or a column whose types cannot be reconciled."""
-    from .source import _first_line
-
     schemas = []
     date64 = False
     for f in files:
         try:
             sch, d64 = _file_schema(f)
         except Exception as exc:
-            raise EngineError(f"cannot read {label}: {f}: {_first_line(exc)}") from None
+            raise EngineError(f"cannot read {label}: {f}: {first_line(exc)}") from None
         for name, dt in sch.items():
             if dt in WIDE_INTEGERS:
                 raise EngineError(f"cannot read {label}: column {name!r} in {f} is {dt}: Parquet files with "

@@ -17,6 +17,7 @@ from typing import Iterator, Sequence
 import polars as pl
 
 from ..errors import EngineError, check_signals
+from .source import TableSource, expand_path, open_csv
 from .tempfiles import TMP_SUFFIX, clean_stale, io_errno, os_reason, private_file
 
 __all__ = ["PARQUET_OPTIONS", "TMP_SUFFIX", "CommitGroup", "atomic_output", "check_csv_columns", "check_destination", "check_side_output",
@@ -60,9 +61,7 @@ def input_files(data) -> tuple[str, ...]:
     """The files behind an input given as a path, folder or glob (none for frames and
     arrays); an input that does not exist raises the source's one-line error."""
     if isinstance(data, (str, os.PathLike)):
-        from .source import _expand_path
-
-        return tuple(_expand_path(os.fspath(data)))
+        return tuple(expand_path(os.fspath(data)))
     return ()
 
 
@@ -151,18 +150,16 @@ def check_csv_columns(dest: str | os.PathLike, schema, columns: Sequence[str]) -
                               f"or leave the column out)")
 
 
-def written_source(tmp: str, dest: str | os.PathLike):
+def written_source(tmp: str, dest: str | os.PathLike) -> TableSource:
     """The output being written to ``tmp`` (its format from ``dest``'s name), as a
-    ``Source`` labelled ``dest``: read before the commit (``--risk``)."""
-    from .source import Source, _open_csv
-
+    source labelled ``dest``: read before the commit (``--risk``)."""
     fmt = output_format(dest)
     if fmt == "folder":  # the part files, in order
         files = tuple(sorted(str(p) for p in Path(tmp).glob("*.parquet")))
-        return Source(pl.scan_parquet(list(files)), str(dest), files, "parquet")
+        return TableSource(pl.scan_parquet(list(files)), str(dest), files, "parquet")
     if fmt == "csv":  # read as any CSV input (header names, types from the whole file)
-        return _open_csv([tmp], str(dest), None, None)
-    return Source(pl.scan_parquet(tmp), str(dest), (tmp,), fmt)
+        return open_csv([tmp], str(dest), None, None)
+    return TableSource(pl.scan_parquet(tmp), str(dest), (tmp,), fmt)
 
 
 def check_tmp_dir(tmp_dir) -> None:

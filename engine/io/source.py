@@ -17,20 +17,25 @@ from __future__ import annotations
 import codecs
 import csv as _csv
 import glob as _glob
+import gzip
 import os
 import shutil
-import tempfile
 import sys
+import tempfile
+import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Protocol, Sequence, TypeVar
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from ..errors import EngineError
+from ..errors import EngineError, first_line
 from ..parallel import read_ahead
 from .schema import FolderSchema, adapt, adapt_lazy, check_reconciled, reconcile_parquet
+from .tempfiles import os_reason, private_file
 
 _PARQUET = (".parquet", ".pq", ".parq")
 _CSV = (".csv", ".tsv", ".txt")
@@ -107,14 +112,90 @@ class CsvOptions:
         return list(self.explicit) or ["--separator", "--null-values", "--encoding"]
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+ProfileT = TypeVar("ProfileT")
+
+
+class Source(Protocol):
+    """What the passes read an input through: ``TableSource`` (what ``open_source``
+    gives), ``engine.cluster.RangeSource`` (a range of a Parquet input's row groups, on
+    a Dask worker), and ``engine.encode.EncodedSource`` (another source's columns
+    encoded: categories as numbers).
+
+    Chunks come in input order as ``(row offset, frame)`` or ``(row offset, array)``
+    (float64, C-contiguous, nulls as NaN), at most ``chunk_rows`` rows each;
+    ``columns`` None means all. ``prefetch``: a background thread reads the next chunk
+    while the caller works on this one; ``native``: a Parquet input's columns through
+    Polars' own reader (columns of any type)."""
+
+    @property
+    def label(self) -> str:
+        """Names the input in messages."""
+        ...
+
+    @property
+    def kind(self) -> str:
+        """``"parquet"``, ``"csv"``, ``"frame"`` (in memory), or an encoding source's own."""
+        ...
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The files behind the input (none for an in-memory table)."""
+        ...
+
+    @property
+    def base(self) -> "Source":
+        """The source whose files a chunk reads: this one, or the one an encoding source
+        reads (its columns and kind size the chunks: ``engine.budget``)."""
+        ...
+
+    @property
+    def columns(self) -> list[str]: ...
+
+    @property
+    def schema(self) -> pl.Schema: ...
+
+    def count_rows(self) -> int: ...
+
+    def bounded(self, piece_bytes: int | None) -> "Source":
+        """This source read at most about ``piece_bytes`` bytes at a time (a CSV's
+        pieces, ``TableSource.bounded``); unchanged where that does not apply."""
+        ...
+
+    def adjust_profile(self, profile: ProfileT) -> ProfileT:
+        """The profile the passes standardize with, from the one measured on the columns
+        (``passes.profile.profile_columns``): the same profile, but for an encoding whose
+        distance has its own scales (``engine.encode.mixed``)."""
+        ...
+
+    def iter_frames(self, columns: Sequence[str] | None, chunk_rows: int, prefetch: bool = False,
+                    native: bool = False) -> Iterator[tuple[int, pl.DataFrame]]: ...
+
+    def iter_arrays(self, columns: Sequence[str], chunk_rows: int,
+                    prefetch: bool = False) -> Iterator[tuple[int, np.ndarray]]: ...
+
+
+class Expander(Protocol):
+    def expand_columns(self, C: np.ndarray, used: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """The encoded columns ``used`` (indices) of the compact columns ``C`` (QIs, n),
+        column-major, written into ``out`` (encoded columns, at least n); returns
+        ``out[:, :n]``."""
+        ...
+
+
+class CodedSource(Source, Protocol):
+    """A source of mixed-type QIs (``engine.encode.EncodedSource``) that also hands out
+    each QI as one compact column (numbers, category codes): what a spill store with
+    ``expand`` holds (``engine.io.spill``), which ``mixed`` expands to the encoded columns."""
+
+    @property
+    def mixed(self) -> Expander: ...
+
+    def iter_codes(self, chunk_rows: int, prefetch: bool = False) -> Iterator[tuple[int, pl.DataFrame]]: ...
 
 
 @dataclass
-class Source:
-    """A lazily scanned table.
+class TableSource:
+    """A lazily scanned table (a ``Source``).
 
     ``paths`` lists the files behind it (empty for in-memory frames); ``label``
     names it in messages.
@@ -157,7 +238,7 @@ class Source:
             try:
                 self._schema = self.lazy.collect_schema()
             except Exception as exc:  # corrupt files surface here
-                raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+                raise EngineError(f"cannot read {self.label}: {first_line(exc)}") from None
         return self._schema
 
     @property
@@ -166,7 +247,21 @@ class Source:
             return list(self._names)
         return list(self.schema.names())
 
+    @property
+    def base(self) -> "TableSource":
+        return self
+
+    def adjust_profile(self, profile: ProfileT) -> ProfileT:
+        """The profile as measured (``Source.adjust_profile``)."""
+        return profile
+
     # --- CSV -------------------------------------------------------------------------
+
+    def text_head(self, columns: Sequence[str], rows: int) -> pl.DataFrame:
+        """A CSV input's first ``rows`` rows of ``columns``, every value as its text (the
+        null values as nulls): how its QIs look before they are typed."""
+        text = pl.Schema({c: pl.String for c in self.columns})
+        return self._scan(schema=text).select(list(columns)).head(rows).collect()
 
     def _scan(self, nulls: bool = True, data: bytes | None = None, **kw) -> pl.LazyFrame:
         o = self.csv or CsvOptions()
@@ -177,7 +272,7 @@ class Source:
                                null_values=(list(o.null_values) or None) if nulls else None,
                                encoding="utf8-lossy" if o.encoding == "utf8-lossy" else "utf8", **kw)
         except Exception as exc:
-            raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+            raise EngineError(f"cannot read {self.label}: {first_line(exc)}") from None
 
     def _infer(self, columns: Sequence[str]) -> dict:
         """The types of ``columns`` from every value in the file (streamed a chunk at a
@@ -211,10 +306,10 @@ class Source:
                 if all(k == "str" for k in state.values()):
                     break
         except Exception as exc:
-            raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+            raise EngineError(f"cannot read {self.label}: {first_line(exc)}") from None
         return {c: _KIND_TYPES[k] for c, k in state.items()}
 
-    def with_types(self, types: dict | None = None, text: bool = False, parse: bool = True) -> "Source":
+    def with_types(self, types: dict | None = None, text: bool = False, parse: bool = True) -> "TableSource":
         """A CSV source read with fixed column types: the columns of ``types`` with those
         types (``pl.Float64`` for numeric QIs: a value that is not a number is then an
         error naming its column and row); every other column as text, exactly as in the
@@ -249,7 +344,7 @@ class Source:
         recipe = (not text, (("schema", scan),), tuple(exprs))
         return replace(self, lazy=lazy, _schema=schema, floats=floats, _recipe=recipe)
 
-    def bounded(self, piece_bytes: int | None) -> "Source":
+    def bounded(self, piece_bytes: int | None) -> "TableSource":
         """This source, its CSV files read ``piece_bytes`` bytes at a time (cut at the
         end of a record) instead of by Polars' streaming reader, whose memory grows
         with the file (about half of it: 330 MiB for a 571 MB file) and whose row count
@@ -277,7 +372,7 @@ class Source:
                 for piece in _csv_pieces(fh, self.piece_bytes):
                     yield lazy_of(piece)
 
-    def text_view(self) -> "Source":
+    def text_view(self) -> "TableSource":
         """A CSV source with every column as text (``with_types(text=True)``)."""
         return self.with_types({}, text=True)
 
@@ -292,7 +387,7 @@ class Source:
             except OSError:  # pragma: no cover - logged by nobody: best effort
                 pass
 
-    def __enter__(self) -> "Source":
+    def __enter__(self) -> "TableSource":
         return self
 
     def __exit__(self, *exc) -> None:
@@ -333,7 +428,7 @@ class Source:
                 return sum(int(p.select(pl.len()).collect().item()) for p in self._pieces())
             return int(self.lazy.select(pl.len()).collect().item())
         except Exception as exc:
-            raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+            raise EngineError(f"cannot read {self.label}: {first_line(exc)}") from None
 
     def collect(self, columns: Sequence[str] | None = None) -> pl.DataFrame:
         lf = self.lazy if columns is None else self.lazy.select(list(columns))
@@ -343,7 +438,7 @@ class Source:
             found = self._diagnose(columns) if self.kind == "csv" else None
             if found is not None:
                 raise found from None
-            raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+            raise EngineError(f"cannot read {self.label}: {first_line(exc)}") from None
 
     def _parquet_batches(self, columns, chunk_rows, native=False):
         """Parquet files read a chunk at a time, with nothing read ahead, so memory stays
@@ -354,8 +449,6 @@ class Source:
         groups (a row group above ``chunk_rows`` is cut, so nothing is decoded
         twice): it decodes strings and wide tables with about half pyarrow's CPU
         time, and needs no Arrow conversion."""
-        import pyarrow.parquet as pq
-
         schema = self.schema
         want = pl.Schema({c: schema[c] for c in (schema.names() if columns is None else columns)})
         for f in self.paths:
@@ -369,7 +462,7 @@ class Source:
                 frames = (_arrow_frame(b) for b in pf.iter_batches(batch_size=chunk_rows, columns=read,
                                                                      use_threads=True))
             else:
-                frames = _row_group_slices(f, chunk_rows, None if len(read) == len(have) else read)
+                frames = row_group_slices(f, chunk_rows, None if len(read) == len(have) else read)
             for frame in frames:
                 yield adapt(frame, want)
 
@@ -408,7 +501,7 @@ class Source:
             found = self._diagnose(columns) if self.kind == "csv" else None
             if found is not None:
                 raise found from None
-            raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+            raise EngineError(f"cannot read {self.label}: {first_line(exc)}") from None
 
     def dictionary_columns(self, text: Sequence[str]) -> bool:
         """Whether ``iter_dictionary`` can read the String columns ``text``: a Parquet
@@ -428,8 +521,6 @@ class Source:
         (the Parquet pages' dictionary indices, no string decoded a row: a caller that maps
         a few distinct texts to codes reads them once a chunk). Only when
         ``dictionary_columns(text)``."""
-        import pyarrow.parquet as pq
-
         text = list(text)
         others = [c for c in columns if c not in set(text)]
         want = pl.Schema({c: self.schema[c] for c in others})
@@ -446,7 +537,7 @@ class Source:
         except EngineError:
             raise
         except Exception as exc:
-            raise EngineError(f"cannot read {self.label}: {_first_line(exc)}") from None
+            raise EngineError(f"cannot read {self.label}: {first_line(exc)}") from None
 
     def iter_arrays(self, columns: Sequence[str], chunk_rows: int,
                     prefetch: bool = False) -> Iterator[tuple[int, np.ndarray]]:
@@ -529,7 +620,7 @@ def _join_kinds(a, b) -> str:
 
 def _cast_text(c: str, dtype, nulls: list[str]) -> pl.Expr:
     """Column ``c`` read as text, its null values as null, converted to ``dtype`` as
-    ``Source._infer`` tested it (Boolean: ``true``/``false`` in any case)."""
+    ``TableSource._infer`` tested it (Boolean: ``true``/``false`` in any case)."""
     col = pl.when(pl.col(c).is_in(nulls)).then(None).otherwise(pl.col(c)) if nulls else pl.col(c)
     if dtype == pl.String:
         return col.alias(c)
@@ -540,7 +631,7 @@ def _cast_text(c: str, dtype, nulls: list[str]) -> pl.Expr:
 
 def _typed_from_text(c: str, dtype, nulls: list[str]) -> pl.Expr:
     """Column ``c`` read as text, its null values as null, cast to ``dtype`` (strictly:
-    a text that is not a ``dtype`` is an error, which ``Source._diagnose`` locates)."""
+    a text that is not a ``dtype`` is an error, which ``TableSource._diagnose`` locates)."""
     col = pl.when(pl.col(c).is_in(nulls)).then(None).otherwise(pl.col(c))
     if dtype == pl.String:
         return col.alias(c)
@@ -549,11 +640,9 @@ def _typed_from_text(c: str, dtype, nulls: list[str]) -> pl.Expr:
     return col.cast(dtype).alias(c)
 
 
-def _row_group_slices(path: str, chunk_rows: int, columns=None, groups=None) -> Iterator[pl.DataFrame]:
+def row_group_slices(path: str, chunk_rows: int, columns=None, groups=None) -> Iterator[pl.DataFrame]:
     """The file's rows (``groups``: only row groups ``g0 <= g < g1``) in slices of whole row
     groups of at most ``chunk_rows`` rows (a larger row group is cut)."""
-    import pyarrow.parquet as pq
-
     md = pq.read_metadata(path)
     bounds = [0]
     for g in range(md.num_row_groups):
@@ -592,7 +681,7 @@ def frame_to_array(frame: pl.DataFrame, columns: Sequence[str]) -> np.ndarray:
     return out
 
 
-def _expand_path(text: str) -> list[str]:
+def expand_path(text: str) -> list[str]:
     p = Path(text)
     if p.is_dir():
         files = sorted(str(f) for f in p.rglob("*") if f.is_file() and f.suffix.lower() in _PARQUET)
@@ -632,11 +721,6 @@ def _readable_csv(path: str, opts: CsvOptions, tmp_dir, temps: list) -> str:
     gz = path.lower().endswith(_GZIP)
     if not gz and not opts.transcode:
         return path
-    import gzip
-    import zlib
-
-    from .tempfiles import os_reason, private_file
-
     folder = os.fspath(tmp_dir) if tmp_dir is not None else tempfile.gettempdir()
     tmp = private_file(folder, Path(path).name)
     temps.append(tmp)
@@ -665,7 +749,7 @@ def _readable_csv(path: str, opts: CsvOptions, tmp_dir, temps: list) -> str:
     except (OSError, EOFError, zlib.error) as exc:
         if isinstance(exc, OSError) and exc.filename == tmp:
             raise EngineError(f"cannot write a temporary copy of {path} in {folder}: {os_reason(exc)}") from None
-        raise EngineError(f"cannot {what} {path}: {_first_line(exc)}") from None
+        raise EngineError(f"cannot {what} {path}: {first_line(exc)}") from None
     return tmp
 
 
@@ -675,7 +759,7 @@ def _check_header(path: str, label: str, opts: CsvOptions) -> None:
         with open(path, newline="", encoding="utf-8", errors="replace") as fh:
             header = next(_csv.reader(fh, delimiter=opts.separator, quotechar='"'), [])
     except (OSError, _csv.Error) as exc:
-        raise EngineError(f"cannot read {label}: {_first_line(exc)}") from None
+        raise EngineError(f"cannot read {label}: {first_line(exc)}") from None
     if header and header[0].startswith("\ufeff"):
         header[0] = header[0][1:]
     seen = set()
@@ -685,9 +769,9 @@ def _check_header(path: str, label: str, opts: CsvOptions) -> None:
         seen.add(c)
 
 
-def _open_csv(files: list[str], text: str, opts: CsvOptions | None, tmp_dir) -> Source:
+def open_csv(files: list[str], text: str, opts: CsvOptions | None, tmp_dir) -> TableSource:
     """A CSV source: columns named from the header, nothing typed or inferred yet (see
-    ``Source.with_types`` and ``Source.schema``)."""
+    ``TableSource.with_types`` and ``TableSource.schema``)."""
     o = opts or CsvOptions()
     temps: list = []
     try:
@@ -696,12 +780,12 @@ def _open_csv(files: list[str], text: str, opts: CsvOptions | None, tmp_dir) -> 
             r = _readable_csv(f, o, tmp_dir, temps)
             _check_header(r, f if len(files) > 1 else text, o)
             readable.append(r)
-        src = Source(pl.LazyFrame(), text, tuple(files), "csv", csv=opts, _readable=tuple(readable), _temps=temps)
+        src = TableSource(pl.LazyFrame(), text, tuple(files), "csv", csv=opts, _readable=tuple(readable), _temps=temps)
         src.lazy = src._scan(infer_schema=False)
         try:
             names = src.lazy.collect_schema().names()
         except Exception as exc:
-            raise EngineError(f"cannot read {text}: {_first_line(exc)}") from None
+            raise EngineError(f"cannot read {text}: {first_line(exc)}") from None
         src._names = tuple(names)
         return src
     except BaseException:
@@ -715,13 +799,12 @@ def _open_csv(files: list[str], text: str, opts: CsvOptions | None, tmp_dir) -> 
 
 def input_kind(data) -> str | None:
     """"pandas", "arrow" (a pyarrow Table or RecordBatch), "dataset" (a pyarrow
-    dataset) or None (anything else). pandas and pyarrow are not imported: an object
-    of theirs exists only if its module was imported already."""
+    dataset) or None (anything else). pandas (optional) and ``pyarrow.dataset`` are not
+    imported: an object of theirs exists only if its module was imported already."""
     pd = sys.modules.get("pandas")
     if pd is not None and isinstance(data, pd.DataFrame):
         return "pandas"
-    pa = sys.modules.get("pyarrow")
-    if pa is not None and isinstance(data, (pa.Table, pa.RecordBatch)):
+    if isinstance(data, (pa.Table, pa.RecordBatch)):
         return "arrow"
     ds = sys.modules.get("pyarrow.dataset")
     if ds is not None and isinstance(data, ds.Dataset):
@@ -731,8 +814,6 @@ def input_kind(data) -> str | None:
 
 def _dates(lf_or_frame, arrow_schema):
     """Arrow ``date64`` columns (Polars: Datetime[ms]) back to dates (Polars Date)."""
-    import pyarrow as pa
-
     d64 = [f.name for f in arrow_schema if pa.types.is_date64(f.type)]
     return lf_or_frame.with_columns(pl.col(d64).cast(pl.Date)) if d64 else lf_or_frame
 
@@ -741,7 +822,7 @@ def _from_pandas(df) -> pl.DataFrame:
     """A pandas DataFrame as Polars (through Arrow: numeric columns without a copy). An
     index other than the default 0, 1, ... becomes columns first (as pandas' own
     ``to_parquet`` keeps it): by its names, or ``index`` (pandas' ``reset_index``)."""
-    import pandas as pd
+    import pandas as pd  # optional: only a pandas DataFrame given as input gets here
 
     for c in df.columns:
         if not isinstance(c, str):
@@ -756,38 +837,38 @@ def _from_pandas(df) -> pl.DataFrame:
             df = df.reset_index()  # refuses an index named as a column
         return pl.from_pandas(df)
     except Exception as exc:
-        raise EngineError(f"cannot convert the pandas DataFrame: {_first_line(exc)}") from None
+        raise EngineError(f"cannot convert the pandas DataFrame: {first_line(exc)}") from None
 
 
-def _from_memory(data, kind: str) -> Source:
+def _from_memory(data, kind: str) -> TableSource:
     if kind == "pandas":
-        return Source(_from_pandas(data).lazy(), "input DataFrame (pandas)")
+        return TableSource(_from_pandas(data).lazy(), "input DataFrame (pandas)")
     try:
         if kind == "arrow":
             frame = _dates(pl.from_arrow(data, rechunk=False), data.schema)
-            return Source(frame.lazy(), "input table (pyarrow)")
+            return TableSource(frame.lazy(), "input table (pyarrow)")
         lf = _dates(pl.scan_pyarrow_dataset(data), data.schema)
-        return Source(lf, "input dataset (pyarrow)")
+        return TableSource(lf, "input dataset (pyarrow)")
     except Exception as exc:
-        raise EngineError(f"cannot convert the pyarrow {kind}: {_first_line(exc)}") from None
+        raise EngineError(f"cannot convert the pyarrow {kind}: {first_line(exc)}") from None
 
 
 def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | None = None,
-                tmp_dir=None) -> Source:
+                tmp_dir=None) -> TableSource:
     """Open ``data`` lazily. ``names`` labels the columns of a NumPy array. ``csv``: how
     to read a CSV input (refused for any other input); ``tmp_dir``: where a .csv.gz or a
     non-UTF-8 CSV is transcoded (the caller closes the source to remove it)."""
-    if isinstance(data, Source):
+    if isinstance(data, TableSource):
         return data
     if csv is not None:
-        is_csv = isinstance(data, (str, os.PathLike)) and all(_kind(f) == "csv" for f in _expand_path(os.fspath(data)))
+        is_csv = isinstance(data, (str, os.PathLike)) and all(_kind(f) == "csv" for f in expand_path(os.fspath(data)))
         if not is_csv:
             what = os.fspath(data) if isinstance(data, (str, os.PathLike)) else f"a {type(data).__name__}"
             raise EngineError(f"{', '.join(csv.given())}: CSV options apply to CSV input only, not {what}")
     if isinstance(data, pl.LazyFrame):
-        return Source(data, "input frame")
+        return TableSource(data, "input frame")
     if isinstance(data, pl.DataFrame):
-        return Source(data.lazy(), "input frame")
+        return TableSource(data.lazy(), "input frame")
     kind = input_kind(data)
     if kind is not None:
         return _from_memory(data, kind)
@@ -803,17 +884,17 @@ def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | N
         try:
             frame = pl.DataFrame({c: np.asarray(data[:, j]) for j, c in enumerate(cols)})
         except Exception as exc:
-            raise EngineError(f"cannot convert the NumPy array ({data.dtype}): {_first_line(exc)}") from None
-        return Source(frame.lazy(), "input array")
+            raise EngineError(f"cannot convert the NumPy array ({data.dtype}): {first_line(exc)}") from None
+        return TableSource(frame.lazy(), "input array")
     if isinstance(data, (str, os.PathLike)):
         text = os.fspath(data)
-        files = _expand_path(text)
+        files = expand_path(text)
         kinds = {_kind(f) for f in files}
         if len(kinds) > 1:
             raise EngineError(f"input mixes CSV and Parquet files: {text}")
         kind = kinds.pop()
         if kind == "csv":
-            return _open_csv(files, text, csv, tmp_dir)
+            return open_csv(files, text, csv, tmp_dir)
         try:
             folder = reconcile_parquet(files, text)
             if folder.uniform:
@@ -824,6 +905,6 @@ def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | N
         except EngineError:
             raise
         except Exception as exc:
-            raise EngineError(f"cannot read {text}: {_first_line(exc)}") from None
-        return Source(lf, text, tuple(files), kind, folder.schema, folder=folder)
+            raise EngineError(f"cannot read {text}: {first_line(exc)}") from None
+        return TableSource(lf, text, tuple(files), kind, folder.schema, folder=folder)
     raise EngineError(f"unsupported input type {type(data).__name__}")

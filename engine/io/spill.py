@@ -22,13 +22,47 @@ import os
 import shutil
 import threading
 from pathlib import Path
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
 from ..errors import EngineError
 from .tempfiles import SPILL_PREFIX, clean_stale, os_reason, private_dir, private_opener
 
-__all__ = ["SPILL_PREFIX", "BlockStore", "MemoryBlocks"]
+__all__ = ["SPILL_PREFIX", "BlockStore", "MemoryBlocks", "SpillStore"]
+
+
+class SpillStore(Protocol):
+    """The blocks as the passes after the partition read them: ``BlockStore`` (spilled
+    to files), ``MemoryBlocks`` (one block in memory), ``engine.cluster.PartStore``
+    (the part files of Dask tasks). A block's rows come in row order."""
+
+    n_blocks: int
+    d: int  # values a record holds (before ``expand``)
+    rows: np.ndarray  # (n_blocks,) int64: rows per block
+    # None, or what turns the records' compact values (m, d) into the values ``read``
+    # returns (``engine.encode.mixed``: category codes -> the encoded columns)
+    expand: Callable[[np.ndarray], np.ndarray] | None
+
+    def read(self, block: int, contiguous: bool = True, expand: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """``(row ids int64, X float64 (m, d))`` of one block (``expand`` False: the values
+        as spilled)."""
+        ...
+
+    def read_many(self, blocks: Sequence[int], contiguous: bool = True,
+                  expand: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Several blocks, concatenated in the order given (see ``read``)."""
+        ...
+
+    def units(self, min_rows: int) -> list[list[int]]:
+        """Consecutive blocks grouped into units of at least ``min_rows`` rows."""
+        ...
+
+    def discard(self) -> None:
+        """The blocks are no longer needed (``close`` still follows)."""
+        ...
+
+    def close(self) -> None: ...
 
 
 def _write_all(fd: int, views: list) -> None:
@@ -50,7 +84,7 @@ class BlockStore:
         """``rows``: the table's row count, when known; narrow records need it below 2^32.
         ``expand``: the records hold ``d`` compact values a row, which ``expand`` (an
         (m, d) float64 array -> (m, d') float64 C-contiguous, row by row) turns into
-        the values ``read`` returns (``engine.mixed``: category codes -> the encoded
+        the values ``read`` returns (``engine.encode.mixed``: category codes -> the encoded
         columns); None: ``read`` returns the values spilled."""
         clean_stale(folder)  # spill folders of killed runs
         self.path = Path(private_dir(folder))
@@ -69,7 +103,8 @@ class BlockStore:
         self._free: list[np.ndarray] = []   # ... written out: reused by ``buffer``
         self._remover: threading.Thread | None = None  # ``discard``
 
-    def _file(self, block: int) -> Path:
+    def block_path(self, block: int) -> Path:
+        """The file of block ``block``'s records."""
         return self.path / f"block-{block:06d}.bin"
 
     def records(self, row_ids: np.ndarray, X: np.ndarray) -> np.ndarray:
@@ -127,7 +162,7 @@ class BlockStore:
     def _write(self, buf: dict[int, list[np.ndarray]], owned: list[np.ndarray]) -> None:
         try:
             for block in sorted(buf):
-                fd = private_opener(str(self._file(block)), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+                fd = private_opener(str(self.block_path(block)), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
                 try:
                     _write_all(fd, [memoryview(np.ascontiguousarray(rec)).cast("B") for rec in buf[block]])
                 finally:
@@ -190,8 +225,8 @@ class BlockStore:
         n = int(self.rows[block])
         if n == 0:
             return np.zeros(0, np.int64), np.zeros((0, self.d))
-        raw = np.fromfile(self._file(block), dtype=np.uint8)
-        return decode_records(raw, n, int(self.narrow_rows[block]), self.d, self._file(block), contiguous)
+        raw = np.fromfile(self.block_path(block), dtype=np.uint8)
+        return decode_records(raw, n, int(self.narrow_rows[block]), self.d, self.block_path(block), contiguous)
 
     def read_many(self, blocks, contiguous: bool = True, expand: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Several blocks, concatenated in the order given (see ``read``)."""
@@ -247,16 +282,17 @@ class MemoryBlocks:
 
     n_blocks = 1
     path = None
+    expand = None  # the values themselves are held
 
     def __init__(self, X: np.ndarray):
         self.X = X
         self.d = X.shape[1]
         self.rows = np.array([X.shape[0]], np.int64)
 
-    def read(self, block: int = 0, contiguous: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    def read(self, block: int = 0, contiguous: bool = True, expand: bool = True) -> tuple[np.ndarray, np.ndarray]:
         return np.arange(self.X.shape[0], dtype=np.int64), self.X
 
-    def read_many(self, blocks, contiguous: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    def read_many(self, blocks, contiguous: bool = True, expand: bool = True) -> tuple[np.ndarray, np.ndarray]:
         return self.read(0, contiguous)
 
     def units(self, min_rows: int) -> list[list[int]]:

@@ -101,7 +101,7 @@ from ..passes.aggregate import aggregate_units
 from ..passes.distributions import Distributions
 from ..passes.partition import sample_stride
 from ..passes.results import Profiled, Written, release_memory, timed
-from ..passes.profile import bad_value_error, first_bad, first_bad_value, profile_columns
+from ..passes.profile import Moments, bad_value_error, first_bad, first_bad_value, profile_columns
 from ..passes.selfcheck import ClassCounter
 from ..passes.write import range_write_pass
 from .maxent import (ENTROPY_TOL, discernibility, entropy_histogram, entropy_of_rows, fuse_units, join_categories,
@@ -287,6 +287,11 @@ class RangeFlow:
         sa_col = len(self.num) + len(self.cat) if self.sa else None
         return _SAStore(n_blocks, len(self.num) + len(self.cat) + (1 if self.sa else 0), folder, sa_col=sa_col,
                         m=self.m, rows=rows, buffer_bytes=budget.spill_buffer)
+
+    def new_moments(self, columns):
+        """Pass 1's arithmetic for a partition pass that measures on its way (the range
+        methods read every row in pass 1, so the coordinator does not ask for it)."""
+        return Moments(columns, np.ones(len(columns)))
 
     def units(self, store, budget, profile):
         """Consecutive blocks of at least 2 x the least class size; maxent fuses them

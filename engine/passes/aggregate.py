@@ -7,13 +7,22 @@ one label per row out (0..groups-1, in the order the groups were formed).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
+from ..io.spill import SpillStore
 from ..kernels import mdav as _mdav
+from ..kernels.brute import small_block_labels
+from ..kernels.groups import accumulate_scaled_sums, published_sse
+from ..kernels.leaf import aggregate_leaves
+from ..kernels.partition import scatter_labels
+from ..parallel import ordered_map
 from ..progress import Progress
+from ..tuning import POLISH_MIN_GAIN
+from .partition import standardized
 
 # Group-size bounds per method, for documentation, checks and property tests:
 # (min, max) as multiples of k; V-MDAV's leftovers (< k rows) join their nearest
@@ -44,8 +53,6 @@ def aggregate_block(Z: np.ndarray, method_code: int, k: int, gamma: float,
     Z = _mdav.as_block(Z)  # the one array type the kernels are compiled for
     n = Z.shape[0]
     if n <= BRUTE_MAX_ROWS:
-        from ..kernels.brute import small_block_labels
-
         labels = small_block_labels(Z, method_code, k, gamma)  # None: data the index must take
         if labels is not None:
             if progress is not None:
@@ -61,8 +68,9 @@ def aggregate_block(Z: np.ndarray, method_code: int, k: int, gamma: float,
     return labels
 
 
-def aggregate_units(store, units, work, labels: np.ndarray, threads: int, progress: Progress | None = None,
-                    collect=None, *, stop: np.ndarray | None = None, pool: bool = False, mapper=None) -> int:
+def aggregate_units(store: SpillStore, units, work, labels: np.ndarray, threads: int,
+                    progress: Progress | None = None, collect=None, *, stop: np.ndarray | None = None,
+                    pool: bool = False, mapper=None) -> int:
     """The aggregate pass of every method: ``work(unit)`` (the method's block function
     on one unit of blocks, ``threads`` units at a time) returns ``(row ids, local
     labels, groups, part)``; the local labels become global group ids in ``labels``
@@ -74,9 +82,6 @@ def aggregate_units(store, units, work, labels: np.ndarray, threads: int, progre
     ``stop``, set on an error or a signal, then returns soon). ``mapper(work, units)``
     (``engine.cluster.DaskBackend.map_ordered``): runs the units elsewhere (``work``
     then a picklable function), results in unit order."""
-    from ..kernels.partition import scatter_labels
-    from ..parallel import ordered_map
-
     next_id = 0
     done = 0
     results = mapper(work, units) if mapper is not None else \
@@ -107,7 +112,7 @@ class UnitPlan:
     kernels named by the code, as on Dask, where the plan travels to the workers);
     ``reduce``: what the workers keep of a unit's groups instead of their centroids
     and squared errors (``aggregate_blocks``' ``sums``), or None: an object
-    (``engine.mixed.Mixed``: one published value a group and QI, not the encoded
+    (``engine.encode.mixed.Mixed``: one published value a group and QI, not the encoded
     columns' means) whose ``published(centroid, count)`` gives ``(table, count,
     per-column sums)``; when the store expands its records when read
     (``BlockStore.expand``), the workers read them as spilled instead, and its
@@ -122,8 +127,8 @@ class UnitPlan:
     reduce: object | None = None
 
 
-def aggregate_blocks(store, units, profile, cols: np.ndarray, plan: UnitPlan, labels: np.ndarray, threads: int,
-                     progress: Progress | None = None, *, sums: tuple | None = None,
+def aggregate_blocks(store: SpillStore, units, profile, cols: np.ndarray, plan: UnitPlan, labels: np.ndarray,
+                     threads: int, progress: Progress | None = None, *, sums: tuple | None = None,
                      seams: tuple[np.ndarray, list] | None = None, mapper=None) -> int:
     """Run ``plan`` (an MDAV-family method) on every unit of blocks (``store.units``)
     through ``aggregate_units``; write global group ids into ``labels`` (by row id) and
@@ -144,10 +149,9 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, plan: UnitPlan, la
     the seam polish that follows. Workers call only serial (``nogil``) kernels.
     ``mapper``: see ``aggregate_units`` (the units as Dask tasks: ``plan.block`` None).
     """
-    import functools
-
     if plan.polish is not None:
-        from ..kernels.polish import rotations  # imported when used: start-up time
+        # start-up: kernels.polish (with kernels.refine) takes 25-60 ms to import; only polished runs need it
+        from ..kernels.polish import rotations
 
         rounds, near, n_rot = plan.polish
         plan = dataclasses.replace(plan, polish=(rounds, near, rotations(cols.shape[0], n_rot)))
@@ -174,19 +178,17 @@ def aggregate_blocks(store, units, profile, cols: np.ndarray, plan: UnitPlan, la
                            pool=plan.polish is not None or not one, mapper=mapper)
 
 
-def aggregate_unit(unit, *, store, profile, cols, plan: UnitPlan, want_sums, want_z, stop=None, progress=None):
+def aggregate_unit(unit, *, store: SpillStore, profile, cols, plan: UnitPlan, want_sums, want_z, stop=None,
+                   progress=None):
     """One unit of ``aggregate_blocks``: read its blocks, run the plan's method (and
     its polish), and with ``want_sums`` each group's centroid, size and the squared
     error of the published centroids. Returns ``(row ids, local labels, groups, (sums
     or None, row ids and standardized rows when want_z))``. Module-level and a pure
     function of its arguments and the blocks, so a Dask task (``engine.cluster``) run
     again gives the same result."""
-    from ..kernels.leaf import aggregate_leaves
-    from .partition import standardized
-
     method_code, k, gamma = plan.method
     # (``plan.reduce`` on a store of compact records: read as spilled, never expanded)
-    compact = plan.reduce is not None and getattr(store, "expand", None) is not None
+    compact = plan.reduce is not None and store.expand is not None
     if compact:
         ids, X = store.read_many(unit, expand=False)
         Z = plan.reduce.standardized(X, profile, cols)
@@ -200,7 +202,7 @@ def aggregate_unit(unit, *, store, profile, cols, plan: UnitPlan, want_sums, wan
     else:
         local = aggregate_block(Z, method_code, k, gamma, progress)
     if plan.polish is not None:
-        from ..tuning import POLISH_MIN_GAIN
+        # start-up: kernels.polish (with kernels.refine) takes 25-60 ms to import; only polished runs need it
         from ..kernels.polish import polish as polish_kernel
 
         rounds, near, rot = plan.polish
@@ -220,8 +222,6 @@ def unit_sums(X: np.ndarray, local: np.ndarray, g: int, profile, reduce=None):
     """``(centroid, count, squared error per QI)`` of a unit's ``g`` groups, as
     ``stitch_blocks`` would compute them (see ``aggregate_blocks``' ``sums``);
     with ``reduce`` (``UnitPlan.reduce``), ``reduce.published(centroid, count)`` instead."""
-    from ..kernels.groups import accumulate_scaled_sums, published_sse
-
     c, cnt = np.zeros((g, X.shape[1])), np.zeros(g, np.int64)
     inv = 1.0 / profile.scale
     accumulate_scaled_sums(X, inv, local, c, cnt)  # exact: powers of two

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..io.spill import SpillStore
 from ..kernels.partition import take_labels
 from .partition import standardized
 from .refine import refine_partition
 
 
-def refine_borders(store, units, profile, cols, labels, n_groups: int, cfg, progress=None) -> tuple[dict, int]:
+def refine_borders(store: SpillStore, units, profile, cols, labels, n_groups: int, cfg,
+                   progress=None) -> tuple[dict, int]:
     """Refine in place; returns ``(stats, number of group ids now in use)``."""
     sizes = np.bincount(np.asarray(labels), minlength=n_groups).astype(np.int64)
     stats = {"mode": cfg.refine, "sse_before": 0.0, "sse_after": 0.0, "rounds": 0, "moves": 0, "windows": 0}

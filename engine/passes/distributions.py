@@ -13,6 +13,8 @@ depend on the chunk size or the threads.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numba
 import numpy as np
 
@@ -120,8 +122,6 @@ class Distributions:
         args = (X, self.lo, self.width, self.bins, self.counts, self.vmin, self.vmax)
         if background:
             if self._pool is None:
-                from concurrent.futures import ThreadPoolExecutor
-
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="distributions")
             self._pending = self._pool.submit(_count, *args)
         else:

@@ -13,11 +13,13 @@ and appends its QI values, with its global row id, to that block's spill file.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 
-from ..io.source import Source, numeric_values
+from ..io.source import CodedSource, Source, TableSource, numeric_values
 from ..io.spill import BlockStore, MemoryBlocks
 from ..kernels.moments import standardize_serial
 from ..kernels.partition import (assign_leaves, counting_order, gather_records, gather_records_narrow, plan_tree,
@@ -158,22 +160,25 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
     ``profile`` standardizes the plan's thresholds (``Plan.raw_bounds``). With
     ``moments``, the pass also does pass 1's checks and sums on the way (the profile
     then comes from ``moments``; ``profile`` may be the sample's). With ``dist``
-    (``distributions.Distributions``, started), each QI's histogram is counted too."""
+    (``distributions.Distributions``, started), each QI's histogram is counted too.
+    A store that expands its records (``store.expand``) is fed compact records: the
+    source is then a ``CodedSource``."""
     qi = list(profile.columns)
     order = np.empty(chunk_rows, np.int64)
     leaf = np.empty(chunk_rows, np.int64)
     start = np.empty(plan.n_blocks + 1, np.int64)
     bounds = plan._routing(plan.raw_bounds(profile, cols))
-    # mixed-type QIs (``engine.mixed``) into a store of compact records (``BlockStore.expand``):
+    # mixed-type QIs (``engine.encode.mixed``) into a store of compact records (``BlockStore.expand``):
     # one column a QI (numbers, category codes) is read and spilled; the encoded columns the
     # plan compares are expanded from it for the routing only
-    compact = getattr(store, "expand", None) is not None
-    if compact:  # (``moments``: ``engine.mixed.MixedMoments``, on the compact columns)
-        mixed = source.mixed
+    compact = store.expand is not None
+    if compact:  # (``moments``: ``engine.encode.mixed.MixedMoments``, on the compact columns)
+        coded = cast(CodedSource, source)
+        mixed = coded.mixed
         used = np.unique(np.append(bounds[0], 0))  # (leaves read column 0: ``route_rows``)
         routed = np.empty((len(qi), chunk_rows))
         chunks = ((o, moments.add(f, o) if moments is not None else frame_to_columns(f, f.columns))
-                  for o, f in source.iter_codes(chunk_rows))
+                  for o, f in coded.iter_codes(chunk_rows))
     else:
         chunks = ((o, moments.add(f, o) if moments is not None else frame_to_columns(f, qi))
                   for o, f in source.iter_frames(qi, chunk_rows))
@@ -226,7 +231,7 @@ def frame_to_columns(frame, columns) -> np.ndarray:
 SAMPLE_GROUP_STRIDE = 8  # the merged plan's sample reads every 8th row group
 
 
-def sample_row_groups(source: Source, qi, rows: int, stride: int, to_columns=None):
+def sample_row_groups(source: TableSource, qi, rows: int, stride: int, to_columns=None):
     """The plan's sample without a pass over the data: rows of every
     ``SAMPLE_GROUP_STRIDE``-th row group of a Parquet input (about an eighth of
     it), every (stride / 8)-th row of those (row id a multiple of it), so about
@@ -237,11 +242,9 @@ def sample_row_groups(source: Source, qi, rows: int, stride: int, to_columns=Non
     value in the sample (pass 1 then runs, and reports it). Depends on the file's
     row-group layout only, not on the chunk size or threads. ``to_columns(frame,
     first row id)``: a row group's columns ``qi`` as a (d, rows) float64 array
-    (default ``frame_to_columns``; ``engine.mixed``: its compact columns)."""
+    (default ``frame_to_columns``; ``engine.encode.mixed``: its compact columns)."""
     if source.kind != "parquet":
         return None
-    import pyarrow.parquet as pq
-
     groups = []
     first = 0
     for f in source.paths:

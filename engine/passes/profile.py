@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import EngineError
-from ..io.source import Source, numeric_values
+from ..io.source import Source, TableSource, numeric_values
 from ..kernels.moments import accumulate_moments
 from ..progress import Progress
 
@@ -42,16 +42,16 @@ class Profile:
         }
 
 
-def check_columns(source: Source, qi: Sequence[str], numeric: bool = True) -> None:
-    """Every QI exists and (with ``numeric``) is numeric: checked on the schema, before reading data."""
+def check_columns(source: TableSource, qi: Sequence[str], numeric: bool = True) -> None:
+    """Every QI exists and (with ``numeric``) is numeric: checked on the input's schema
+    (``open_source``'s, before any encoding), before reading data."""
     schema = source.schema
     for c in qi:
         if c not in schema:
             raise EngineError(f"column {c!r} not found in {source.label} (columns: {', '.join(schema.names()[:12])}"
                               f"{', ...' if len(schema) > 12 else ''})")
     # Parquet files that disagree (engine.io.schema): the QIs in every file, the other columns exact
-    if hasattr(source, "check_reconciled"):
-        source.check_reconciled(qi, [c for c in schema.names() if c not in set(qi)])
+    source.check_reconciled(qi, [c for c in schema.names() if c not in set(qi)])
     for c in qi if numeric else ():
         dt = schema[c]
         if not (dt.is_numeric() and dt != pl.Boolean):
@@ -165,7 +165,7 @@ class Moments:
         return Profile(self.qi, n, self.scale, mean, sd, self.mn, self.mx, sample[0], sample[1])
 
 
-def _moment_pass(source, qi, chunk_rows, scale, rows, progress, stride=0) -> tuple[Moments, tuple]:
+def _moment_pass(source: Source, qi, chunk_rows, scale, rows, progress, stride=0) -> tuple[Moments, tuple]:
     m = Moments(qi, scale)
     samples, sample_ids = [], []
     with Progress("profile", rows, progress) as bar:
@@ -196,5 +196,4 @@ def profile_columns(source: Source, qi: Sequence[str], chunk_rows: int, progress
     if scale is not None:  # measure again in units of a power of two (exact, so the
         # standardized values do not change otherwise)
         m, sample = _moment_pass(source, qi, chunk_rows, scale, total, progress, sample_stride)
-    adjust = getattr(source, "adjust_profile", None)  # mixed-type QIs (engine.mixed): the distance's scales
-    return adjust(m.profile(sample)) if adjust is not None else m.profile(sample)
+    return source.adjust_profile(m.profile(sample))  # (mixed-type QIs, engine.encode.mixed: the distance's scales)

@@ -57,8 +57,9 @@ import numpy as np
 
 from ..checks import is_int
 from ..errors import EngineError
-from ..parallel import numba_threads
 from ..kernels import refine as _k
+from ..kernels.polish import polish
+from ..parallel import numba_threads
 
 MODES = ("local", "ga")
 
@@ -270,8 +271,6 @@ def _polish_floor(Z, labels, k, G, out, sse_after, moves):
     """Never above a plain local search: polish (moves and swaps among the POLISH_NEAR
     nearest groups, exact SSE change, to convergence) of the result and of the input;
     the lowest SSE wins (ties: the refined partition)."""
-    from ..kernels.polish import polish
-
     no_rot, stop = np.empty((0, 0, 0)), np.zeros(1, np.int64)
     for start in (out, labels):
         cand = start.copy()

@@ -6,8 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..io.spill import SpillStore
 from ..kernels.groups import accumulate_group_sums
 from ..kernels.moments import standardize_into
+from ..kernels.partition import take_labels
 from .profile import Profile
 
 
@@ -81,7 +83,7 @@ def standardize(X: np.ndarray, profile: Profile) -> np.ndarray:
     return Z
 
 
-def stitch_blocks(store, units, profile: Profile, labels: np.ndarray, n_groups: int,
+def stitch_blocks(store: SpillStore, units, profile: Profile, labels: np.ndarray, n_groups: int,
                   progress=None) -> Groups:
     """Sizes and centroids of the final groups, from the spilled blocks.
 
@@ -89,7 +91,6 @@ def stitch_blocks(store, units, profile: Profile, labels: np.ndarray, n_groups: 
     ids are compacted in place to 0..G-1 keeping their order. Sums run block by
     block in row order, so they do not depend on chunking or threads.
     """
-    from ..kernels.partition import take_labels
     d = len(profile.columns)
     sx = aligned_zeros(n_groups, d)
     cnt = np.zeros(n_groups, np.int64)

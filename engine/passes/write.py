@@ -18,8 +18,8 @@ import polars as pl
 import pyarrow.parquet as pq
 from polars.io.plugins import register_io_source
 
-from ..errors import EngineError, VerificationError
-from ..io.source import Source, _first_line, numeric_values
+from ..errors import EngineError, VerificationError, first_line
+from ..io.source import Source, numeric_values
 from ..io.sink import PARQUET_OPTIONS
 from ..io.tempfiles import io_errno
 from .selfcheck import ClassCounter
@@ -43,7 +43,7 @@ def sink_parquet(lf: pl.LazyFrame, path: str) -> None:
     lf.sink_parquet(path, **PARQUET_OPTIONS)
 
 
-class _Writer:
+class Writer:
     """Appends frames to the output.
 
     Parquet goes through Polars' streaming sink, which encodes and compresses
@@ -106,7 +106,7 @@ class _Writer:
                 return
             if isinstance(exc, OSError) or io_errno(exc):
                 raise exc
-            raise EngineError(f"cannot write the output: {_first_line(exc)}") from None
+            raise EngineError(f"cannot write the output: {first_line(exc)}") from None
 
     def _join(self, end) -> None:
         if self._thread is not None:
@@ -176,7 +176,7 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     input's; a Parquet file's footer row count is checked after closing. The
     counts go to ``verified`` (a dict) when given.
 
-    ``publisher`` (``engine.mixed.Publisher``, mixed-type QIs): it publishes each
+    ``publisher`` (``engine.encode.mixed.Publisher``, mixed-type QIs): it publishes each
     chunk's QI values and measures their loss per QI (then returned as SSE and SST).
     A part of the output (``engine.cluster``, the write pass of a range of rows) gives
     its own ``counter`` (merged with the other parts' before the check for ``k``) and
@@ -196,7 +196,7 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
         read = [c for c in order if c not in set(qi)] or qi[:1]
     elif publisher is not None and publisher.unread:  # (mixed-type QIs: published from the groups alone)
         read = [c for c in order if c not in set(publisher.unread)] or order[:1]
-    writer = _Writer(path, fmt)
+    writer = Writer(path, fmt)
     counter = ClassCounter(qi, groups.count) if counter is None else counter
     unit_scale = np.ones(d)
 
@@ -213,7 +213,7 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
             # centroids gathered (column-major: each row of ``out`` becomes a column
             # without a copy); SSE of the published values against the input, both
             # standardized (exactly what is written), and the sums for SST
-            if publisher is not None:  # mixed-type QIs (engine.mixed)
+            if publisher is not None:  # mixed-type QIs (engine.encode.mixed)
                 frame = publisher.publish(frame, lab, offset)
             else:
                 out = np.empty((d, h))
@@ -283,13 +283,14 @@ def measured_sums(sse: np.ndarray, sd: np.ndarray, n: int):
     return np.where(live, sse / var, 0.0), np.where(live, float(n), 0.0)
 
 
-def range_write_pass(source, path, fmt, labels, pub, sets, chunk_rows, progress, rows, counter, group_column=None):
+def range_write_pass(source: Source, path, fmt, labels, pub, sets, chunk_rows, progress, rows, counter,
+                     group_column=None):
     """The write pass of a range release (maxent, mnqia): stream the input in order;
     each row's class gives its generalized QIs (``pub``: column -> its published
     Series per class; ``sets``: column -> (the distinct sets' text, the set of each
     class)); other columns pass through. Every frame handed to the writer is counted
     by its published values (``counter``, the self-check)."""
-    writer = _Writer(path, fmt)
+    writer = Writer(path, fmt)
     try:
         with Progress("write", rows, progress) as bar:
             for offset, frame in source.iter_frames(None, chunk_rows):
