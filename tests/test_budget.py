@@ -150,6 +150,7 @@ def test_a_refusal_says_how_much_the_process_held_before_the_run(tables, tmp_pat
         assert m and held.search(str(err.value)), str(err.value)
         return int(m.group(2)), int(held.search(str(err.value)).group(1))
 
+    refusal("64MiB")  # (the process's earlier history settles: the next two differ by the ballast alone)
     need, before = refusal("64MiB")
     ballast = np.ones(256 * 2 ** 20 // 8)  # 256 MiB, every page touched
     need_now, now = refusal("64MiB")
