@@ -54,7 +54,7 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
         Quasi-identifier columns: numeric, dates and datetimes (on their epoch
         value), and for the MDAV family (not ama) also nominal (String,
         Categorical, Enum, Boolean: published as the group's mode) and ordinal
-        ones (published as the group's median category); see ``engine.mixed``. For a NumPy array, ``qi`` names its
+        ones (published as the group's median category); see ``engine.encode.mixed``. For a NumPy array, ``qi`` names its
         columns (default ``x0, x1, ...``, all used).
     k : int
         Minimum group size (>= 2).

@@ -59,29 +59,21 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="microagg", description="k-anonymity by microaggregation (MDAV family).")
-    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    a = sub.add_parser("anonymize", help="anonymize a CSV/Parquet table",
-                       description="Replace the quasi-identifiers of each group of at least k similar rows by "
-                                   "the group's mean; other columns pass through unchanged.")
+def _anonymize_args(a: argparse.ArgumentParser) -> None:
     a.add_argument("input", help="CSV or Parquet file, folder of Parquet files, or glob")
     a.add_argument("output", help="output file (.csv or .parquet); written only when complete")
     add_arguments(a, "anonymize")
     a.add_argument("--quiet", action="store_true", help="do not print the summary")
 
-    d = sub.add_parser("demo", help="run the main job on a built-in synthetic census-like table",
-                       description="Generate a seeded census-like table and microaggregate its 8 numeric "
-                                   "quasi-identifiers.")
+
+def _demo_args(d: argparse.ArgumentParser) -> None:
     d.add_argument("--rows", type=int, default=200_000, help="rows to generate (default 200000)")
     d.add_argument("--output", help="also write the anonymized table here (.csv or .parquet)")
     add_arguments(d, "demo")
     d.add_argument("--quiet", action="store_true", help="do not print the summary")
-    pr = sub.add_parser("profile", help="dependency matrix, tree and key attributes of some columns",
-                        description="Entropy / mutual-information profile of the columns (seeds 000 and 004): "
-                                    "the dependency matrix, its spanning tree, vertex degrees, key attributes.")
+
+
+def _profile_args(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("input", help="CSV or Parquet file, folder of Parquet files, or glob")
     pr.add_argument("--columns", required=True, help="comma-separated columns (any type)")
     pr.add_argument("--measure", choices=MEASURES, default="mi-distance",
@@ -90,14 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--binning", choices=("equal", "quantile"), default="equal")
     pr.add_argument("--select-count", type=int, default=None, metavar="N",
                     help="key attributes: top N by degree (EMAD); default Definition 5 of Sun et al.")
-    pr.add_argument("--threads", type=int, default=None, help="Numba threads (default: all cores)")
     pr.add_argument("--json", metavar="FILE", help="also write the profile as JSON")
     add_arguments(pr, "profile")
 
-    v = sub.add_parser("verify", help="check a release's guarantees (k-anonymity, l-diversity, unchanged columns)",
-                       description="Independently re-check a published table: class sizes, SA diversity and, "
-                                   "with --original, row count, unchanged non-QI columns and information loss. "
-                                   "Exit 0 when every guarantee holds, 1 when one fails, 2 on bad input.")
+
+def _verify_args(v: argparse.ArgumentParser) -> None:
     v.add_argument("output", help="the release: CSV or Parquet file, folder of Parquet files, or glob")
     v.add_argument("--qi", required=True, help="comma-separated quasi-identifiers (c, or c_min/c_max ranges)")
     v.add_argument("--k", type=int, required=True, help="minimum class size to check")
@@ -112,14 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "with --original, information loss per type")
     v.add_argument("--ordinal", action="append", default=None, metavar="COL=CAT1,CAT2,...",
                    help="with --mixed: an ordinal QI's order (as for anonymize; implies --mixed)")
-    v.add_argument("--chunk-rows", type=int, default=100_000, help="rows per streamed chunk (default 100000)")
     v.add_argument("--json", metavar="FILE", help="also write the result as JSON")
     add_arguments(v, "verify")
 
-    r = sub.add_parser("risk", help="disclosure risk of a release: DBRL and interval disclosure",
-                       description="Distance-based record linkage and interval disclosure of MASKED against "
-                                   "ORIGINAL on the quasi-identifiers (rows in the same order; categorical "
-                                   "ones compared as categories).")
+
+def _risk_args(r: argparse.ArgumentParser) -> None:
     r.add_argument("original", help="the original table (CSV/Parquet)")
     r.add_argument("masked", help="the release (CSV/Parquet), rows in the original's order")
     r.add_argument("--qi", required=True, help="comma-separated quasi-identifiers")
@@ -128,15 +114,45 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--ordinal", action="append", default=None, metavar="COL=CAT1,CAT2,...",
                    help="an ordinal QI of a mixed-type release and its order (as for anonymize); other "
                         "categorical QIs are compared as categories")
-    r.add_argument("--chunk-rows", type=int, default=100_000, help="rows per streamed chunk (default 100000)")
     r.add_argument("--json", metavar="FILE", help="also write the result as JSON")
     add_arguments(r, "risk")
-    h = sub.add_parser("report", help="the release report of a saved JSON report as an HTML page",
-                       description="Build the self-contained HTML release report from a JSON report written "
-                                   "by anonymize --report (no re-run).")
+
+
+def _report_args(h: argparse.ArgumentParser) -> None:
     h.add_argument("json", metavar="REPORT", help="a JSON report written by microagg anonymize --report")
     h.add_argument("--html", metavar="FILE", required=True,
                    help="write the page here (needs pip install 'microagg-engine[html]')")
+
+
+# each command: its --help line, its description, its arguments
+SUBCOMMANDS = {
+    "anonymize": ("anonymize a CSV/Parquet table",
+                  "Replace the quasi-identifiers of each group of at least k similar rows by the group's "
+                  "mean; other columns pass through unchanged.", _anonymize_args),
+    "demo": ("run the main job on a built-in synthetic census-like table",
+             "Generate a seeded census-like table and microaggregate its 8 numeric quasi-identifiers.", _demo_args),
+    "profile": ("dependency matrix, tree and key attributes of some columns",
+                "Entropy / mutual-information profile of the columns: the dependency matrix, its spanning "
+                "tree, vertex degrees, key attributes.", _profile_args),
+    "verify": ("check a release's guarantees (k-anonymity, l-diversity, unchanged columns)",
+               "Independently re-check a published table: class sizes, SA diversity and, with --original, row "
+               "count, unchanged non-QI columns and information loss. Exit 0 when every guarantee holds, 1 when "
+               "one fails, 2 on bad input.", _verify_args),
+    "risk": ("disclosure risk of a release: DBRL and interval disclosure",
+             "Distance-based record linkage and interval disclosure of MASKED against ORIGINAL on the "
+             "quasi-identifiers (rows in the same order; categorical ones compared as categories).", _risk_args),
+    "report": ("the release report of a saved JSON report as an HTML page",
+               "Build the self-contained HTML release report from a JSON report written by anonymize --report "
+               "(no re-run).", _report_args),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="microagg", description="k-anonymity by microaggregation (MDAV family).")
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (help_line, description, add) in SUBCOMMANDS.items():
+        add(sub.add_parser(name, help=help_line, description=description))
     return parser
 
 

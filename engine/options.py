@@ -74,6 +74,11 @@ class Option:
     name: str = ""                      # set from the field's name
 
     @property
+    def default_value(self):
+        """The value when not given (the field's default)."""
+        return RUN_DEFAULTS[self.name]
+
+    @property
     def cli(self) -> str:
         return self.flag or "--" + self.name.replace("_", "-")
 
@@ -118,11 +123,11 @@ class Option:
         help_text = self.help.replace("%", "%%")
         if self.kind == "flag" and self.name == "progress":  # --progress / --no-progress; default: a terminal
             target.add_argument("--progress", dest="progress", action="store_true", default=None, help=help_text)
-            target.add_argument("--no-progress", dest="progress", action="store_false")
+            target.add_argument("--no-progress", dest="progress", action="store_false", default=None)
             return
-        kw: dict = {"dest": self.name, "default": None, "help": help_text}
+        kw: dict = {"dest": self.name, "default": self.default_value, "help": help_text}
         if self.kind == "flag":
-            kw.update(action="store_true", default=False)
+            kw.update(action="store_true")
         else:
             if self.kind == "whole":
                 kw["type"] = int
@@ -241,8 +246,8 @@ class RunConfig:
                                  "workers; needs pip install 'microagg-engine[dask]')")
     # the settings that size the work: every method, the same output
     chunk_rows: int = option(100_000, kind="whole", low=1, must="a positive whole number",
-                             help="rows per streamed chunk (default 100000)")
-    threads: int | None = option(kind="whole", low=1, must="a positive whole number",
+                             commands=RUN | {"verify", "risk"}, help="rows per streamed chunk (default 100000)")
+    threads: int | None = option(kind="whole", low=1, must="a positive whole number", commands=RUN | {"profile"},
                                  help="Numba threads (default: all cores)")
     memory_limit: int | None = option(kind="size", low=64 << 20, metavar="SIZE",
                                       help="limit on peak memory, e.g. 1GiB or 512MiB: sizes blocks, chunks and "
@@ -446,9 +451,11 @@ class RunConfig:
 
 
 OPTIONS: dict[str, Option] = {}
+RUN_DEFAULTS: dict[str, Any] = {}
 for _f in fields(RunConfig):
     object.__setattr__(_f.metadata["option"], "name", _f.name)
     OPTIONS[_f.name] = _f.metadata["option"]
+    RUN_DEFAULTS[_f.name] = _f.default
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str, skip=()) -> None:

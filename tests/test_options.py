@@ -222,3 +222,58 @@ def test_range_release_information_loss_is_the_classes_spread(method, kw, block_
     assert rep.information_loss_by_qi == pytest.approx(by_qi, rel=1e-9)
     assert rep.information_loss_percent == pytest.approx(np.mean(list(by_qi.values())), rel=1e-9)
     assert rep.sst == 2 * 3_000
+
+
+def _subparser(name):
+    import argparse
+
+    from engine.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+@pytest.mark.parametrize("command", ["anonymize", "demo"])
+def test_the_command_line_flags_are_the_table(command):
+    """Every option the table offers ``command`` is a flag with the table's spelling and
+    help, and the command has no other option but its own (INPUT, OUTPUT, --quiet, ...)."""
+    own = {"help", "input", "output", "quiet", "rows"}
+    actions = {}
+    for a in _subparser(command)._actions:
+        if a.dest not in own:
+            actions.setdefault(a.dest, []).append(a)
+    offered = {name for name, o in OPTIONS.items() if command in o.commands}
+    assert set(actions) == offered
+    for name in offered:
+        o = OPTIONS[name]
+        assert o.cli == actions[name][0].option_strings[0], name
+        assert actions[name][0].help == o.help.replace("%", "%%"), name
+
+
+@pytest.mark.parametrize("function", ["microaggregate", "anonymize"])
+def test_the_api_keywords_are_the_table(function):
+    """The API's keyword signatures (kept for type hints and IDEs) hold the table's
+    options with the table's defaults; what they accept is checked by the table."""
+    import inspect
+
+    from engine import api
+
+    params = inspect.signature(getattr(api, function)).parameters
+    options = {n for n in params if n in OPTIONS}
+    offered = {n for n, o in OPTIONS.items() if "anonymize" in o.commands or o.commands >= {"demo"}}
+    if function == "anonymize":
+        assert offered <= options
+    else:  # an in-memory run: nothing written, so no report, page, risk or cluster
+        assert offered - options == {"report", "html", "risk", "scheduler"}
+    for n in options - {"k", "qi"}:  # k: 3 for microaggregate, required by anonymize; qi: required
+        assert params[n].default == OPTIONS[n].default_value, (function, n)
+    assert set(params) - options <= {"data", "source", "sink"}
+
+
+def test_the_api_and_the_command_line_refuse_alike():
+    from engine.options import RunConfig
+
+    for kw in (dict(gamma=0.0), dict(threads=0), dict(leaf_size=-1), dict(refine="x"), dict(bins=0)):
+        with pytest.raises(EngineError) as err:
+            RunConfig.make(qi=["a"], k=3, method="vmdav", **kw)
+        assert str(err.value).count("\n") == 0 and next(iter(kw)) in str(err.value)

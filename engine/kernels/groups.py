@@ -37,7 +37,7 @@ def accumulate_scaled_sums(X, inv, labels, out_sums, out_counts):
 
 @njit(cache=True, nogil=True)
 def compact_group_sums(C, vals, inv, cats, first, labels, out_sums, out_counts, out_cats):
-    """Group sums of compact rows ``C`` (n, QIs; ``engine.mixed``: numbers and category
+    """Group sums of compact rows ``C`` (n, QIs; ``engine.encode.mixed``: numbers and category
     codes): ``out_sums[g, v] += C[i, vals[v]] * inv[v]`` in row order (what
     ``accumulate_scaled_sums`` adds to those columns of the expanded rows), the row
     counts, and per categorical column ``cats[c]`` the rows of each code

@@ -1,4 +1,4 @@
-"""The MDAV family's pass-level hooks (``Method.flow`` of mdav, mdav-single, vmdav,
+"""The MDAV family's pass-level hooks (``coordinator.FLOWS`` for mdav, mdav-single, vmdav,
 ivmdav, ama): groups of at least k rows, every QI published as its group's mean.
 
 The coordinator (``engine.coordinator``) runs the passes; this module says what
@@ -71,7 +71,7 @@ class CentroidFlow:
         self.seams = None
         self.polish_rounds = 0
         self.threads = 1
-        self.mixed = None  # mixed-type QIs (``engine.mixed.Mixed``): self.cfg is then its encoded config
+        self.mixed = None  # mixed-type QIs (``engine.encode.mixed.Mixed``): self.cfg is then its encoded config
 
     # ------------------------------------------------------------ boundary
 
@@ -95,7 +95,7 @@ class CentroidFlow:
         return self._plan_mixed(source, passes)
 
     def _plan_mixed(self, source, passes):
-        """Mixed-type QIs (``engine.mixed``): their dictionaries learnt; the passes up to
+        """Mixed-type QIs (``engine.encode.mixed``): their dictionaries learnt; the passes up to
         the stitch then group the encoded columns (``self.cfg``: the encoded config) of
         the encoded source, on the grouping columns; the write pass publishes from the
         input's own QI columns. None of it when every QI is numeric (and no ``ordinal``

@@ -1,4 +1,4 @@
-"""The range methods' pass-level hooks (``Method.flow`` of maxent and mnqia).
+"""The range methods' pass-level hooks (``coordinator.FLOWS`` for maxent and mnqia).
 
 maxent (Tsiafoulis, Zorkadis & Pimenidis, "Maximum Entropy Oriented Anonymization
 Algorithm for Privacy Preserving Data Mining") and mnqia (Ahmed, Rauf & Rajesh,
