@@ -150,6 +150,7 @@ SUBCOMMANDS = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="microagg", description="k-anonymity by microaggregation (MDAV family).")
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
+    parser.set_defaults(quiet=False)  # (the commands that print a summary offer --quiet)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (help_line, description, add) in SUBCOMMANDS.items():
         add(sub.add_parser(name, help=help_line, description=description))
@@ -234,7 +235,7 @@ def _prerender(args):
     thing, so that its imports (matplotlib: a third of a CPU-second) run on the core
     this process leaves idle while it imports Polars and Numba, rather than beside the
     partition pass's threads."""
-    if not getattr(args, "html", None):
+    if not args.html:
         return None
     from . import html_report  # start-up: see the docstring
 
@@ -436,7 +437,7 @@ def main(argv=None) -> int:
         # imported: an extension module can turn the interrupt into a swallowed ImportError)
         check_signals()
         # a first run compiles the kernels (seconds, then cached): say so, once
-        with _signals_as_interrupts(), CompileNotice(enabled=not getattr(args, "quiet", False)):
+        with _signals_as_interrupts(), CompileNotice(enabled=not args.quiet):
             code = COMMANDS[args.command](args)
             check_signals()  # a signal whose exception was swallowed: not a success
             return code

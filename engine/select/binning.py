@@ -11,7 +11,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from ..errors import EngineError
-from ..io import Source, open_source
+from ..io import TableSource, open_source
 
 
 MEASURES = ("mi-distance", "emim", "chi2", "gaussian")
@@ -106,7 +106,7 @@ def check_settings(columns, measure, width, bins, binning, levels, count, chunk_
         raise EngineError(f"count must be an integer between 1 and {len(columns)} (the number of columns), got {count!r}")
 
 
-def resolve_columns(src: Source, columns: Sequence[str] | None) -> list[str]:
+def resolve_columns(src: TableSource, columns: Sequence[str] | None) -> list[str]:
     """The names ``columns`` of ``src`` (all its columns for None), checked: known, each once, at least one."""
     names = src.columns
     if columns is None:
@@ -128,7 +128,7 @@ def resolve_columns(src: Source, columns: Sequence[str] | None) -> list[str]:
     return cols
 
 
-def _parquet_min_max(src: Source, cols: Sequence[str]) -> dict | None:
+def _parquet_min_max(src: TableSource, cols: Sequence[str]) -> dict | None:
     """Min and max of ``cols`` from Parquet row-group statistics, or None if any is missing."""
     if not cols or not src.paths or not all(p.lower().endswith((".parquet", ".pq", ".parq")) for p in src.paths):
         return None
@@ -199,7 +199,7 @@ def plan_bins(
         if types[c] == "string":
             exprs.append(pl.col(c).cast(pl.String).drop_nulls().unique().sort().implode().alias(f"cat:{c}"))
     row = {}
-    if exprs and getattr(src, "piece_bytes", None) and not any(e.meta.output_name().startswith("q:") for e in exprs):
+    if exprs and src.piece_bytes and not any(e.meta.output_name().startswith("q:") for e in exprs):
         # a CSV read in pieces under --memory-limit: the minima, maxima and categories of
         # each piece, combined (Polars' one-shot query would read the whole file at once)
         need = [c for c in cols if types[c] == "string" or (stats is None and c in numeric)]

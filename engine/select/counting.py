@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import EngineError
-from ..io import Source, open_source
+from ..io import TableSource, open_source
 from ..kernels import histogram
 from ..parallel import numba_threads, read_ahead
 from .binning import BinPlan, DEFAULT_CHUNK_ROWS, cell_layout
@@ -69,7 +69,7 @@ def code_dtype(plans: Sequence[BinPlan]) -> type:
     return np.uint8 if top <= 1 << 8 else np.uint16 if top <= 1 << 16 else np.uint32
 
 
-def _encoded_chunks(src: Source, plans: Sequence[BinPlan], chunk_rows: int) -> Iterator[tuple[int, np.ndarray]]:
+def _encoded_chunks(src: TableSource, plans: Sequence[BinPlan], chunk_rows: int) -> Iterator[tuple[int, np.ndarray]]:
     cols = [p.column for p in plans]
     dtype = code_dtype(plans)
     for _, frame in src.iter_frames(cols, chunk_rows):
