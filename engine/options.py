@@ -174,7 +174,8 @@ class RunConfig:
                             help="sensitive attribute protected by --method maxent")
     epsilon: float | None = option(kind="number", low=0.0, must="a non-negative number of bits",
                                    methods=frozenset({"maxent"}), hint=_sa_hint(),
-                                   help="maxent: minimum class entropy in bits (default: the table's SA entropy)")
+                                   help="maxent: minimum class entropy in bits (default: the table's SA entropy, refused "
+                                        "where only one class of every row reaches it)")
     numeric_output: str | None = option(kind="choice", choices=("range", "mean"),
                                         methods=frozenset({"maxent", "mnqia"}),
                                         help="maxent / mnqia: numeric QIs as <col>_min/<col>_max (default) or "
@@ -333,12 +334,12 @@ class RunConfig:
 
     def effective_polish_rounds(self, rows: int) -> int:
         """Polish rounds of a streamed run of ``rows`` rows (0: none). V-MDAV (whose
-        tail groups may exceed 2k-1 rows) is not polished by default, nor a run under
-        a memory limit: the budget (``engine.budget``) does not plan the polish's
-        units yet, so the limit keeps the fast path unless ``polish_rounds`` asks."""
+        tail groups may exceed 2k-1 rows) is not polished by default. The memory limit
+        does not change it (the output would change): the budget (``engine.budget``)
+        counts the polish, and refuses a limit too small for it."""
         if self.polish_rounds is not None:
             return self.polish_rounds
-        if self.method == "vmdav" or rows > POLISH_MAX_ROWS or self.memory_limit is not None:
+        if self.method == "vmdav" or rows > POLISH_MAX_ROWS:
             return 0
         return DEFAULT_POLISH_ROUNDS
 

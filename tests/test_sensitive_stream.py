@@ -86,12 +86,15 @@ def check_published(src, out, labels, qi, sa=None, eps=None, k=None, numeric_out
     ("maxent", MAXENT_QI, dict(sa="occupation", epsilon=2.7)),
     ("maxent", MAXENT_QI, dict(sa="occupation", epsilon=3.0, k=12, numeric_output="mean")),
     ("maxent", ["education", "sex"], dict(sa="occupation", epsilon=2.5)),
-    ("maxent", MAXENT_QI, dict(sa="occupation")),  # default epsilon: one class
+    ("maxent", MAXENT_QI, dict(sa="occupation", epsilon="H")),  # the table's own entropy, asked for: one class
     ("mnqia", MNQIA_QI, dict(k=3)),
     ("mnqia", MNQIA_QI, dict(k=5, numeric_output="mean")),
 ])
 def test_one_block_equals_in_memory(adult, method, qi, kw):
     df = adult.head(2500)
+    if kw.get("epsilon") == "H":
+        p = df["occupation"].value_counts()["count"].to_numpy() / df.height
+        kw = {**kw, "epsilon": float(-(p * np.log2(p)).sum())}
     t_mem, l_mem, r_mem = anonymize_sensitive(df, None, qi, method, **kw)
     t_blk, l_blk, r_blk = anonymize_sensitive(df, None, qi, method, _force_blocks=True, **kw)
     # one block: loaded into memory (no pass at all when the whole table is one class); forced: spilled
@@ -229,8 +232,10 @@ def test_fuse_units_rules():
     assert fuse_units([[0], [1]], np.array([[1, 1], [3, 3]]), 1.0, 3, 1e-9) == ([[0, 1]], 1)  # min rows
 
 
-def test_default_epsilon_single_class_without_partition(adult):
-    out, labels, rep = anonymize_sensitive(adult, None, MAXENT_QI, "maxent", sa="occupation", block_size=5000)
+def test_epsilon_of_the_table_single_class_without_partition(adult):
+    """epsilon = the table's own SA entropy, asked for: one class, no partition pass."""
+    out, labels, rep = anonymize_sensitive(adult, None, MAXENT_QI, "maxent", sa="occupation", block_size=5000,
+                                           epsilon=_h(adult["occupation"]))
     assert rep.metrics["forced_single_class"] and rep.groups == 1 and "partition" not in rep.passes
     assert out["age_min"].unique().to_list() == [adult["age"].min()]
     assert rep.metrics["entropy_min"] == pytest.approx(_h(adult["occupation"]))
@@ -277,7 +282,7 @@ def _bad_tables():
          "column 'sa': null sensitive value at row 2346 (rows counted from 1)"),
         (null_qi, dict(qi=["x", "c"], method="maxent", sa="sa"),
          "column 'c': null quasi-identifier at row 2501 (rows counted from 1)"),
-        (null_x, dict(qi=["x", "c"], method="maxent", sa="sa"), "'x'"),
+        (null_x, dict(qi=["x", "c"], method="maxent", sa="sa", epsilon=1.0), "'x'"),
         (null_x, dict(qi=["x"], method="mnqia", k=3), "column 'x' has a missing value at row 101 (rows counted"),
         (nan_x, dict(qi=["x"], method="mnqia", k=3), "column 'x' has a non-finite value (nan) at row 101"),
         (base, dict(qi=["x", "sa"], method="maxent", sa="sa"), "also listed as a quasi-identifier"),
@@ -380,3 +385,19 @@ def test_mnqia_blocks_properties(table, k):
     assert rep.metrics["il"] == pytest.approx(
         sum(((out[f"{c}_max"] - out[f"{c}_min"]) / ((df[c].max() - df[c].min()) or 1)).sum() for c in qi)
         / df.height, rel=1e-9, abs=1e-12)
+
+
+def test_maxent_without_epsilon_is_refused_when_only_one_class_reaches_it(adult, tmp_path):
+    """The default epsilon, the table's own SA entropy, is reached only by the one class
+    of every row (coprime SA counts): the run stops with one line saying so and how to
+    choose, and writes nothing."""
+    from engine.cli import main
+
+    src = tmp_path / "in.parquet"
+    adult.head(2500).write_parquet(src)
+    with pytest.raises(EngineError, match=r"^epsilon \(--epsilon\) is needed: .* only one class of all 2,500 rows"):
+        anonymize_sensitive(adult.head(2500), None, MAXENT_QI, "maxent", sa="occupation")
+    out = tmp_path / "out.parquet"
+    assert main(["anonymize", str(src), str(out), "--qi", ",".join(MAXENT_QI), "--method", "maxent",
+                 "--sa", "occupation", "--quiet"]) == 2
+    assert not out.exists()

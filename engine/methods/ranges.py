@@ -276,10 +276,19 @@ class RangeFlow:
 
     def _epsilon(self, sa_total) -> bool:
         """epsilon (the table's SA entropy by default) and its checks; True when only
-        the whole table reaches it (epsilon = H with coprime SA counts)."""
+        the whole table reaches it (epsilon = H with coprime SA counts: asked for with
+        ``epsilon``, else refused)."""
         self.m = int(sa_total.shape[0])
         self.H, self.eps = H, eps = table_epsilon(sa_total, self.cfg.epsilon, self.sa)
-        return eps >= H - ENTROPY_TOL and math.gcd(*[int(c) for c in sa_total]) == 1
+        forced = eps >= H - ENTROPY_TOL and math.gcd(*[int(c) for c in sa_total]) == 1
+        if forced and self.cfg.epsilon is None:
+            # the default reaches only the one class of every row: a release with no
+            # utility, which a run must not publish without being asked to
+            raise EngineError(f"epsilon (--epsilon) is needed: without it each class must reach the whole "
+                              f"table's entropy of {self.sa!r} ({H:.4g} bits), which only one class of all "
+                              f"{int(sum(int(c) for c in sa_total)):,} rows does; give fewer bits, e.g. "
+                              f"--epsilon {0.75 * H:.2g}")
+        return forced
 
     # ------------------------------------------------------------ pass 2
 
