@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from .coordinator import RunResult, run
 from .errors import EngineError
+from .io.schema import ArrowTarget
 from .io.source import input_kind
 from .options import OPTIONS, RunConfig
 from .release import release
@@ -144,26 +145,50 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
 def _as_input_kind(data, kind: str, table, qi: list, group_column: str | None):
     """The result ``table`` (Polars) as the kind of ``data``: for pandas and pyarrow
     tables, ``data`` itself with the QI columns replaced (and the group column
-    added), so every other column, the index and the column types are the input's."""
-    new = {c: table.get_column(c).to_numpy() for c in qi}
-    if group_column is not None:
-        new[group_column] = table.get_column(group_column).to_numpy()
+    added), so every other column, the index and the column types are the input's.
+    A published QI keeps its input type when it is not a number (dates with their time
+    zone, categories, including a Categorical of numbers, Booleans)."""
+    names = list(qi) + ([group_column] if group_column is not None else [])
     if kind == "pandas":
         out = data.copy(deep=False)
-        import pandas as pd  # optional dependency: a pandas input means it is installed
-
-        for c, values in new.items():
-            # a string / category / bool / datetime QI of a mixed-type release keeps its pandas type
-            keep = c in data.columns and values.dtype.kind in "OUbMm"
-            out[c] = pd.array(values, dtype=data[c].dtype) if keep else values
+        for c in names:
+            out[c] = _as_pandas(table.get_column(c), data[c].dtype if c in data.columns else None)
         return out
+    arrow = data.schema
+    target = ArrowTarget(arrow, table.select(names).schema, qi)
+    published = target.table(table.select(names))
     if kind == "dataset":
-        return table.to_arrow()
+        others = table.select([c for c in table.columns if c not in set(names)])
+        rest = ArrowTarget(arrow, others.schema).table(others)
+        cols = {**dict(zip(rest.column_names, rest.columns)), **dict(zip(published.column_names, published.columns))}
+        fields = {**{f.name: f for f in rest.schema}, **{f.name: f for f in published.schema}}
+        order = [c for c in table.columns]
+        return pa.Table.from_arrays([cols[c] for c in order], schema=pa.schema([fields[c] for c in order],
+                                                                               metadata=arrow.metadata))
     out = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
-    for c, values in new.items():
-        i = out.schema.get_field_index(c)
-        out = out.set_column(i, c, pa.array(values)) if i >= 0 else out.append_column(c, pa.array(values))
+    for f, col in zip(published.schema, published.columns):
+        i = out.schema.get_field_index(f.name)
+        out = out.set_column(i, f, col) if i >= 0 else out.append_column(f, col)
     return out
+
+
+def _as_pandas(s: pl.Series, dtype):
+    """A published column for a pandas result: of the input's ``dtype`` when it is not a
+    number (a datetime with its zone converted from UTC, never relabelled; a Categorical
+    from its categories' texts), else NumPy values."""
+    import pandas as pd  # optional dependency: a pandas input means it is installed
+
+    values = s.to_numpy()
+    if dtype is None or values.dtype.kind not in "OUbMm":
+        return values
+    if isinstance(dtype, pd.CategoricalDtype):
+        texts = pd.Index([str(v) for v in dtype.categories])
+        codes = texts.get_indexer(s.cast(pl.String).to_list())
+        return pd.Categorical.from_codes(codes, dtype=dtype)
+    if isinstance(dtype, pd.DatetimeTZDtype) and isinstance(s.dtype, pl.Datetime):
+        utc = s.dt.convert_time_zone("UTC").dt.replace_time_zone(None) if s.dtype.time_zone else s
+        return pd.DatetimeIndex(utc.to_numpy()).tz_localize("UTC").tz_convert(dtype.tz).astype(dtype)
+    return pd.array(values, dtype=dtype)
 
 
 def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int | None,

@@ -404,8 +404,14 @@ def test_anonymize_pandas_keeps_its_index(tmp_path):
     f, df = _pandas()
     engine.anonymize(df, tmp_path / "o.parquet", ["x", "y"], k=3)
     res = pl.read_parquet(tmp_path / "o.parquet")
-    assert res.columns == ["rid"] + list(df.columns)
-    assert res["rid"].to_list() == list(range(100, 140)) and res["opt"].to_list() == [1, None] * 20
+    assert res.columns == list(df.columns)  # a RangeIndex is pandas metadata, as to_parquet keeps it
+    assert res["opt"].to_list() == [1, None] * 20
+    back = pd.read_parquet(tmp_path / "o.parquet")
+    assert back.index.equals(df.index) and back.index.name == "rid" and list(back.columns) == list(df.columns)
+    other = df.set_index(pd.Index(np.random.default_rng(0).permutation(40), name="rid"))  # a column first
+    engine.anonymize(other, tmp_path / "o2.parquet", ["x", "y"], k=3)
+    assert pl.read_parquet(tmp_path / "o2.parquet").columns == ["rid"] + list(df.columns)
+    assert pd.read_parquet(tmp_path / "o2.parquet").index.equals(other.index)
     res2 = engine.verify_release(str(tmp_path / "o.parquet"), ["x", "y"], 3, original=df)
     assert res2.ok
     assert engine.disclosure_risk(df, str(tmp_path / "o.parquet"), ["x", "y"]).to_dict()

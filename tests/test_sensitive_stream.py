@@ -282,7 +282,7 @@ def _bad_tables():
          "column 'sa': null sensitive value at row 2346 (rows counted from 1)"),
         (null_qi, dict(qi=["x", "c"], method="maxent", sa="sa"),
          "column 'c': null quasi-identifier at row 2501 (rows counted from 1)"),
-        (null_x, dict(qi=["x", "c"], method="maxent", sa="sa", epsilon=1.0), "'x'"),
+        (null_x, dict(qi=["x", "c"], method="maxent", sa="sa"), "'x'"),
         (null_x, dict(qi=["x"], method="mnqia", k=3), "column 'x' has a missing value at row 101 (rows counted"),
         (nan_x, dict(qi=["x"], method="mnqia", k=3), "column 'x' has a non-finite value (nan) at row 101"),
         (base, dict(qi=["x", "sa"], method="maxent", sa="sa"), "also listed as a quasi-identifier"),

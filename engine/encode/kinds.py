@@ -12,6 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..errors import EngineError
+from ..io.source import not_a_value
 
 KINDS = ("numeric", "date", "ordinal", "nominal")
 
@@ -49,10 +50,13 @@ def kind_of(column: str, dt, ordinal: bool) -> str:
 
 
 def csv_types(source, cfg) -> dict:
-    """How a CSV input's QIs are read: Float64 (as every numeric QI always was), or for
-    a QI whose first 1,000 values are not all numbers (or one named by ``--ordinal``)
-    String, Boolean (every value true/false) or Date (every value an ISO date). A
-    value further down that does not fit the type read is then an error naming it."""
+    """How a CSV input's QIs are read, from their first 1,000 values (missing values left
+    out): Float64 when every one is a number (as every numeric QI always was); refused,
+    naming the first value that is not, when more than half are numbers (a typo in a
+    numeric column, ``4O`` for ``40``, is not a category); otherwise (or when named by
+    ``--ordinal``) text: Boolean when every value is true/false, Date when every value
+    is an ISO date, else String. A value further down that does not fit the type read
+    is then an error naming its row (``TableSource._diagnose``)."""
     types = {c: pl.Float64 for c in cfg.qi}
     if source.kind != "csv" or not cfg.spec.centroids:
         return types
@@ -64,16 +68,24 @@ def csv_types(source, cfg) -> dict:
     nulls = list(source.csv.null_values) if source.csv is not None else []
     for c in head.columns:
         v = head.get_column(c)
-        v = v.filter(~v.is_in(nulls)) if nulls else v
-        v = v.drop_nulls()
+        present = v.is_not_null() & ~v.is_in(nulls) if nulls else v.is_not_null()
+        number = v.cast(pl.Float64, strict=False).is_not_null()
+        n, numbers = int(present.sum()), int((present & number).sum())
         if c in ordinal:
             types[c] = pl.String
-        elif v.len() == 0 or v.str.strip_chars().cast(pl.Float64, strict=False).null_count() == 0:
+        elif numbers == n:
             continue
-        elif v.str.to_lowercase().is_in(["true", "false"]).all():
-            types[c] = pl.Boolean
-        elif v.str.to_date("%Y-%m-%d", strict=False).null_count() == 0:
-            types[c] = pl.Date
+        elif 2 * numbers > n:
+            row = int((present & ~number).arg_max())
+            raise not_a_value(c, v[row], row + 1, source.label,
+                              hint=" (the column's other values are numbers: correct it, or list it in "
+                                   "--null-values)")
         else:
-            types[c] = pl.String
+            v = v.filter(present)
+            if v.str.to_lowercase().is_in(["true", "false"]).all():
+                types[c] = pl.Boolean
+            elif v.str.to_date("%Y-%m-%d", strict=False).null_count() == 0:
+                types[c] = pl.Date
+            else:
+                types[c] = pl.String
     return types

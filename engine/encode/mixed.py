@@ -560,6 +560,38 @@ def _pick(q: QI, counts: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, int]
 
 
 _SLICE = 65_536  # groups at a time in ``group_categories``
+_DATE_CHUNK = 262_144  # rows at a time in ``exact_dates``
+
+
+def exact_dates(mixed: Mixed, groups) -> dict:
+    """Each group's mean of each Datetime QI, exact: the integer mean of the epoch values
+    (in the column's unit) rounded half to even, from one read of those columns (int64
+    sums of each value's high and low 32 bits, no float). The encoded (float64) means
+    the grouping uses round epoch values above 2^53 (microseconds after year 2255,
+    nanoseconds after 1970-04), so three equal nanosecond values would publish a mean
+    tens of nanoseconds off. Date columns (days) need none: their float means are exact."""
+    qis = [q for q in mixed.qis if q.kind == "date" and isinstance(q.dtype, pl.Datetime)]
+    if not qis:
+        return {}
+    g = groups.sizes.shape[0]
+    hi = {q.name: np.zeros(g, np.int64) for q in qis}
+    lo = {q.name: np.zeros(g, np.int64) for q in qis}
+    names = [q.name for q in qis]
+    for offset, frame in mixed.source.base.iter_frames(names, _DATE_CHUNK):
+        lab = groups.labels[offset: offset + frame.height]
+        for c in names:
+            x = frame.get_column(c).to_physical().to_numpy().astype(np.int64, copy=False)
+            np.add.at(hi[c], lab, x >> 32)
+            np.add.at(lo[c], lab, x & 0xFFFFFFFF)
+    n = np.maximum(groups.sizes.astype(np.int64), 1)
+    out = {}
+    for c in names:
+        qh, rh = np.divmod(hi[c], n)  # sum = qh n 2^32 + rh 2^32 + lo, 0 <= rh < n
+        qa, ra = np.divmod(rh * (1 << 32) + lo[c], n)
+        mean = qh * (1 << 32) + qa  # the floor of the mean; then half to even
+        mean += (2 * ra > n) | ((2 * ra == n) & (mean % 2 == 1))
+        out[c] = mean
+    return out
 
 
 class Publisher:
@@ -586,6 +618,7 @@ class Publisher:
                 self.table[g: g + _SLICE] = part[0]
                 self.changed += part[2].astype(np.int64)
         self.domains = {q.name: q.domain() for q in mixed.qis if q.categories is not None}
+        self.exact = exact_dates(mixed, groups)
         e = len(mixed.names)
         # numeric and date QIs: the write pass's row-order sums (``kernels.groups.column_sums``)
         # by encoded column; categorical QIs: whole counts. Neither depends on the chunking.
@@ -602,12 +635,15 @@ class Publisher:
             if q.kind in ("numeric", "date"):
                 s = frame.get_column(q.name)
                 x = numeric_values(s if q.kind == "numeric" else s.to_physical()).astype(np.float64, copy=False)
+                if q.name in self.exact:  # (the loss of the exact means published)
+                    p = self.exact[q.name][lab].astype(np.float64)
                 raw = self.mixed.raw
                 column_sums(x, p, raw.scale, raw.mean, q.first, *self.sums)
                 if q.kind == "numeric":
                     out.append(pl.Series(q.name, p, dtype=pl.Float64))
                 else:
-                    out.append(pl.Series(q.name, p.astype(np.int64), dtype=pl.Int64).cast(q.dtype))
+                    ints = self.exact[q.name][lab] if q.name in self.exact else p.astype(np.int64)
+                    out.append(pl.Series(q.name, ints, dtype=pl.Int64).cast(q.dtype))
             else:
                 out.append(self.domains[q.name].gather(p.astype(np.int64)).alias(q.name))
         return frame.with_columns(out)

@@ -125,6 +125,24 @@ def _file_schema(path: str) -> tuple[pl.Schema, bool]:
     return pl.Schema(schema), date64
 
 
+def unsupported_field(schema: pa.Schema) -> str | None:
+    """What makes an Arrow schema unreadable by Polars, naming the column (a decimal
+    of more than 38 digits), or None."""
+    for f in schema:
+        if pa.types.is_decimal(f.type) and f.type.precision > 38:
+            return (f"column {f.name!r} is {f.type}: decimals of more than 38 digits are not supported "
+                    f"(store it as decimal128 or as text)")
+    return None
+
+
+def unreadable_column(path: str) -> str | None:
+    """``unsupported_field`` of a Parquet file's schema (None when even that fails)."""
+    try:
+        return unsupported_field(pq.read_schema(path))
+    except Exception:
+        return None
+
+
 def reconcile_parquet(files: Sequence[str], label: str) -> FolderSchema:
     """Read every file's footer and reconcile (module docstring); EngineError on a
     file that cannot be read or a column whose types cannot be reconciled."""
@@ -134,7 +152,7 @@ def reconcile_parquet(files: Sequence[str], label: str) -> FolderSchema:
         try:
             sch, d64 = _file_schema(f)
         except Exception as exc:
-            raise EngineError(f"cannot read {label}: {f}: {first_line(exc)}") from None
+            raise EngineError(f"cannot read {label}: {f}: {unreadable_column(f) or first_line(exc)}") from None
         for name, dt in sch.items():
             if dt in WIDE_INTEGERS:
                 raise EngineError(f"cannot read {label}: column {name!r} in {f} is {dt}: Parquet files with "
@@ -228,3 +246,76 @@ def check_reconciled(folder: FolderSchema | None, label: str, used: Sequence[str
             raise EngineError(f"cannot read {label}: {folder.inexact[c]}; as Float64 its values could change, "
                               f"and a column passed through must keep them (convert the files, or use it as a "
                               f"quasi-identifier)")
+
+
+# --- Arrow types kept on output (byte-faithful pass-through) -------------------------
+
+_POLARS_OF: dict = {}
+
+
+def polars_type(t: pa.DataType):
+    """The Polars type a column of Arrow type ``t`` is read as (None: not readable)."""
+    if t not in _POLARS_OF:
+        try:
+            _POLARS_OF[t] = pl.Series("c", pa.nulls(0, t)).dtype  # (pa.array([]) would import pandas)
+        except Exception:
+            _POLARS_OF[t] = None
+    return _POLARS_OF[t]
+
+
+def _keeps(field: pa.Field, dt, replaced: bool) -> bool:
+    """Whether a Polars column of type ``dt`` is written back as ``field``'s Arrow type:
+    when Polars reads that type as ``dt`` (every value then converts back exactly), or a
+    Categorical read from a dictionary of numbers (``source``: categories, not numbers).
+    A replaced column (a QI's published values) not when its type has a unit Polars
+    lacks (seconds: the mean is rounded to milliseconds)."""
+    t = field.type
+    if replaced and (pa.types.is_timestamp(t) and t.unit == "s" or pa.types.is_date64(t)):
+        return False
+    if pa.types.is_date64(t):  # written as a Parquet DATE, read back as date32 (docs/inputs.md)
+        return False
+    if isinstance(dt, pl.Categorical) and pa.types.is_dictionary(t):
+        return True
+    got = polars_type(t)
+    return got is not None and got == dt
+
+
+class ArrowTarget:
+    """The Arrow schema the engine's frames are written as when the input had one
+    (``TableSource.arrow``: a Parquet file's, a pyarrow table's, a pandas frame's): each
+    column that ``_keeps`` its input type gets it back (``list`` not ``large_list``,
+    ``binary``, ``dictionary``, ``time64[us]``, ``string``, ... and the field's metadata),
+    and the schema's key/value metadata (pandas' index, say) is kept; other columns (the
+    published QIs, the group column) as Polars gives them. ``needed``: False when this is
+    what Polars writes anyway."""
+
+    def __init__(self, source: pa.Schema, frame_schema: pl.Schema, replaced=()):
+        replaced = set(replaced)
+        default = pl.DataFrame(schema=frame_schema).to_arrow().schema
+        fields = []
+        for f in default:
+            i = source.get_field_index(f.name)
+            src = source.field(i) if i >= 0 else None
+            fields.append(src if src is not None and _keeps(src, frame_schema[f.name], f.name in replaced) else f)
+        meta = {k: v for k, v in (source.metadata or {}).items() if k != b"ARROW:schema"}
+        self.schema = pa.schema(fields, metadata=meta or None)
+        self.needed = bool(meta) or any(a.type != b.type or a.metadata for a, b in zip(fields, default))
+
+    def table(self, frame: pl.DataFrame) -> pa.Table:
+        """``frame`` as an Arrow table of ``schema`` (every cast is safe: a value that would
+        change is an error)."""
+        tbl = frame.to_arrow()
+        cols = []
+        for i, f in enumerate(self.schema):
+            col = tbl.column(i)
+            cols.append(col if col.type == f.type else _cast(col, f.type))
+        return pa.Table.from_arrays(cols, schema=self.schema)
+
+
+def _cast(col, t: pa.DataType):
+    if pa.types.is_dictionary(t) and pa.types.is_dictionary(col.type) and not (
+            pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)):
+        # categories of numbers (read as texts): back to numbers, then to the dictionary
+        col = col.cast(pa.string()).cast(t.value_type).dictionary_encode()
+    return col.cast(t)
+

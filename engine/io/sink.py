@@ -134,8 +134,9 @@ def check_side_output(option: str, dest: str | os.PathLike, inputs: Sequence[str
     return path
 
 
-# dtypes Polars cannot write to CSV (nested, binary, durations, Python objects)
-_NOT_CSV = (pl.Duration, pl.List, pl.Array, pl.Struct, pl.Binary, pl.Object)
+# dtypes Polars cannot write to CSV (nested, binary, durations, Python objects; maps)
+_NOT_CSV = (pl.Duration, pl.List, pl.Array, pl.Struct, pl.Binary, pl.Object) + \
+    ((pl.Map,) if hasattr(pl, "Map") else ())
 
 
 def check_csv_columns(dest: str | os.PathLike, schema, columns: Sequence[str]) -> None:

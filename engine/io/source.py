@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import csv as _csv
+import json
 import glob as _glob
 import gzip
 import os
@@ -34,7 +35,7 @@ import pyarrow.parquet as pq
 
 from ..errors import EngineError, first_line
 from ..parallel import read_ahead
-from .schema import FolderSchema, adapt, adapt_lazy, check_reconciled, reconcile_parquet
+from .schema import FolderSchema, adapt, adapt_lazy, check_reconciled, reconcile_parquet, unreadable_column, unsupported_field
 from .tempfiles import os_reason, private_file
 
 _PARQUET = (".parquet", ".pq", ".parq")
@@ -219,7 +220,7 @@ class TableSource:
     _readable: tuple[str, ...] = ()
     _names: tuple[str, ...] | None = None
     _temps: list = field(default_factory=list)
-    floats: tuple[str, ...] = ()
+    floats: tuple[tuple[str, object], ...] = ()  # (column, type): the columns parsed as numbers, dates, Booleans
     # Parquet files: their reconciled schema (``engine.io.schema``); every frame read is cast to it
     folder: FolderSchema | None = None
     # CSV: how ``lazy`` was built from the files (``_scan``'s nulls and keywords, the casts
@@ -227,6 +228,9 @@ class TableSource:
     _recipe: tuple = (True, (("infer_schema", False),), ())
     # CSV: when set, the files are read ``piece_bytes`` bytes at a time (``bounded``)
     piece_bytes: int | None = None
+    # the input's Arrow schema (a Parquet file's, a pyarrow table's, a pandas frame's), with
+    # its metadata: a Parquet output keeps its columns' types (``io.schema.ArrowTarget``)
+    arrow: pa.Schema | None = None
 
     @property
     def schema(self) -> pl.Schema:
@@ -320,7 +324,8 @@ class TableSource:
         if self.kind != "csv":
             return self
         types = {c: dt for c, dt in (types or {}).items() if c in set(self.columns)}
-        floats = tuple(c for c, dt in types.items() if dt == pl.Float64 and parse)
+        # the columns the reader parses (a value that does not parse: ``_diagnose``)
+        floats = tuple((c, dt) for c, dt in types.items() if parse and dt in (pl.Float64, pl.Date, pl.Boolean))
         nulls = list(self.csv.null_values) if self.csv is not None else []
         if text:
             # the null values are missing in the typed columns only: the text columns keep
@@ -394,9 +399,11 @@ class TableSource:
         self.close()
 
     def _diagnose(self, columns) -> EngineError | None:
-        """After a CSV parse error: the first value of a Float64 column that is not a
-        number, as one line naming the column and the row (rows counted from 1)."""
-        cols = [c for c in (self.floats if columns is None else columns) if c in set(self.floats)]
+        """After a CSV parse error: the first value of a typed column (a QI read as a
+        number, a date or a Boolean) that does not read as its type, as one line naming
+        the column and the row (rows counted from 1)."""
+        typed = dict(self.floats)
+        cols = [c for c in (list(typed) if columns is None else columns) if c in typed]
         if not cols:
             return None
         nulls = list(self.csv.null_values) if self.csv is not None else []
@@ -406,11 +413,10 @@ class TableSource:
             for batch in raw.collect_batches(chunk_size=100_000, maintain_order=True):
                 for c in cols:
                     s = batch.get_column(c)
-                    bad = s.is_not_null() & ~s.is_in(nulls) & s.str.strip_chars().cast(pl.Float64, strict=False).is_null()
+                    bad = s.is_not_null() & ~s.is_in(nulls) & ~_reads_as(s, typed[c])
                     if bad.any():
                         i = int(bad.arg_max())
-                        return EngineError(f"column {c!r} is not numeric: {s[i]!r} at row {offset + i + 1} "
-                                           f"(rows counted from 1) of {self.label} is not a number")
+                        return not_a_value(c, s[i], offset + i + 1, self.label, typed[c])
                 offset += batch.height
         except Exception:
             return None
@@ -635,9 +641,29 @@ def _typed_from_text(c: str, dtype, nulls: list[str]) -> pl.Expr:
     col = pl.when(pl.col(c).is_in(nulls)).then(None).otherwise(pl.col(c))
     if dtype == pl.String:
         return col.alias(c)
-    if dtype.is_numeric():
-        col = col.str.strip_chars()
-    return col.cast(dtype).alias(c)
+    if dtype == pl.Boolean:
+        low = col.str.to_lowercase()
+        return (pl.when(low == "true").then(True).when(low == "false").then(False)
+                .otherwise(col.cast(pl.Boolean))).alias(c)
+    return col.cast(dtype).alias(c)  # (no space stripped: as the reader without null values)
+
+
+def _reads_as(s: pl.Series, dtype) -> pl.Series:
+    """Whether each text of ``s`` reads as ``dtype`` (Float64, Date, Boolean) as the CSV
+    reader reads it (a number with a space around it does not)."""
+    if dtype == pl.Date:
+        return s.str.to_date("%Y-%m-%d", strict=False).is_not_null()
+    if dtype == pl.Boolean:
+        return s.str.to_lowercase().is_in(["true", "false"])
+    return s.cast(pl.Float64, strict=False).is_not_null()
+
+
+def not_a_value(column: str, value, row: int, label: str, dtype=pl.Float64, hint: str = "") -> EngineError:
+    """The one-line error for a QI value of a CSV input that is not of its column's type."""
+    what = {pl.Date: ("a date", "a date (YYYY-MM-DD)"), pl.Boolean: ("Boolean", "true or false")}.get(
+        dtype, ("numeric", "a number"))
+    return EngineError(f"column {column!r} is not {what[0]}: {value!r} at row {row} (rows counted from 1) "
+                       f"of {label} is not {what[1]}{hint}")
 
 
 def row_group_slices(path: str, chunk_rows: int, columns=None, groups=None) -> Iterator[pl.DataFrame]:
@@ -769,6 +795,125 @@ def _check_header(path: str, label: str, opts: CsvOptions) -> None:
         seen.add(c)
 
 
+_SCAN_PIECE = 16 << 20  # bytes of a CSV read at a time by ``check_structure``
+
+
+def check_structure(path: str, label: str, opts: CsvOptions) -> None:
+    """Refuse, before any work, a CSV file the reader would misread, in one line naming
+    the line (physical lines counted from 1, the header is line 1):
+
+    * a quoted field that is never closed (an open quote on line 1 swallows the file);
+    * a quote inside an unquoted field (``a"b``: quote such a field and double the quote);
+    * line ends that are a carriage return alone (old Mac files: the file is one line);
+    * a record with fewer fields than the header (a missing field would be read as a
+      missing value, silently) or more (the reader's own message names no line).
+
+    Streamed a piece at a time (numpy over the bytes: memory stays at one piece)."""
+    sep = ord(opts.separator)
+    parity = 0        # quotes seen so far, mod 2 (1: inside a quoted field)
+    lines = 0         # newlines before this piece
+    fields = 0        # separators outside quotes in the record being read
+    header = None     # the header's fields
+    start_line = 1    # the line the record being read starts on
+    blank = True      # the record being read has no byte yet (but a CR)
+    prev = 10         # the byte before this piece (a newline: the start of the file)
+    pending = None    # a closing quote at the end of the previous piece (its line)
+    open_line = 0     # the line of the last opening quote
+    seen_nl = seen_cr = False
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise EngineError(f"cannot read {label}: {exc.strerror or exc}") from None
+
+    def bad(line, what):
+        return EngineError(f"cannot read {label}: line {line:,}: {what}")
+
+    with fh:
+        while True:
+            piece = fh.read(_SCAN_PIECE)
+            if lines == 0 and piece.startswith(b"\xef\xbb\xbf") and prev == 10 and header is None:
+                piece = piece[3:]
+            if not piece:
+                break
+            a = np.frombuffer(piece, np.uint8)
+            nl = np.flatnonzero(a == 10)
+            seen_nl |= nl.size > 0
+            seen_cr |= bool((a == 13).any())
+            if not seen_nl and seen_cr and lines == 0:
+                raise bad(1, "its line ends are carriage returns alone (\\r): convert them to \\n or \\r\\n")
+            q = np.flatnonzero(a == 34)
+            if pending is not None:
+                if a[0] not in (sep, 10, 13, 34):
+                    raise bad(pending, 'a quote inside a quoted field must be doubled ("")')
+                pending = None
+            if q.size:
+                idx = (parity + np.arange(q.size)) & 1  # 0: opens a quoted field, 1: closes it
+                before = np.where(q > 0, a[np.maximum(q - 1, 0)], prev)
+                opening = q[idx == 0]
+                ob = before[idx == 0]
+                wrong = (ob != sep) & (ob != 10) & (ob != 13) & (ob != 34)
+                if wrong.any():
+                    at = int(opening[np.argmax(wrong)])
+                    raise bad(lines + 1 + int(np.searchsorted(nl, at)),
+                              'a quote inside an unquoted field (quote the field and double the quote: "a""b")')
+                closing = q[idx == 1]
+                inner = closing[closing < a.size - 1]
+                after = a[inner + 1]
+                wrong = (after != sep) & (after != 10) & (after != 13) & (after != 34)
+                if wrong.any():
+                    at = int(inner[np.argmax(wrong)])
+                    raise bad(lines + 1 + int(np.searchsorted(nl, at)),
+                              'a quote inside a quoted field must be doubled ("")')
+                if closing.size and closing[-1] == a.size - 1:
+                    pending = lines + 1 + int(np.searchsorted(nl, a.size - 1))
+                if opening.size:
+                    open_line = lines + 1 + int(np.searchsorted(nl, int(opening[-1])))
+            # records end at newlines outside quotes; fields are separators outside quotes
+            s = np.flatnonzero(a == sep)
+            if q.size or parity:
+                ends = nl[((parity + np.searchsorted(q, nl)) & 1) == 0]
+                s = s[((parity + np.searchsorted(q, s)) & 1) == 0]
+            else:  # (no quote: every newline ends a record, every separator is one)
+                ends = nl
+            counts = np.diff(np.searchsorted(s, ends), prepend=0)
+            if ends.size:
+                counts[0] += fields
+                starts = np.concatenate(([-1], ends[:-1])) + 1
+                width = ends - starts  # bytes before the newline
+                empty = (width == 0) | ((width == 1) & (a[np.maximum(ends - 1, 0)] == 13))
+                empty[0] = empty[0] and blank
+                start_lines = lines + 1 + np.searchsorted(nl, starts)
+                start_lines[0] = start_line
+                n_fields = counts + 1
+                if header is None:
+                    header = int(n_fields[0])
+                    n_fields[0] = header
+                off = (n_fields != header) & ~empty
+                if off.any():
+                    i = int(np.argmax(off))
+                    raise bad(int(start_lines[i]), _field_count(int(n_fields[i]), header))
+                last = int(ends[-1])
+                fields = int(s.size - np.searchsorted(s, last))
+                blank = last + 1 == a.size
+                start_line = lines + 1 + int(np.searchsorted(nl, last + 1))
+            else:
+                fields += int(s.size)
+                blank = blank and a.size == int((a == 13).sum())
+            parity = (parity + q.size) & 1
+            lines += int(nl.size)
+            prev = int(a[-1])
+    if parity:
+        raise bad(open_line, "a quoted field opened here is never closed")
+    if not blank and header is not None and fields + 1 != header:
+        raise bad(start_line, _field_count(fields + 1, header))
+
+
+def _field_count(n: int, header: int) -> str:
+    what = "fewer" if n < header else "more"
+    return (f"{n} field{'s' if n != 1 else ''}, the header has {header} ({what} fields than the header: "
+            f"a field or a separator is missing or extra)")
+
+
 def open_csv(files: list[str], text: str, opts: CsvOptions | None, tmp_dir) -> TableSource:
     """A CSV source: columns named from the header, nothing typed or inferred yet (see
     ``TableSource.with_types`` and ``TableSource.schema``)."""
@@ -779,6 +924,7 @@ def open_csv(files: list[str], text: str, opts: CsvOptions | None, tmp_dir) -> T
         for f in files:
             r = _readable_csv(f, o, tmp_dir, temps)
             _check_header(r, f if len(files) > 1 else text, o)
+            check_structure(r, f if len(files) > 1 else text, o)
             readable.append(r)
         src = TableSource(pl.LazyFrame(), text, tuple(files), "csv", csv=opts, _readable=tuple(readable), _temps=temps)
         src.lazy = src._scan(infer_schema=False)
@@ -818,10 +964,13 @@ def _dates(lf_or_frame, arrow_schema):
     return lf_or_frame.with_columns(pl.col(d64).cast(pl.Date)) if d64 else lf_or_frame
 
 
-def _from_pandas(df) -> pl.DataFrame:
-    """A pandas DataFrame as Polars (through Arrow: numeric columns without a copy). An
-    index other than the default 0, 1, ... becomes columns first (as pandas' own
-    ``to_parquet`` keeps it): by its names, or ``index`` (pandas' ``reset_index``)."""
+def _from_pandas(df) -> tuple[pl.DataFrame, pa.Schema | None]:
+    """A pandas DataFrame as Polars (through Arrow: numeric columns without a copy), and
+    its Arrow schema as pandas' own ``to_parquet`` writes it (its metadata records the
+    index). A RangeIndex (any start and step) stays in that metadata only; another index
+    becomes columns first (as ``to_parquet`` stores it): by its names, or ``index``
+    (pandas' ``reset_index``). A Categorical whose categories are not texts (numbers,
+    say) is read as categories of their texts: its values are categories, not numbers."""
     import pandas as pd  # optional: only a pandas DataFrame given as input gets here
 
     for c in df.columns:
@@ -833,24 +982,82 @@ def _from_pandas(df) -> pl.DataFrame:
         raise EngineError(f"pandas column {dup!r} appears twice; rename one of them")
     idx = df.index
     try:
-        if not (isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1 and idx.name is None):
+        try:
+            arrow = pa.Schema.from_pandas(df, preserve_index=None)
+        except Exception:  # (types pyarrow cannot hold: pl.from_pandas says why below)
+            arrow = None
+        if not isinstance(idx, pd.RangeIndex):
+            before = [n if n is not None else f"__index_level_{i}__" for i, n in enumerate(idx.names)]
             df = df.reset_index()  # refuses an index named as a column
-        return pl.from_pandas(df)
+            if arrow is not None:
+                arrow = _renamed_index(arrow, dict(zip(before, df.columns[:len(before)])))
+        cats = [c for c in df.columns if isinstance(df[c].dtype, pd.CategoricalDtype)
+                and not pd.api.types.is_string_dtype(df[c].cat.categories.dtype)
+                and not df[c].cat.categories.inferred_type == "string"]
+        if cats:
+            df = df.copy(deep=False)
+            for c in cats:
+                df[c] = df[c].cat.rename_categories([str(v) for v in df[c].cat.categories])
+        return pl.from_pandas(df), arrow
+    except EngineError:
+        raise
     except Exception as exc:
         raise EngineError(f"cannot convert the pandas DataFrame: {first_line(exc)}") from None
 
 
+def _renamed_index(arrow: pa.Schema, names: dict) -> pa.Schema:
+    """pyarrow's index fields (``__index_level_0__``, or the index's names) renamed as
+    ``reset_index`` names the columns, in fields and in pandas' metadata."""
+    fields = [f.with_name(names.get(f.name, f.name)) for f in arrow]
+    meta = dict(arrow.metadata or {})
+    if b"pandas" in meta:
+        info = json.loads(meta[b"pandas"])
+        info["index_columns"] = [names.get(c, c) if isinstance(c, str) else c for c in info.get("index_columns", [])]
+        for col in info.get("columns", []):
+            if col.get("field_name") in names:
+                col["field_name"] = names[col["field_name"]]
+        meta[b"pandas"] = json.dumps(info).encode()
+    return pa.schema(fields, metadata=meta)
+
+
+def _categories_of_numbers(data):
+    """A pyarrow table whose dictionary columns of numbers (categories) are dictionaries
+    of their texts: Polars would read them as numbers (see ``_from_pandas``)."""
+    schema = data.schema
+    for i, f in enumerate(schema):
+        t = f.type
+        if pa.types.is_dictionary(t) and not (pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)):
+            col = data.column(i)
+            if isinstance(data, pa.RecordBatch):
+                data = pa.Table.from_batches([data])
+            col = col.cast(t.value_type).cast(pa.string()).dictionary_encode()
+            data = data.set_column(i, f.name, col)
+    return data
+
+
 def _from_memory(data, kind: str) -> TableSource:
     if kind == "pandas":
-        return TableSource(_from_pandas(data).lazy(), "input DataFrame (pandas)")
+        frame, arrow = _from_pandas(data)
+        return TableSource(frame.lazy(), "input DataFrame (pandas)", arrow=arrow)
+    bad = unsupported_field(data.schema)
+    if bad is not None:
+        raise EngineError(f"cannot convert the pyarrow {kind}: {bad}")
     try:
         if kind == "arrow":
-            frame = _dates(pl.from_arrow(data, rechunk=False), data.schema)
-            return TableSource(frame.lazy(), "input table (pyarrow)")
+            frame = _dates(pl.from_arrow(_categories_of_numbers(data), rechunk=False), data.schema)
+            return TableSource(frame.lazy(), "input table (pyarrow)", arrow=data.schema)
         lf = _dates(pl.scan_pyarrow_dataset(data), data.schema)
-        return TableSource(lf, "input dataset (pyarrow)")
+        return TableSource(lf, "input dataset (pyarrow)", arrow=data.schema)
     except Exception as exc:
         raise EngineError(f"cannot convert the pyarrow {kind}: {first_line(exc)}") from None
+
+
+def _parquet_arrow(path: str) -> pa.Schema | None:
+    """The Arrow schema of a Parquet input (its first file's; metadata included)."""
+    try:
+        return pq.read_schema(path)
+    except Exception:
+        return None
 
 
 def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | None = None,
@@ -905,6 +1112,11 @@ def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | N
         except EngineError:
             raise
         except Exception as exc:
-            raise EngineError(f"cannot read {text}: {first_line(exc)}") from None
-        return TableSource(lf, text, tuple(files), kind, folder.schema, folder=folder)
+            why = next((w for w in map(unreadable_column, files) if w), None) or first_line(exc)
+            raise EngineError(f"cannot read {text}: {why}") from None
+        arrow = _parquet_arrow(files[0])
+        bad = unsupported_field(arrow) if arrow is not None else None
+        if bad is not None:
+            raise EngineError(f"cannot read {text}: {bad}")
+        return TableSource(lf, text, tuple(files), kind, folder.schema, folder=folder, arrow=arrow)
     raise EngineError(f"unsupported input type {type(data).__name__}")

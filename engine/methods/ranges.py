@@ -272,23 +272,24 @@ class RangeFlow:
                                   [0] * dn + self.cards, num + cat, sa, ranges)
         # the plan splits on the numeric QIs; on the category codes when there are none
         cols = np.arange(dn) if dn else np.arange(dn, dn + dc)
+        if forced and cfg.epsilon is None:  # (after pass 1: a bad value is named first)
+            self._refuse_default_epsilon(rows)
         return Profiled(profile, enc, spill, cols, one_class=forced)
 
     def _epsilon(self, sa_total) -> bool:
         """epsilon (the table's SA entropy by default) and its checks; True when only
         the whole table reaches it (epsilon = H with coprime SA counts: asked for with
-        ``epsilon``, else refused)."""
+        ``epsilon``, else refused by ``profile``)."""
         self.m = int(sa_total.shape[0])
         self.H, self.eps = H, eps = table_epsilon(sa_total, self.cfg.epsilon, self.sa)
-        forced = eps >= H - ENTROPY_TOL and math.gcd(*[int(c) for c in sa_total]) == 1
-        if forced and self.cfg.epsilon is None:
-            # the default reaches only the one class of every row: a release with no
-            # utility, which a run must not publish without being asked to
-            raise EngineError(f"epsilon (--epsilon) is needed: without it each class must reach the whole "
-                              f"table's entropy of {self.sa!r} ({H:.4g} bits), which only one class of all "
-                              f"{int(sum(int(c) for c in sa_total)):,} rows does; give fewer bits, e.g. "
-                              f"--epsilon {0.75 * H:.2g}")
-        return forced
+        return eps >= H - ENTROPY_TOL and math.gcd(*[int(c) for c in sa_total]) == 1
+
+    def _refuse_default_epsilon(self, rows: int) -> None:
+        """The default epsilon reaches only the one class of every row: a release with
+        no utility, which a run does not publish unless epsilon asks for it."""
+        raise EngineError(f"epsilon (--epsilon) is needed: without it each class must reach the whole table's "
+                          f"entropy of {self.sa!r} ({self.H:.4g} bits), which only one class of all {rows:,} rows "
+                          f"does; give fewer bits, e.g. --epsilon {0.75 * self.H:.2g}")
 
     # ------------------------------------------------------------ pass 2
 

@@ -15,11 +15,13 @@ import threading
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 from polars.io.plugins import register_io_source
 
 from ..errors import EngineError, VerificationError, first_line
 from ..io.source import Source, numeric_values
+from ..io.schema import ArrowTarget
 from ..io.sink import PARQUET_OPTIONS
 from ..io.tempfiles import io_errno
 from .selfcheck import ClassCounter
@@ -54,8 +56,16 @@ class Writer:
     whatever the chunking, so the file's bytes do not depend on the chunk size.
     """
 
-    def __init__(self, path: str | None, fmt: str):
+    def __init__(self, path: str | None, fmt: str, arrow: pa.Schema | None = None, replaced=()):
         self.path, self.fmt = path, fmt
+        # the input's Arrow schema (``TableSource.arrow``): pass-through columns keep their
+        # Arrow types and the schema its metadata (``io.schema.ArrowTarget``), written by
+        # pyarrow in row groups of ``ROW_GROUP_ROWS`` (the same bytes for any chunking)
+        self.arrow, self.replaced = arrow, tuple(replaced)
+        self._target: ArrowTarget | None = None
+        self._pq = None
+        self._held: list = []  # Arrow tables waiting for a full row group
+        self._held_rows = 0
         self.frames: list[pl.DataFrame] = []
         self._fh = None
         self._first = True
@@ -63,7 +73,36 @@ class Writer:
         self._queue = None
         self._error: BaseException | None = None
 
+    def _write_arrow(self, frame: pl.DataFrame | None) -> None:
+        """Hold ``frame`` as Arrow (``None``: the end) and write every full row group."""
+        if frame is not None:
+            tbl = self._target.table(frame)
+            self._held.append(tbl)
+            self._held_rows += tbl.num_rows
+        while self._held_rows >= ROW_GROUP_ROWS or frame is None and self._held_rows:
+            tbl = pa.concat_tables(self._held)
+            take = min(ROW_GROUP_ROWS, tbl.num_rows)
+            if self._pq is None:
+                self._pq = pq.ParquetWriter(self.path, self._target.schema, compression=PARQUET_OPTIONS["compression"],
+                                            compression_level=PARQUET_OPTIONS["compression_level"],
+                                            write_statistics=PARQUET_OPTIONS["statistics"])
+            self._pq.write_table(tbl.slice(0, take).combine_chunks(), row_group_size=ROW_GROUP_ROWS)
+            rest = tbl.slice(take)
+            self._held, self._held_rows = ([rest] if rest.num_rows else []), rest.num_rows
+        if frame is None:
+            if self._pq is None:  # no row: the schema alone
+                self._pq = pq.ParquetWriter(self.path, self._target.schema)
+            self._pq.close()
+            self._pq = None
+
     def _write_parquet(self, frame: pl.DataFrame) -> None:
+        if self._target is None and self.arrow is not None:
+            target = ArrowTarget(self.arrow, frame.schema, self.replaced)
+            if target.needed:
+                self._target = target
+        if self._target is not None:
+            self._write_arrow(frame)
+            return
         self._check_thread()
         if self._thread is None:
             self._queue = queue.Queue(maxsize=1)
@@ -136,6 +175,8 @@ class Writer:
 
     def close(self) -> pl.DataFrame | None:
         try:
+            if self._target is not None:
+                self._write_arrow(None)
             self._join(None)
             self._check_thread()
             if self._fh is not None:
@@ -148,6 +189,11 @@ class Writer:
         return None
 
     def abort(self) -> None:
+        try:
+            if self._pq is not None:
+                self._pq.close()
+        except Exception:
+            pass
         try:
             self._join(_CANCEL)
         except BaseException:
@@ -196,7 +242,7 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
         read = [c for c in order if c not in set(qi)] or qi[:1]
     elif publisher is not None and publisher.unread:  # (mixed-type QIs: published from the groups alone)
         read = [c for c in order if c not in set(publisher.unread)] or order[:1]
-    writer = Writer(path, fmt)
+    writer = Writer(path, fmt, getattr(source.base, "arrow", None), qi)
     counter = ClassCounter(qi, groups.count) if counter is None else counter
     unit_scale = np.ones(d)
 
@@ -290,7 +336,7 @@ def range_write_pass(source: Source, path, fmt, labels, pub, sets, chunk_rows, p
     Series per class; ``sets``: column -> (the distinct sets' text, the set of each
     class)); other columns pass through. Every frame handed to the writer is counted
     by its published values (``counter``, the self-check)."""
-    writer = Writer(path, fmt)
+    writer = Writer(path, fmt, getattr(source.base, "arrow", None), [*pub, *sets])
     try:
         with Progress("write", rows, progress) as bar:
             for offset, frame in source.iter_frames(None, chunk_rows):
