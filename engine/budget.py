@@ -22,7 +22,24 @@ measured on census-like tables (docs/benchmarks.md, "Memory limit"):
 * the spill buffers: two of ``spill_buffer`` bytes (one filled, one being written);
 * a CSV input read a piece at a time (``Source.bounded``): about ``PIECE_FACTOR``
   times the piece (the bytes, Polars' parse buffers and columns);
+* a Parquet input read by pyarrow (the QIs of the profile and partition passes, the
+  original of ``--risk``): pyarrow pre-buffers every column chunk of a file it reads,
+  which its allocator keeps: the read columns' compressed bytes of the largest file
+  (``parquet_buffer``, from the footers), counted for the whole run;
+* the polish (MDAV family, streamed, ``RunConfig.effective_polish_rounds`` > 0): while
+  the units are aggregated, every standardized row (8 d a row, for the seam polish) and
+  two polished units in flight (``polish_state`` a row beside the block's record); then
+  the seam polish (``seam_bytes``: the rows, the kernel's slot copy, the near lists).
+  The polish never depends on the limit: a limit too small for it is refused (the
+  refusal says ``or --polish-rounds 0``);
+* ``--risk`` (after the run, in the same process; the label map is still held): the
+  original's standardized QIs and their kd-tree (``n (16 d + 25)``), the release's QI
+  columns as pyarrow pre-buffers them (8 a value), the distinct masked points (48 d a
+  group);
 * a margin: ``MARGIN_SHARE`` of the limit plus ``MARGIN_FIXED``.
+
+The phases do not overlap: the least limit is the fixed part plus the largest phase
+(the passes with their floors, the polished aggregate pass, the seam polish, the risk).
 
 Below the minimum (every size at its floor: ``MIN_CHUNK`` rows, two blocks of the
 block size, ``MIN_SPILL`` buffers, ``MIN_PIECE`` pieces) the run is refused up front
@@ -40,9 +57,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import psutil
+import pyarrow.parquet as pq
 
-from .options import RunConfig
-from .tuning import DEFAULT_BLOCK_SIZE
+from .options import OPTIONS, RunConfig
+from .tuning import DEFAULT_BLOCK_SIZE, POLISH_UNIT_ROWS, polish_near
 from .errors import EngineError
 
 MiB = 1 << 20
@@ -57,6 +75,7 @@ MIN_SPILL = 4 * MiB
 MIN_PIECE = 2 * MiB
 MAX_PIECE = 16 * MiB
 DEFAULT_SPILL = 32 * MiB
+PHASE_FACTOR = 1.15          # the seam polish and the risk: measured peak over the estimate (1M rows: 1.07, 0.97)
 
 
 @dataclass(frozen=True)
@@ -135,23 +154,78 @@ def refuse(limit: int, need: int, rows: int, d: int, method: str, why: str = "",
                        f"{rows:,} rows of {d} QIs with method {method}{why}); raise it{tail}")
 
 
+def seam_bytes(rows: int, d: int, k: int) -> int:
+    """Memory of the seam polish: the standardized rows, the polish kernel's slot copy
+    (2k-1 slots a group), near lists and their copy, sums / means / orders."""
+    groups = rows // k + 1
+    return 8 * (rows * d + groups * (2 * k - 1) * d + 2 * groups * polish_near(k) + 5 * groups * d + 2 * rows)
+
+
+def polish_state(d: int, k: int) -> int:
+    """Bytes a row of a unit polished in a worker holds beside its block record: the
+    kernel's state for the unit (``seam_bytes`` a row, the rows' copy included)."""
+    return -(-seam_bytes(1 << 20, d, k) // (1 << 20))
+
+
+def parquet_buffer(paths, columns) -> int:
+    """What pyarrow pre-buffers reading ``columns`` of the largest of the Parquet files
+    ``paths``: their column chunks' compressed bytes (from the footers; 0 for files it
+    cannot read, whose error comes from the passes)."""
+    want, most = set(columns), 0
+    for f in paths:
+        try:
+            meta = pq.read_metadata(f)
+        except Exception:  # (not Parquet, unreadable: the passes say so)
+            continue
+        names = [meta.schema.column(j).path.split(".")[0] for j in range(meta.num_columns)]
+        size = sum(meta.row_group(g).column(j).total_compressed_size
+                   for g in range(meta.num_row_groups) for j in range(meta.num_columns) if names[j] in want)
+        most = max(most, size)
+    return most
+
+
+def csv_rows(paths) -> int:
+    """The rows of CSV files with a header, at most: their line breaks (a quoted line
+    break counts too), read 4 MiB at a time (no parsing, no Polars)."""
+    rows = 0
+    for f in paths:
+        lines, last = 0, b"\n"
+        try:
+            with open(f, "rb") as fh:
+                while True:
+                    buf = fh.read(4 * MiB)
+                    if not buf:
+                        break
+                    lines += buf.count(b"\n")
+                    last = buf[-1:]
+        except OSError:  # (the passes name the file)
+            continue
+        rows += max(0, lines + (last != b"\n") - 1)
+    return rows
+
+
 def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind: str = "parquet",
                 method: str | None = None, state: int | None = None, qis: int | None = None,
-                start_rss: int | None = None) -> Budget:
+                start_rss: int | None = None, buffered: int = 0, polish: bool | None = None,
+                risk: bool = False) -> Budget:
     """``d``: the columns a block row holds (the QIs, or more for the sensitive
     methods); ``columns``: the input's columns; ``kind``: the input's ("csv" reads in
     pieces); ``state``: the bytes the run keeps for the whole table beside the row
     -> group map (default: the MDAV family's group table; the sensitive methods pass
     their class statistics); ``qis``, ``method``: for the message; ``start_rss``: the
     process's RSS when the run began (a CSV's type inference and row count leave the
-    allocators' arenas larger, which ``RUNTIME`` already counts: ``CSV_PASSES`` at most).
+    allocators' arenas larger, which ``RUNTIME`` already counts: ``CSV_PASSES`` more,
+    always, so that the figure stated before those passes is the one after them);
+    ``buffered``: what pyarrow pre-buffers of a Parquet input (``parquet_buffer``);
+    ``polish``: the run polishes (default: from ``cfg``, a streamed MDAV-family run
+    with ``effective_polish_rounds`` > 0); ``risk``: ``--risk`` follows the run.
 
     The block size, which decides the partition and so the output, never depends on
     the limit, the thread count or the process's memory: it is the one asked for, or
     ``DEFAULT_BLOCK_SIZE``. The limit decides what does not change the output: the
     chunk, the spill buffers, the CSV pieces, where the label map lives, and how many
     units are aggregated at once (``workers``); below the least limit that fits one
-    block at a time, the run is refused."""
+    block at a time (and the polish, the risk), the run is refused."""
     block = cfg.block_size or DEFAULT_BLOCK_SIZE
     chunk = cfg.chunk_rows
     if cfg.memory_limit is None:
@@ -161,9 +235,9 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     limit = cfg.memory_limit
     fixed = psutil.Process().memory_info().rss
     if kind == "csv" and start_rss is not None:
-        fixed = min(fixed, start_rss + CSV_PASSES)
+        fixed = start_rss + CSV_PASSES
     held = fixed
-    fixed += RUNTIME - resident_runtime()
+    fixed += RUNTIME - resident_runtime() + buffered
     margin = int(MARGIN_SHARE * limit) + MARGIN_FIXED
     groups, labels = _state(rows, cfg.k, d)
     if state is not None:
@@ -171,24 +245,47 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     csv = kind == "csv"
     cell = CELL * max(columns, 1)
     row = 8 * (5 * d + 6)  # bytes per row of a block in flight
+    if polish is None:
+        polish = cfg.spec.centroids and rows > block and cfg.effective_polish_rounds(rows) > 0
+    pair = 0
+    if polish:  # units of several blocks, polished in the workers (``CentroidFlow.units``): at least
+        # ``least`` rows, a unit ends at the block that reaches it and the last takes a shorter rest:
+        # the two largest (one aggregated, the next read) hold at most 3 least + 2 blocks
+        least_unit = max(2 * cfg.k, min(POLISH_UNIT_ROWS, rows // 2))
+        pair = min(rows, 3 * least_unit + 2 * block)
     # one block aggregated while the next is read (a smaller table: the table)
     floor_units = 2 * min(block, max(rows, 2 * cfg.k)) * row
     floor_chunk = min(MIN_CHUNK, chunk)
     floors = floor_chunk * cell + floor_units + 2 * MIN_SPILL + (PIECE_FACTOR * MIN_PIECE if csv else 0)
+    # the phases after the passes' floors (they do not overlap): the polished aggregate
+    # pass (every standardized row kept for the seams, two polished units in flight),
+    # the seam polish, the disclosure risk
+    unit_row = row + (polish_state(d, cfg.k) if polish else 0)
+    phases = {"passes": groups + floors}
+    if polish:
+        phases["polish"] = 8 * rows * d + pair * unit_row + floor_chunk * cell + 2 * MIN_SPILL
+        phases["seams"] = int(PHASE_FACTOR * seam_bytes(rows, d, cfg.k))
+    if risk:
+        phases["risk"] = risk_state(rows, d, rows // cfg.k + 1 if cfg.k else rows) + floor_chunk * cell
+    top = max(phases.values())
     # the label map: in memory, or memory-mapped in the spill folder when above a quarter
     # of what is left; counted either way (the pages of a mapped file written count in RSS)
-    least = (fixed + MARGIN_FIXED + groups + labels + floors) / (1 - MARGIN_SHARE)
+    least = (fixed + MARGIN_FIXED + labels + top) / (1 - MARGIN_SHARE)
     if limit < least:
         # the blocks a large share of it: say how to need less
-        tail = f" or lower --block-size (now {block:,} rows)" if floor_units > (least - fixed) / 4 else ""
+        tail = ""
+        if phases.get("polish", 0) == top or phases.get("seams", 0) == top:
+            tail = " or set --polish-rounds 0"
+        elif floor_units > (least - fixed) / 4:
+            tail = f" or lower --block-size (now {block:,} rows)"
         # (the process's own memory counts: in a long-lived process that ran other work, say so)
         raise refuse(limit, least, rows, qis, method, f": {mib(held)} of it held by this "
                      "process before the run", tail=tail)
     free = limit - fixed - margin - groups
     on_disk = labels > (free - labels - floors) / 4
-    left = max(0, free - labels - floors)
-    # what is left above the floors: a third each to the chunk and the units in flight,
+    # what is left above the least: a third each to the chunk and the units in flight,
     # the rest to the spill buffers and (CSV) the pieces
+    left = max(0, limit - margin - fixed - labels - top)
     chunk = max(floor_chunk, min(chunk, floor_chunk + int(left / 3 / cell)))
     rest = left / 3
     if csv:
@@ -199,9 +296,21 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     spill = int(min(DEFAULT_SPILL, MIN_SPILL + rest / 2))
     # once the table is spilled no chunk, piece or spill buffer is in flight: the units
     # (blocks, or maxent's fused units) may take what the floors and the left-over hold
-    unit_floor = floor_units + floor_chunk * cell + 2 * MIN_SPILL
-    return Budget(block, chunk, on_disk, 2 * block, spill, piece, int(least), unit_floor + left, row, unit_floor,
+    # (polished: beside every standardized row, kept for the seams)
+    if polish:
+        unit_floor = pair * unit_row + floor_chunk * cell + 2 * MIN_SPILL
+        unit_room = unit_floor + (top - phases["polish"]) + left
+    else:
+        unit_floor = floor_units + floor_chunk * cell + 2 * MIN_SPILL
+        unit_room = unit_floor + (top - phases["passes"]) + left
+    return Budget(block, chunk, on_disk, 2 * block, spill, piece, int(least), unit_room, unit_row, unit_floor,
                   rows, qis, method)
+
+
+def check_csv(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, start_rss: int, risk: bool) -> None:
+    """The plan of a CSV input before its first pass (``rows``: ``csv_rows``): refused
+    there, with the figure the plan after the passes would state, when below."""
+    plan_budget(cfg, rows, d=d, columns=columns, threads=threads, kind="csv", start_rss=start_rss, risk=risk)
 
 
 def workers(budget: Budget, limit: int | None, units: list[int], threads: int) -> int:
@@ -233,3 +342,59 @@ def check_unit(budget: Budget, limit: int | None, units: list[int], threads: int
     if need > budget.unit_room:
         least = budget.least + (need - budget.unit_floor) / (1 - MARGIN_SHARE)
         raise refuse(limit, max(least, limit + MiB), rows, d, method, why)
+
+
+# ---------------------------------------------------------------- the audit commands
+
+def risk_state(rows: int, d: int, points: int, masked: int | None = None) -> int:
+    """Bytes of the disclosure risk (``engine.audit.risk``) beyond the process: the
+    original's standardized QIs and their kd-tree while it is built (``n (16 d + 25)``),
+    the release's QI columns as pyarrow pre-buffers them (``masked`` bytes; None: not
+    written yet, 8 a value and two columns a QI at most, a range), the distinct masked
+    points (their counter, sorted copy and z-scores: 48 d a point)."""
+    masked = 2 * 8 * rows * d if masked is None else masked
+    return int(PHASE_FACTOR * (rows * (16 * d + 25) + masked + 48 * d * points))
+
+
+def check_command(limit: int | None, command: str, rows: int, d: int, state: int, *, buffered: int = 0,
+                  chunk_cells: int = 0, csv: int = 0) -> None:
+    """``microagg risk`` / ``verify`` / ``profile`` under ``--memory-limit``: refuse (one
+    line naming the least limit) when the process as it is now, ``RUNTIME``, what pyarrow
+    pre-buffers (``buffered``), ``chunk_cells`` cells of chunks in flight, ``csv`` CSV
+    inputs read in pieces (``early_piece``) and the command's own ``state`` (bytes) do
+    not fit. Called once the inputs are opened and counted, before the work."""
+    if limit is None:
+        return
+    held = rss()
+    fixed = held + RUNTIME - resident_runtime() + buffered
+    need = state + CELL * chunk_cells + csv * PIECE_FACTOR * early_piece(limit)
+    least = (fixed + MARGIN_FIXED + need) / (1 - MARGIN_SHARE)
+    if limit < least:
+        raise EngineError(f"--memory-limit {mib(limit)} is below what microagg {command} needs (at least "
+                          f"{mib(stated(least))} for {rows:,} rows of {d} QIs: {mib(held)} of it held by this "
+                          f"process before it); raise it")
+
+
+def parse_limit(value) -> int | None:
+    """A ``memory_limit`` as given (``"512MiB"``, bytes, None), checked as the option's."""
+    return None if value is None else OPTIONS["memory_limit"].check(value)
+
+
+def check_verify(limit: int | None, out, orig, rows: int, keys: list, k: int, chunk_rows: int) -> None:
+    """``microagg verify`` under ``--memory-limit`` (``check_command``): the class
+    counter and (with the original) the class means (a release of ``rows`` rows and
+    classes of k rows or more: rows / k classes, 48 bytes a value and class, their merges
+    included), the chunks of the release and the
+    original side by side, what pyarrow pre-buffers of both."""
+    if limit is None:
+        return
+    classes = rows // max(k, 1) + 1
+    # the counts (the keys and a count a class); with the original also each class's
+    # original means (``ClassMeans``: the keys, a mean a QI and the rows)
+    width = (len(keys) + 2) + (len(keys) + 1 if orig is not None else 0)
+    state = int(PHASE_FACTOR * 48 * width * classes)
+    sources = [s for s in (out, orig) if s is not None]
+    buffered = sum(parquet_buffer(s.paths, s.columns) for s in sources if s.kind == "parquet")
+    cells = chunk_rows * sum(len(s.columns) for s in sources)
+    check_command(limit, "verify", rows, len(keys), state, buffered=buffered, chunk_cells=cells,
+                  csv=sum(s.kind == "csv" for s in sources))

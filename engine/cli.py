@@ -186,7 +186,7 @@ def _cmd_verify(args) -> int:
     _check_json(args, args.output, args.original)
     res = verify_release(args.output, args.qi, args.k, sa=args.sa, l=args.l, epsilon=args.epsilon,
                          original=args.original, chunk_rows=args.chunk_rows, mixed=args.mixed,
-                         ordinal=args.ordinal, **csv_given(args))
+                         ordinal=args.ordinal, memory_limit=args.memory_limit, **csv_given(args))
     if args.json:
         _write_json(args.json, res.to_json())
     print(res.summary())
@@ -200,7 +200,7 @@ def _cmd_risk(args) -> int:
 
     _check_json(args, args.original, args.masked)
     res = disclosure_risk(args.original, args.masked, args.qi, p=args.p, chunk_rows=args.chunk_rows,
-                          ordinal=args.ordinal,
+                          ordinal=args.ordinal, memory_limit=args.memory_limit,
                           **csv_given(args))
     if args.json:
         _write_json(args.json, res.to_json())
@@ -217,7 +217,7 @@ def _cmd_profile(args) -> int:
     cols = [c.strip() for c in args.columns.split(",")] if args.columns.strip() else []
     res = dependency.profile(args.input, cols, args.measure, width=args.width, bins=args.bins,
                              binning=args.binning, count=args.select_count, threads=args.threads,
-                             **csv_given(args))
+                             memory_limit=args.memory_limit, **csv_given(args))
     if args.json:
         _write_json(args.json, json_text(res.to_dict()))
     print(res.render())
@@ -297,7 +297,7 @@ def _cmd_report(args) -> int:
     check_side_output("--html", args.html, (args.json,))
     report = html_report.load_report(args.json)
     with atomic_output(args.html) as tmp:
-        html_report.write(report, tmp, args.html)
+        html_report.write(report, tmp, args.html, saved=args.json)
     print(f"microagg: wrote {args.html}", file=sys.stderr)
     return 0
 

@@ -29,12 +29,16 @@ errors.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
 import logging
 import os
 import shutil
+import threading
+import time
 import uuid
 
 from typing import Iterator, Sequence
@@ -59,6 +63,7 @@ from .passes.write import ROW_GROUP_ROWS, Writer, finish_sums, measured_sums, wr
 log = logging.getLogger("engine")
 
 CONNECT_SECONDS = 3     # an unreachable scheduler: the run stops after this long
+ANSWER_SECONDS = 20     # a service at the address that accepts connections but does not answer as a scheduler
 WORKER_WAIT_SECONDS = 30  # a scheduler without workers
 # rows of a partition / write task: one task per worker, or more of at most PART_ROWS rows
 # (fewer, larger parts: fewer reads per unit, which reads each part file once)
@@ -89,12 +94,88 @@ def connect(scheduler, memory_limit: int | None = None):
     if not isinstance(scheduler, str) or "://" not in scheduler and ":" not in scheduler:
         raise EngineError(f"scheduler (--scheduler) must be an address such as tcp://HOST:PORT, 'local' or a "
                           f"distributed.Client, got {scheduler!r}")
+    if not scheduler.startswith("inproc://"):  # (an in-process address answers only in its own process)
+        probe(scheduler)
+    stack.enter_context(_quiet_distributed())  # its own log lines (a lost connection's traceback): one line is ours
     try:
         client = distributed.Client(scheduler, timeout=CONNECT_SECONDS, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
+        stack.close()
         raise EngineError(f"cannot reach the Dask scheduler at {scheduler} (--scheduler): {first_line(exc)}") from None
     stack.enter_context(client)
     return client, stack
+
+
+@contextlib.contextmanager
+def _quiet_distributed():
+    """Dask's client logs a lost connection (its reconnection attempts, with an asyncio
+    traceback) at ERROR: silenced while the run uses it (a failure reaches the run as an
+    exception, reported in one line); its level restored after."""
+    names = ["distributed"] + [n for n in logging.root.manager.loggerDict if n.startswith("distributed.")]
+    quiet = [logging.getLogger(n) for n in names]  # (Dask's config gives some their own level)
+    levels = [q.level for q in quiet]
+    for q in quiet:
+        q.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for q, level in zip(quiet, levels):
+            q.setLevel(level)
+
+
+def probe(address: str, connect_seconds: float | None = None, answer_seconds: float | None = None) -> None:
+    """Check that a Dask scheduler answers at ``address``, in bounded time, before a
+    ``distributed.Client`` is made: the Client waits without end for a service that
+    accepts the connection and never answers (its handshake has no timeout), and reads
+    another service's answer as a Dask message (an HTTP server's "HTTP/1.1" read as a
+    frame length: a 3 EiB allocation). One line naming the address otherwise:
+    unreachable (``CONNECT_SECONDS``), no answer (``ANSWER_SECONDS``), or not a Dask
+    scheduler. Runs on a thread of its own (its own event loop: the caller may run one)."""
+    from distributed.comm import connect as dask_connect  # optional: the [dask] extra
+
+    connect_seconds = CONNECT_SECONDS if connect_seconds is None else connect_seconds
+    answer_seconds = ANSWER_SECONDS if answer_seconds is None else answer_seconds
+    where = f"the Dask scheduler at {address} (--scheduler)"
+    out: dict = {}
+
+    async def ask():
+        comm = await dask_connect(address, timeout=connect_seconds)  # (its handshake: no timeout of its own)
+        out["connected"] = True
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    async def bounded():
+        return await asyncio.wait_for(ask(), connect_seconds + answer_seconds)
+
+    def run():
+        try:
+            out["answer"] = asyncio.run(bounded())
+        except BaseException as exc:  # (reported by the caller's thread)
+            out["error"] = exc
+
+    t = threading.Thread(target=run, name="microagg-probe", daemon=True)
+    t.start()
+    while t.is_alive():  # (a sleep in this frame: a signal interrupts the wait at once)
+        time.sleep(0.02)
+    exc = out.get("error")
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        raise EngineError(f"{where} did not answer: the address accepts connections but sent nothing in "
+                          f"{connect_seconds + answer_seconds:g} s (is it a Dask scheduler's?)") from None
+    if isinstance(exc, OSError) and "connected" not in out:
+        raise EngineError(f"cannot reach {where}: {first_line(exc)}") from None
+    if exc is not None:  # a reply that is no Dask message (another service), or the connection dropped
+        why = "" if isinstance(exc, MemoryError) else f" ({type(exc).__name__}: {first_line(exc)[:200]})"
+        raise EngineError(f"{address} (--scheduler) is not a Dask scheduler: the service there does not "
+                          f"answer in Dask's protocol{why}") from None
+    answer = out.get("answer")
+    kind = answer.get("type") if isinstance(answer, dict) else None
+    if kind != "Scheduler":
+        what = f"a Dask {kind.lower()}" if isinstance(kind, str) else "not a Dask scheduler"
+        raise EngineError(f"{address} (--scheduler) is {what}, not a scheduler: give the scheduler's "
+                          f"address") from None
 
 
 class DaskBackend:
@@ -105,18 +186,66 @@ class DaskBackend:
         self.run_dir = run_dir
         self.memory_limit = memory_limit
 
+    # --- the scheduler lost ---------------------------------------------------------
+
+    @contextlib.contextmanager
+    def talking(self):
+        """Calls to the scheduler: a lost scheduler (killed, its machine gone: the client
+        gives up reconnecting after ``CONNECT_SECONDS`` and cancels every future) is one
+        line naming its address; a task's own ``EngineError`` and other errors pass."""
+        try:
+            yield
+        except EngineError:
+            raise
+        except Exception as exc:
+            if not self.lost(exc):
+                raise
+            address = getattr(getattr(self.client, "scheduler", None), "address", None) or "?"
+            why = ("the connection dropped and the client gave up reconnecting (the scheduler stopped, or "
+                   "its machine or network failed)"
+                   if isinstance(exc, concurrent.futures.CancelledError) else first_line(exc))
+            raise EngineError(f"lost the Dask scheduler at {address} (--scheduler) during the run: {why}") from None
+
+    def lost(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the client's, having lost its scheduler or a task's worker
+        for good (Dask's ``KilledWorker``), rather than a task's error."""
+        if isinstance(exc, concurrent.futures.CancelledError) or type(exc).__name__ == "KilledWorker":
+            return True  # (Dask's FutureCancelledError: "scheduler-connection-lost")
+        if type(exc).__module__.startswith("distributed.") and isinstance(exc, (OSError, TimeoutError)):
+            return True  # (CommClosedError)
+        return type(exc).__name__ == "ClosedClientError" or getattr(self.client, "status", "running") in (
+            "closing", "closed", "connecting")
+
+    def result(self, fut):
+        """``fut.result()``, released after; a lost scheduler in one line (``talking``)."""
+        with self.talking():
+            out = fut.result()
+        fut.release()
+        return out
+
+    @staticmethod
+    def cancel(futures) -> None:
+        """Cancel ``futures`` (while an error unwinds: a client that lost its scheduler
+        may refuse, which must not hide that error)."""
+        for f in futures:
+            with contextlib.suppress(Exception):
+                f.cancel()
+
     # --- set up -------------------------------------------------------------------
 
     def workers(self) -> int:
-        return max(1, len(self.client.scheduler_info().get("workers", {})))
+        with self.talking():
+            return max(1, len(self.client.scheduler_info().get("workers", {})))
 
     def check_shared(self) -> None:
         """Every worker sees the run's folder at the same path (the "shared" in --tmp-dir)."""
         try:
-            self.client.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)
+            with self.talking():
+                self.client.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)
         except (TimeoutError, OSError) as exc:
             raise EngineError(f"the Dask scheduler has no workers (--scheduler): {first_line(exc)}") from None
-        seen = self.client.run(os.path.isdir, self.run_dir)
+        with self.talking():
+            seen = self.client.run(os.path.isdir, self.run_dir)
         blind = [w for w, ok in seen.items() if not ok]
         if blind:
             raise EngineError(f"temporary folder {os.path.dirname(self.run_dir)} is not shared with Dask worker "
@@ -130,11 +259,15 @@ class DaskBackend:
 
     def ranges(self, source) -> list["RangeSource"]:
         """The input cut into ranges of whole row groups, about ``PART_ROWS`` rows each,
-        at least one per worker (fewer when there are fewer row groups)."""
+        at least one per worker (fewer when there are fewer row groups). Paths are
+        made absolute here, on the client: a worker runs in a folder of its own."""
         groups = []
         for f in source.paths:
             md = pq.read_metadata(f)
-            groups += [(f, g, md.row_group(g).num_rows) for g in range(md.num_row_groups)]
+            groups += [(os.path.abspath(f), g, md.row_group(g).num_rows) for g in range(md.num_row_groups)]
+        folder = source.folder
+        if folder is not None:  # (its files' schemas looked up by the absolute paths)
+            folder = dataclasses.replace(folder, files=tuple(os.path.abspath(f) for f in folder.files))
         total = sum(n for *_, n in groups)
         tasks = max(self.workers(), -(-total // PART_ROWS))
         target = -(-total // tasks)
@@ -146,10 +279,10 @@ class DaskBackend:
                 cur.append((f, g, g + 1))
             rows += n
             if rows >= target:
-                out.append(RangeSource(source.label, source.schema, source.folder, tuple(cur), first, rows))
+                out.append(RangeSource(source.label, source.schema, folder, tuple(cur), first, rows))
                 first, cur, rows = first + rows, [], 0
         if cur or not out:
-            out.append(RangeSource(source.label, source.schema, source.folder, tuple(cur), first, rows))
+            out.append(RangeSource(source.label, source.schema, folder, tuple(cur), first, rows))
         return out
 
     def map_ordered(self, fn, items, *args):
@@ -166,19 +299,17 @@ class DaskBackend:
         try:
             while i < len(batches) or pending:
                 while i < len(batches) and len(pending) < window:
-                    pending.append(self.client.submit(_batch, fn, batches[i], *args, pure=False))
+                    with self.talking():
+                        pending.append(self.client.submit(_batch, fn, batches[i], *args, pure=False))
                     i += 1
-                fut = pending.pop(0)
-                results = fut.result()
-                fut.release()
+                results = self.result(pending.pop(0))
                 if first and "aggregate" in HOOKS:
                     HOOKS["aggregate"](self.client)
                 first = False
                 for r in results:
                     yield _widened(r)
         except BaseException:
-            for f in pending:
-                f.cancel()
+            self.cancel(pending)
             raise
 
     # --- partition ----------------------------------------------------------------
@@ -191,8 +322,9 @@ class DaskBackend:
         """``passes.partition.partition_pass`` as tasks (one per range of row groups); the
         client does ``moments`` (pass 1's checks and sums, in row order) and ``dist``
         on its way meanwhile."""
-        futures = [self.client.submit(_partition_task, r, _lean(profile), cols, plan, store, i, chunk_rows, pure=False)
-                   for i, r in enumerate(self.ranges(source))]
+        with self.talking():
+            futures = [self.client.submit(_partition_task, r, _lean(profile), cols, plan, store, i, chunk_rows,
+                                          pure=False) for i, r in enumerate(self.ranges(source))]
         try:
             if moments is not None or dist is not None:
                 qi = list(profile.columns)
@@ -203,14 +335,14 @@ class DaskBackend:
                         X = frame_to_columns(frame, qi)
                     if dist is not None:
                         dist.add(X)
-            store.set_parts([f.result() for f in futures])
+            store.set_parts([self.result(f) for f in futures])
         except BaseException:
-            for f in futures:
-                f.cancel()
+            self.cancel(futures)
             raise
         finally:
             for f in futures:
-                f.release()
+                with contextlib.suppress(Exception):
+                    f.release()
 
     # --- write --------------------------------------------------------------------
 
@@ -224,9 +356,10 @@ class DaskBackend:
         arrays = {}
         for name, a in (("labels", groups.labels), ("centroid", groups.centroid), ("sizes", groups.sizes)):
             arrays[name] = _save(self.run_dir, name, a)
-        futures = [self.client.submit(_write_task, r, self.run_dir, i, _lean(profile), arrays, groups.sse, group_column,
-                                      chunk_rows, k or 2, pure=False)
-                   for i, r in enumerate(self.ranges(source))]
+        with self.talking():
+            futures = [self.client.submit(_write_task, r, self.run_dir, i, _lean(profile), arrays, groups.sse,
+                                          group_column, chunk_rows, k or 2, pure=False)
+                       for i, r in enumerate(self.ranges(source))]
         d = len(profile.columns)
         counter = ClassCounter(profile.columns, groups.count)
         sse, s, q = np.zeros(d), np.zeros(d), np.zeros(d)
@@ -234,8 +367,7 @@ class DaskBackend:
         try:
             # parts in order as they finish: copied into OUTPUT while the later ones are written
             for i, f in enumerate(futures):
-                part, rows, keys, counts, raw = f.result()
-                f.release()
+                part, rows, keys, counts, raw = self.result(f)
                 counter.merge(keys, counts, rows)
                 sse += raw["sse"]
                 s += raw["s"]
@@ -253,8 +385,7 @@ class DaskBackend:
             if writer is not None:
                 writer.close()
         except BaseException:
-            for f in futures:
-                f.cancel()
+            self.cancel(futures)
             if writer is not None:
                 writer.abort()
             raise
@@ -284,7 +415,7 @@ def open_backend(cfg, folder, cleanup: contextlib.ExitStack) -> DaskBackend:
     the client closed, when ``cleanup`` closes)."""
     client, closer = connect(cfg.scheduler, cfg.memory_limit)
     cleanup.enter_context(closer)
-    run_dir = private_dir(folder)
+    run_dir = os.path.abspath(private_dir(folder))  # (the workers run in folders of their own)
     backend = DaskBackend(client, run_dir, cfg.memory_limit)
     cleanup.callback(backend.close)
     backend.check_shared()

@@ -34,6 +34,7 @@ hooks and the partition pass run as Dask tasks (``engine.cluster``).
 from __future__ import annotations
 
 import contextlib
+import csv
 import logging
 import os
 import time
@@ -44,13 +45,14 @@ import numba
 import numpy as np
 import polars as pl
 
-from .budget import early_piece, note_run_end, note_run_start, plan_budget, rss as current_rss, workers
+from .budget import (check_csv, csv_rows, early_piece, note_run_end, note_run_start, parquet_buffer, plan_budget,
+                     rss as current_rss, workers)
 from .methods import MethodFlow
 from .methods.centroids import CentroidFlow
 from .methods.ranges import RangeFlow
 from .options import RunConfig
 from .errors import EngineError
-from .io.sink import CommitGroup, atomic_output, check_destination, check_tmp_dir, output_format
+from .io.sink import CommitGroup, atomic_output, check_destination, check_tmp_dir, input_files, output_format
 from .io.source import open_source
 from .kernels.groups import count_labels
 from .parallel import numba_threads
@@ -170,27 +172,55 @@ def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rs
         fmt = output_format(dest)
     check_tmp_dir(tmp_dir)
     backend = _open_backend(cfg, flow, dest, tmp_dir, cleanup)
+    if cfg.memory_limit is not None:
+        _check_csv_limit(data, cfg, flow, start_rss, bool(cfg.risk) and dest is not None)
     source = open_source(data, names=names, csv=cfg.csv, tmp_dir=_tmp_folder(tmp_dir, dest))
     cleanup.callback(source.close)  # a transcoded CSV's temporary copy
     if dest is not None:
         check_destination(dest, source.paths, folder=folder_ok)
     if backend is not None:
         backend.check_source(source)
+    threads = cfg.threads or numba.get_num_threads()
+    risk = bool(cfg.risk) and dest is not None  # (engine.release measures it after the run, in this process)
     source = source.bounded(early_piece(cfg.memory_limit))  # a CSV read in pieces under a limit
     source = flow.check_input(source, fmt, dest, passes)
     rows = source.count_rows()
     if rows == 0:
         raise EngineError(f"{source.label} has no rows")
     flow.check_rows(source, rows)
-    threads = cfg.threads or numba.get_num_threads()
     # (mixed-type QIs: a chunk holds the input's columns, not the encoded ones, read as the input's kind)
     read = source.base
+    buffered = 0
+    if cfg.memory_limit is not None and read.kind == "parquet":  # what pyarrow pre-buffers of a file
+        buffered = parquet_buffer(read.paths, [*cfg.qi, *([cfg.sa] if cfg.sa else [])])
     budget = plan_budget(flow.budget_cfg, rows, columns=len(read.columns), threads=threads, kind=read.kind,
-                         start_rss=start_rss, **flow.budget_args(source, rows))
+                         start_rss=start_rss, buffered=buffered, risk=risk, **flow.budget_args(source, rows))
     source = source.bounded(budget.piece_bytes)
     single = rows <= budget.block_size and not force_blocks
     folder = tmp_dir if tmp_dir is not None else (os.path.dirname(os.path.abspath(dest)) if dest else None)
     return _Input(source, fmt, rows, budget, threads, single, folder, start_rss, backend)
+
+
+def _check_csv_limit(data, cfg, flow, start_rss, risk) -> None:
+    """A CSV input's first steps (opening it, the type inference, the row count) cost
+    memory that grows with the file: a limit below what the run needs is refused before
+    them, for the rows the files' line breaks allow (the header aside; the same figure as
+    the plan's after them, unless quoted fields hold line breaks: then a little more).
+    Plain UTF-8 ``.csv`` files only (others are transcoded first; the plan then refuses)."""
+    files = input_files(data)
+    if not files or not all(f.lower().endswith(".csv") for f in files) or \
+            (cfg.csv is not None and cfg.csv.encoding not in ("utf8", "utf-8", "utf8-lossy")):
+        return
+    sep = cfg.csv.separator if cfg.csv is not None else ","
+    try:
+        with open(files[0], newline="", encoding="utf-8", errors="replace") as fh:
+            header = next(csv.reader([fh.readline()], delimiter=sep), [])
+    except OSError:  # (open_source names the problem)
+        return
+    if not header:
+        return
+    check_csv(flow.budget_cfg, max(csv_rows(files), 1), d=len(cfg.qi), columns=len(header),
+              threads=cfg.threads or numba.get_num_threads(), start_rss=start_rss, risk=risk)
 
 
 def _open_backend(cfg, flow, dest, tmp_dir, cleanup):

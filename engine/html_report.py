@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 
-from .errors import EngineError
+from .errors import EngineError, first_line
 
 EXTRA = "pip install 'microagg-engine[html]'"
 SECTIONS = ("run", "guarantee", "utility", "dependency", "sensitive", "risk")
@@ -56,10 +56,19 @@ def render(report: dict) -> str:
     return "\n".join(parts)
 
 
-def write(report: dict, tmp: str, dest, prerender: "Prerender | None" = None) -> None:
+def write(report: dict, tmp: str, dest, prerender: "Prerender | None" = None, saved=None) -> None:
     """Render ``report`` into the temporary file ``tmp`` (renamed to ``dest`` by the
-    caller's commit); by ``prerender``'s worker when there is one."""
-    page = prerender.page(report) if prerender is not None else render(report)
+    caller's commit); by ``prerender``'s worker when there is one. ``saved``: the path
+    of a saved report (``load_report``), which a user may have edited: a value the page
+    cannot draw that ``check_fields`` let through is then one line naming the report."""
+    if saved is None:
+        page = prerender.page(report) if prerender is not None else render(report)
+    else:
+        try:
+            page = render(report)
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError) as exc:
+            raise EngineError(f"REPORT {saved}: cannot draw the page from it ({type(exc).__name__}: "
+                              f"{first_line(exc)}); an edited or damaged report?") from None
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(page)
@@ -196,7 +205,114 @@ def load_report(path) -> dict:
     if missing:
         raise EngineError(f"REPORT {path}: not a report of microagg anonymize --report "
                           f"(missing {', '.join(missing)})")
+    bad = check_fields(report)
+    if bad is not None:
+        field, want, got = bad
+        raise EngineError(f"REPORT {path}: field {field} must be {want}, got {_shown(got)} "
+                          f"(an edited or damaged report?)")
     return report
+
+
+def _shown(value) -> str:
+    text = json.dumps(value) if not isinstance(value, float) or math.isfinite(value) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+_WANT = {  # kind -> (test, what the message says)
+    "count": (lambda v: _is_int(v) and v >= 0, "a whole number >= 0"),
+    "num": (_is_num, "a finite number"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "dict": (lambda v: isinstance(v, dict), "an object"),
+    "list": (lambda v: isinstance(v, list), "a list"),
+    "names": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of names"),
+    "nums": (lambda v: isinstance(v, list) and all(_is_num(x) for x in v), "a list of finite numbers"),
+}
+# the saved report's fields the page reads: field -> (kind, may it be null)
+_FIELDS = {"rows": ("count", False), "groups": ("count", False), "min_group_size": ("count", False),
+           "max_group_size": ("count", False), "qi": ("names", False), "method": ("str", False),
+           "wall_seconds": ("num", False), "peak_rss_bytes": ("num", False), "k": ("count", True),
+           "gamma": ("num", True), "blocks": ("count", True), "input": ("str", True),
+           "engine_version": ("str", True), "sse": ("num", True), "sst": ("num", True),
+           "information_loss_percent": ("num", True), "settings": ("dict", True), "passes": ("dict", True),
+           "verified": ("dict", True), "group_size_counts": ("dict", True), "information_loss_by_qi": ("dict", True),
+           "key_attributes": ("names", True), "distributions": ("dict", True), "metrics": ("dict", True),
+           "risk": ("dict", True)}
+
+
+def check_fields(r: dict):
+    """The first field of a saved report the page cannot read, as ``(name, what it must
+    be, its value)``, or None: the report is a JSON file a user may have edited
+    ("rows": "many" would otherwise fail deep in the page with a formatting error)."""
+    def bad(name, value, kind, null=False):
+        if value is None and null:
+            return None
+        test, want = _WANT[kind]
+        return None if test(value) else (name, want + (" or null" if null else ""), value)
+
+    def first(*found):
+        return next((f for f in found if f is not None), None)
+
+    found = first(*(bad(f'"{name}"', r.get(name), kind, null) for name, (kind, null) in _FIELDS.items()))
+    if found:
+        return found
+    for name, v in (r.get("verified") or {}).items():
+        if name in ("rows", "classes", "min_class_size"):
+            found = found or bad(f'"verified"."{name}"', v, "count")
+    for name, v in (r.get("passes") or {}).items():
+        found = found or bad(f'"passes"."{name}"', v, "num")
+    for size, n in (r.get("group_size_counts") or {}).items():
+        if not size.isdigit():
+            found = found or (f'"group_size_counts" key {json.dumps(size)}', "a group size (a whole number)", size)
+        found = found or bad(f'"group_size_counts"."{size}"', n, "count")
+    for name, v in (r.get("information_loss_by_qi") or {}).items():
+        found = found or bad(f'"information_loss_by_qi"."{name}"', v, "num")
+    for c, d in (r.get("distributions") or {}).items():
+        where = f'"distributions"."{c}"'
+        found = found or bad(where, d, "dict") or first(
+            bad(f"{where}.\"edges\"", d.get("edges"), "nums"), bad(f"{where}.\"before\"", d.get("before"), "nums"),
+            bad(f"{where}.\"after\"", d.get("after"), "nums", True))
+        if not found and (len(d["edges"]) != len(d["before"]) + 1 or len(d["before"]) == 0):
+            found = (f"{where}.\"edges\"", f"one more value than \"before\" ({len(d['before'])})", d["edges"])
+        if not found and d.get("after") is not None and len(d["after"]) != len(d["before"]):
+            found = (f"{where}.\"after\"", f"as many values as \"before\" ({len(d['before'])})", d["after"])
+    risk = r.get("risk")
+    if risk:
+        found = found or first(*(bad(f'"risk"."{name}"', risk.get(name), "num") for name in
+                                 ("p", "dbrl", "interval_disclosure")), bad('"risk"."qi"', risk.get("qi"), "names", True))
+    metrics = r.get("metrics") or {}
+    dep = metrics.get("dependency")
+    if dep:
+        found = found or bad('"metrics"."dependency"', dep, "dict") or first(
+            bad('"metrics"."dependency"."tree_edges"', dep.get("tree_edges"), "list", True),
+            bad('"metrics"."dependency"."edge_weights"', dep.get("edge_weights"), "list", True),
+            bad('"metrics"."dependency"."degrees"', dep.get("degrees"), "dict", True),
+            bad('"metrics"."dependency"."key_attributes"', dep.get("key_attributes"), "names", True))
+        if not found:
+            for e in dep.get("tree_edges") or []:
+                if not (isinstance(e, list) and len(e) == 2 and all(isinstance(a, str) for a in e)):
+                    return ('"metrics"."dependency"."tree_edges"', "a list of pairs of names", e)
+            for w in dep.get("edge_weights") or []:
+                found = found or bad('"metrics"."dependency"."edge_weights"', w, "num", True)
+            for name, v in (dep.get("degrees") or {}).items():
+                found = found or bad(f'"metrics"."dependency"."degrees"."{name}"', v, "count")
+    hist = metrics.get("entropy_hist")
+    if hist:
+        found = found or bad('"metrics"."entropy_hist"', hist, "dict") or first(
+            bad('"metrics"."entropy_hist"."edges"', hist.get("edges"), "nums"),
+            bad('"metrics"."entropy_hist"."classes"', hist.get("classes"), "nums"))
+        if not found and len(hist["edges"]) != len(hist["classes"]) + 1:
+            found = ('"metrics"."entropy_hist"."edges"', "one more value than \"classes\"", hist["edges"])
+        found = found or first(bad('"metrics"."epsilon"', metrics.get("epsilon"), "num", True),
+                               bad('"metrics"."table_entropy"', metrics.get("table_entropy"), "num", True))
+    return found
 
 
 def describe_input(data) -> str:
@@ -515,7 +631,7 @@ def _distributions_figure(dist: dict):
 
 def _section_dependency(r: dict) -> str:
     dep = (r.get("metrics") or {}).get("dependency")
-    if not dep:
+    if not dep or not (dep.get("degrees") or dep.get("tree_edges")):
         return _section("dependency", "Dependency tree", [
             _note(f"Does not apply: method {_e(r['method'])} groups on all quasi-identifiers (the tree is "
                   f"drawn for --method ama and --select emad).")])

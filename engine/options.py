@@ -251,6 +251,7 @@ class RunConfig:
     threads: int | None = option(kind="whole", low=1, must="a positive whole number", commands=RUN | {"profile"},
                                  help="Numba threads (default: all cores)")
     memory_limit: int | None = option(kind="size", low=64 << 20, metavar="SIZE",
+                                      commands=RUN | {"verify", "risk", "profile"},
                                       help="limit on peak memory, e.g. 1GiB or 512MiB: sizes blocks, chunks and "
                                            "CSV reads; a limit below what the run needs is refused naming the "
                                            "minimum (default: no limit)")

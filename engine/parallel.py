@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
@@ -107,3 +108,33 @@ def read_ahead(items: Iterator, name: str = "microagg-reader", depth: int = 1) -
             thread.join()
 
     return consume()
+
+
+def interruptible(fn, *args, poll: float = 0.02):
+    """``fn(*args)`` on a thread of its own while the calling thread waits in short
+    sleeps, so that a signal is handled at once: a Numba kernel (``nogil``) holds the
+    thread that calls it until it returns, and a long one (the risk step's kd-tree
+    build and queries: seconds to tens of seconds) would hold Ctrl-C and SIGTERM that
+    long. On an interrupt the caller unwinds while the kernel finishes on its daemon
+    thread (its result dropped; the command exits without waiting for it). The
+    kernel runs with the caller's Numba thread count (a per-thread setting). Returns
+    ``fn``'s result or raises its exception."""
+    import numba  # start-up: Numba takes 0.15-0.2 s to import
+
+    threads = numba.get_num_threads()
+    out: dict = {}
+
+    def run() -> None:
+        try:
+            numba.set_num_threads(threads)
+            out["value"] = fn(*args)
+        except BaseException as exc:  # raised in the caller
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, name="microagg-kernel", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        time.sleep(poll)  # (in this frame, not in ``threading``'s: a signal's interrupt is raised here)
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")

@@ -23,6 +23,7 @@ from .coordinator import RunResult, run
 from .io.sink import CommitGroup, check_destination, check_side_output, input_files, written_source
 from .io.source import open_source
 from .options import RunConfig
+from .report import PeakRSS
 
 
 def release(data, dest, cfg: RunConfig, *, output_option: str = "OUTPUT",
@@ -48,12 +49,14 @@ def release(data, dest, cfg: RunConfig, *, output_option: str = "OUTPUT",
             if prerender is None:
                 prerender = html_report.Prerender()
             stack.enter_context(contextlib.closing(prerender))
-        result = run(data, cfg, dest, tmp_dir=cfg.tmp_dir, group=group,
-                     distributions=prerender.ahead if html_tmp is not None else cfg.report is not None)
-        rep = result.report
-        rep.input = html_report.describe_input(data)
-        if cfg.risk:
-            rep.risk = _disclosure_risk(data, dest, cfg, group)
+        with PeakRSS() as peak:  # the run's and the risk's (the run measures its own)
+            result = run(data, cfg, dest, tmp_dir=cfg.tmp_dir, group=group,
+                         distributions=prerender.ahead if html_tmp is not None else cfg.report is not None)
+            rep = result.report
+            rep.input = html_report.describe_input(data)
+            if cfg.risk:
+                rep.risk = _disclosure_risk(data, dest, cfg, group)
+        rep.peak_rss_bytes = max(rep.peak_rss_bytes, int(peak.peak))
         if html_tmp is not None:
             page_report = rep.to_dict()
             prerender.request(page_report)  # drawn by the worker while the JSON report is written

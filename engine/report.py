@@ -15,11 +15,15 @@ from .version import version
 
 
 class PeakRSS:
-    """Samples this process's resident memory every ``interval`` seconds (psutil)."""
+    """The peak resident memory of this process while the block runs: the kernel's
+    high-water mark (``ru_maxrss``) when the block raised it, which is exact (a spike
+    between two samples included); else (the process peaked higher before the block:
+    a long-lived process) the highest of samples taken every ``interval`` seconds."""
 
     def __init__(self, interval: float = 0.05):
         self.interval = interval
-        self.peak = 0
+        self.sampled = 0
+        self._before = lifetime_peak_rss()
         self._proc = psutil.Process()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -29,9 +33,14 @@ class PeakRSS:
             self.sample()
             self._stop.wait(self.interval)
 
+    @property
+    def peak(self) -> int:
+        now = lifetime_peak_rss()
+        return now if now > self._before else self.sampled
+
     def sample(self) -> int:
         try:
-            self.peak = max(self.peak, self._proc.memory_info().rss)
+            self.sampled = max(self.sampled, self._proc.memory_info().rss)
         except psutil.Error:
             pass
         return self.peak
@@ -158,6 +167,14 @@ class Report:
     def to_json(self) -> str:
         return json_text(self.to_dict())
 
+    def _limit_note(self) -> str:
+        """`` (limit 512 MiB)``, or a warning when the peak went above it."""
+        if self.memory_limit is None:
+            return ""
+        if self.peak_rss_bytes > self.memory_limit:
+            return f" ABOVE the memory limit of {self.memory_limit / 2**20:.0f} MiB"
+        return f" (limit {self.memory_limit / 2**20:.0f} MiB)"
+
     def summary(self) -> str:
         by_size = [f"{s}: {c}" for s, c in sorted(self.group_size_counts.items(), key=lambda t: int(t[0]))]
         sizes = ", ".join(by_size if len(by_size) <= 12 else [*by_size[:8], "...", *by_size[-3:]])
@@ -172,7 +189,8 @@ class Report:
             f"rows {self.rows:,}  groups {self.groups:,}  group size {self.min_group_size}..{self.max_group_size}"
             f"  (k={self.k}, method {self.method}{'' if self.gamma is None else f', gamma {self.gamma}'})",
             il,
-            f"wall {self.wall_seconds:.2f} s  peak RSS {self.peak_rss_bytes / 2**20:.0f} MiB  [{timing}]",
+            f"wall {self.wall_seconds:.2f} s  peak RSS {self.peak_rss_bytes / 2**20:.0f} MiB{self._limit_note()}"
+            f"  [{timing}]",
             f"groups by size: {sizes}",
         ]
         if any(not isinstance(v, (dict, list)) for v in self.metrics.values()):

@@ -469,3 +469,60 @@ def test_page_renders_in_headless_chromium(tmp_path):
     bad = tmp_path / "bad.html"
     bad.write_text(page.read_text().replace("<h1>", '<h1><img src="http://example.invalid/x.png">', 1))
     assert _browse(exe, bad, tmp_path / "bad.png", tmp_path / "bad.json") == ["http://example.invalid/x.png"]
+
+
+def _paths(r: dict, depth: int = 2, prefix=()):
+    """Every field of a report, to ``depth`` levels (nested objects' keys)."""
+    for key, v in r.items():
+        yield prefix + (key,)
+        if isinstance(v, dict) and depth > 1:
+            yield from _paths(v, depth - 1, prefix + (key,))
+
+
+def test_report_command_names_an_edited_field(tmp_path, capsys):
+    """Issue 28, item 9: a saved report with "rows": "many" was an internal error
+    (ValueError: Cannot specify ',' with 's'). Now one line naming the field, exit 2,
+    no page."""
+    r = _report()
+    r["risk"] = {"p": 0.05, "dbrl": 0.25, "interval_disclosure": 0.01, "rows": 1080, "qi": ["a"]}
+    edited = dict(r, rows="many")
+    (tmp_path / "r.json").write_text(json.dumps(edited))
+    assert main(["report", str(tmp_path / "r.json"), "--html", str(tmp_path / "p.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("microagg: error: REPORT ")
+    assert 'field "rows" must be a whole number >= 0, got "many"' in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def test_every_edited_field_is_drawn_or_named(monkeypatch):
+    """Each field of a report (two levels deep) set to text, a negative number, a list or
+    an object: the page is drawn, or ``check_fields`` names that field; never another
+    error (what ``microagg report`` would print as an internal error). (The figures are
+    built, not serialized: the SVG output would take most of the time.)"""
+    from engine import html_report
+
+    monkeypatch.setattr(html_report, "_figure", lambda fig, caption: caption)
+    monkeypatch.setattr(html_report, "_drawn", {})  # (figures drawn ahead: not these)
+    monkeypatch.setattr(html_report, "_started", {})
+    r = _report(method="ama")
+    r["risk"] = {"p": 0.05, "dbrl": 0.25, "interval_disclosure": 0.01, "rows": 1080, "qi": ["a"]}
+    r["distributions"] = dict(list(r["distributions"].items())[:1])  # (a smaller figure: faster)
+    drawn = named = 0
+    for path in _paths(r):
+        for value in ("many", -1, [1], {"a": 1}):
+            e = json.loads(json.dumps(r))
+            d = e
+            for key in path[:-1]:
+                d = d[key]
+            d[path[-1]] = value
+            bad = html_report.check_fields(e)
+            if bad is not None:
+                assert path[-1] in bad[0] or (len(path) > 1 and path[-2] in bad[0]), (path, value, bad)
+                named += 1
+                continue
+            try:
+                html_report.render(e)
+            except Exception as exc:
+                pytest.fail(f"{path} = {value!r}: passed the check, then {type(exc).__name__}: {exc}")
+            drawn += 1
+    assert named > 50 and drawn > 20

@@ -184,7 +184,9 @@ def test_signal_during_risk_leaves_nothing(big, tmp_path, sig, code):
             buf += os.read(fd, 65536)
     time.sleep(0.3)  # into the risk step (it takes seconds on this table)
     proc.send_signal(sig)
+    sent = time.monotonic()
     _, err = proc.communicate(timeout=120)
+    latency = time.monotonic() - sent  # its kernels run on a thread of their own (parallel.interruptible)
     err = (buf + err).decode()
     assert proc.returncode == code, (proc.returncode, err[-1000:])
     assert "no partial output left" in err.splitlines()[-1], err[-500:]
@@ -192,3 +194,49 @@ def test_signal_during_risk_leaves_nothing(big, tmp_path, sig, code):
     assert not out.exists() and not report.exists()
     assert os.listdir(out_dir) == [] and os.listdir(tmp_dir) == [], _ours(out_dir, tmp_dir)
     assert (os.stat(big).st_mtime_ns, os.stat(big).st_size) == before
+    assert latency < 2.0, f"{latency:.1f} s from the signal to the exit"
+
+
+_SPIN = r'''
+import signal, sys, time
+import numpy as np
+from numba import njit
+from engine.parallel import interruptible
+
+@njit(nogil=True)
+def spin(n):
+    x = 1.0
+    for i in range(n):
+        x = x * 1.0000001 + 1e-9
+    return x
+
+spin(10)
+t = time.perf_counter(); spin(10_000_000); per = (time.perf_counter() - t) / 10_000_000
+n = int(4.0 / max(per, 1e-12))  # about 4 s of one kernel call
+print("ready", flush=True)
+try:
+    interruptible(spin, n) if sys.argv[1] == "thread" else spin(n)
+except KeyboardInterrupt:
+    sys.exit(130)
+sys.exit(0)
+'''
+
+
+@pytest.mark.parametrize("mode", ["direct", "thread"])
+def test_a_long_kernel_on_its_own_thread_is_interrupted_at_once(mode):
+    """Issue 28, item 13: a signal during a Numba kernel waits for it to return (the
+    risk step's kd-tree build and queries: up to 18 s at 3M rows); run by
+    ``parallel.interruptible`` (as the risk step now does) the caller gets the
+    interrupt at once."""
+    proc = subprocess.Popen([sys.executable, "-c", _SPIN, mode], stdout=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout.readline().strip() == b"ready"
+    time.sleep(0.5)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    latency = time.monotonic() - sent
+    assert proc.returncode == 130
+    if mode == "thread":
+        assert latency < 1.0, latency
+    else:  # (what the risk step did: the kernel's remaining seconds)
+        assert latency > 2.0, latency

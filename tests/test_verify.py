@@ -283,3 +283,49 @@ def test_verify_is_independent_of_the_engine_path():
     for banned in ("coordinator", "passes", "methods", "stitch", "aggregate", "write", "kernels", "sensitive",
                    "maxent", "mnqia", "profile", "partition"):
         assert not any(banned in m for m in imported), (banned, imported)
+
+
+def test_published_value_not_the_class_mean_fails(small, tmp_path, capsys):
+    """Issue 28, item 12: one class's published b replaced by 1e12 (still a class of 3
+    rows) passed with an IL of 8.9e13 %. Published numbers must be the mean of the
+    originals they replace, class by class: exit 1, naming the column and the class."""
+    src, out = small
+    frame = pl.read_parquet(out)
+    first_b = frame.get_column("b")[0]
+    bad = tmp_path / "bad.parquet"
+    frame.with_columns(pl.when(pl.col("b") == first_b).then(1e12).otherwise(pl.col("b")).alias("b")) \
+        .write_parquet(bad)
+    assert _v(bad, "--qi", "a,b", "--k", 3) == 0  # k-anonymity alone holds
+    capsys.readouterr()
+    js = tmp_path / "v.json"
+    assert _v(bad, "--qi", "a,b", "--k", 3, "--original", src, "--json", js) == 1
+    text = capsys.readouterr().out
+    assert "[FAIL] class means: 1 of 4 classes publish a value that is not the mean" in text
+    assert "column 'b': published 1000000000000.0" in text
+    res = json.loads(js.read_text())
+    assert res["classes_not_mean"] == 1 and not res["ok"]
+    # the same shift split over chunks of one row: the partial means merge
+    res = verify_release(bad, "a,b", 3, original=src, chunk_rows=1)
+    assert res.classes_not_mean == 1
+    good = verify_release(out, "a,b", 3, original=src, chunk_rows=1)
+    assert good.ok and good.classes_not_mean == 0
+    assert [c["name"] for c in good.checks] == ["k-anonymity", "row count", "class means", "other columns"]
+
+
+def test_class_means_of_huge_values_and_small_shifts(tmp_path):
+    """Means taken in units of a power of two: values near 1.8e308 (whose sums overflow)
+    check; a shift of a class's value by 1e-6 of the column's scale fails, rounding
+    error (1e-13) passes."""
+    big = [1.5e308, 1.7e308, 1.6e308, -1.7e308, -1.5e308, -1.6e308]
+    small_vals = [1.0, 2.0, 3.0, 10.0, 11.0, 12.0]
+    orig = pl.DataFrame({"x": big, "y": small_vals})
+    means_x = [1.6e308] * 3 + [-1.6e308] * 3
+    means_y = [2.0] * 3 + [11.0] * 3
+    src = tmp_path / "o.parquet"
+    orig.write_parquet(src)
+    for shift, ok in ((0.0, True), (1e-13, True), (1e-6, False)):
+        rel = tmp_path / f"r{shift}.parquet"
+        pl.DataFrame({"x": means_x, "y": [v + shift * 12 if i < 3 else v for i, v in enumerate(means_y)]}) \
+            .write_parquet(rel)
+        res = verify_release(rel, "x,y", 3, original=src, chunk_rows=2)
+        assert res.ok is ok and res.classes_not_mean == (0 if ok else 1), (shift, res.checks)

@@ -43,7 +43,10 @@ variant counts a changed category as two values outside).
 How it scales. The original's QIs are held in memory (about ``8 d`` bytes per row,
 standardized) and indexed by the engine's kd-tree (``engine.kernels.kdtree``,
 another ``8 d + 25`` bytes per row plus node boxes); peak while building is about
-``n (16 d + 25)`` bytes, e.g. 2.1 GB for 10 million rows of 13 QIs. The release is
+``n (16 d + 25)`` bytes, e.g. 2.1 GB for 10 million rows of 13 QIs. With a memory
+limit (``memory_limit``, ``--memory-limit``) the need is estimated up front
+(``engine.budget.risk_state``: the tree, the release's columns as pyarrow reads them,
+at most n / 2 distinct masked points) and a limit below it is refused with one line. The release is
 streamed twice, chunk by chunk: first to collect its distinct masked points (the
 classes: one nearest-neighbour query per class, not per record, memory ``~3 d``
 floats per class) and its column moments; the queries then run in parallel
@@ -65,12 +68,14 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
+from ..budget import check_command, early_piece, parquet_buffer, parse_limit, risk_state
 from ..checks import check_whole
 from ..errors import EngineError
 from ..io.source import TableSource, csv_options, open_source
 from ..kernels.kdtree import build_kdtree
 from ..kernels.risk import find_rows, nearest_all, score_rows
 from ..options import parse_ordinal
+from ..parallel import interruptible
 from ..report import json_text
 from .verify import ClassCounter, ScaledMoments, aligned_frames, is_numeric, iso_date_columns, parse_columns, \
     published_columns
@@ -170,7 +175,7 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
                     masked: str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | TableSource,
                     qi: str | Sequence[str], *, p: float = 0.05, chunk_rows: int = 100_000,
                     separator: str | None = None, null_values: str | Sequence[str] | None = None,
-                    encoding: str | None = None, ordinal=None) -> RiskResult:
+                    encoding: str | None = None, ordinal=None, memory_limit: int | str | None = None) -> RiskResult:
     """DBRL and interval disclosure of ``masked`` against ``original`` on ``qi``.
 
     ``original`` and ``masked``: CSV/Parquet paths (or anything ``open_source``
@@ -180,26 +185,30 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
     (``engine.io.source.CsvOptions``; ``masked`` is read as the engine writes CSV).
     ``ordinal``: the ordinal QIs of a mixed-type release (``{"col": [order]}``,
     ``"@numcol"``, or None for an Enum), as for ``anonymize``; other categorical
-    QIs are nominal.
+    QIs are nominal. ``memory_limit`` (``"1GiB"``, bytes): refused up front (one line
+    naming the least limit) when the measure would not fit (``engine.budget.check_command``);
+    CSV inputs are then read in pieces.
     See the module docstring for the definitions, ties, and memory.
     Raises ``EngineError`` on bad input.
     """
+    limit = parse_limit(memory_limit)
     osrc = open_source(original, csv=csv_options(separator, null_values, encoding))
     try:
-        return _disclosure_risk(osrc, masked, qi, p, chunk_rows, ordinal)
+        return _disclosure_risk(osrc, masked, qi, p, chunk_rows, ordinal, limit)
     finally:
         osrc.close()
 
 
-def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None) -> RiskResult:
+def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=None) -> RiskResult:
     t0 = time.perf_counter()
     qi = parse_columns(qi)
     chunk_rows = check_whole(chunk_rows, "chunk_rows", 1)
     if isinstance(p, bool) or not isinstance(p, numbers.Real) or not math.isfinite(p) or p <= 0:
         raise EngineError(f"p must be a positive number of standard deviations, got {p!r}")
     p = float(p)
-    osrc: TableSource = open_source(original)
-    msrc: TableSource = open_source(masked)
+    # (under a limit a CSV is read in pieces: Polars' streaming reader grows with the file)
+    osrc: TableSource = open_source(original).bounded(early_piece(limit))
+    msrc: TableSource = open_source(masked).bounded(early_piece(limit))
     for c in qi:
         if c not in osrc.columns:
             raise EngineError(f"column {c!r} not found in {osrc.label}")
@@ -233,6 +242,11 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None) -> RiskR
                           f"the release must keep the original's rows in order")
     d = len(qi) if cats is None else cats.width
     mcols = list(dict.fromkeys(c for c in qi for c in pub[c]))
+    if limit is not None:  # the masked points of a release of classes of 2 rows or more: n / 2 at most
+        masked_buffer = parquet_buffer(msrc.paths, mcols) if msrc.kind == "parquet" else None
+        check_command(limit, "risk", n, d, risk_state(n, d, n // 2 + 1, masked_buffer), chunk_cells=3 * chunk_rows * d,
+                      buffered=parquet_buffer(osrc.paths, qi) if osrc.kind == "parquet" else 0,
+                      csv=(osrc.kind == "csv") + (msrc.kind == "csv"))
 
     # the original's QIs, in memory, then standardized in place
     X = np.empty((n, d))
@@ -251,7 +265,7 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None) -> RiskR
         sd0 = np.where(hot, np.sqrt(2.0) / scale, sd0)
     for a in range(0, n, chunk_rows):
         X[a: a + chunk_rows] = _standardize(X[a: a + chunk_rows], scale, mean, sd0)
-    tree = build_kdtree(X, LEAF_SIZE)
+    tree = interruptible(build_kdtree, X, LEAF_SIZE)  # (seconds: on a thread, so a signal stops it at once)
     del X
 
     # pass 1 over the release: its distinct masked points and its column moments
@@ -267,7 +281,7 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None) -> RiskR
     Uz = _standardize(U, scale, mean, sd0)
     d2 = np.empty(U.shape[0])
     ties = np.empty(U.shape[0], np.int64)
-    nearest_all(tree, Uz, d2, ties)
+    interruptible(nearest_all, tree, Uz, d2, ties)
 
     # pass 2: original and release side by side
     half = p * sd1

@@ -33,6 +33,15 @@ Checks
   the original value, row by row (check "generalization").
   Release columns that are neither QIs nor original columns (a ``--group-column``)
   are listed, not failed.
+* **Class means** (with the original; check "class means"): a QI published as one
+  number (an MDAV-family release, or maxent's ``numeric_output="mean"``) must be the
+  aggregate of the originals it replaces: in each class (the rows sharing all published
+  QI values) the published value equals the mean of the class's original values, within
+  ``MEAN_TOLERANCE`` times the column's largest absolute original value (a mixed
+  release's dates: within half a unit more, the mean rounded to the day or the unit).
+  A class of two groups whose means round to the same published values still passes
+  (the mean of its rows is within the same bound). Memory: one row per class, as the
+  class counts (``ClassMeans``).
 
 Counting scales: each chunk is reduced by ``group_by`` on the *exact* published
 values (no hashing, so two classes can never be merged by a collision and hide a
@@ -63,6 +72,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import polars as pl
 
+from ..budget import check_verify, early_piece, parse_limit
 from ..checks import check_whole
 from ..errors import EngineError
 from ..io.source import TableSource, csv_options, open_source
@@ -70,6 +80,11 @@ from ..options import parse_ordinal
 from ..report import json_text
 
 ENTROPY_TOLERANCE = 1e-9
+# a published class value vs the mean of its rows' original values: at most this times
+# the column's largest |original value| apart (the engine's means are computed on
+# standardized values: their error is relative to the column's scale, not to the value)
+MEAN_TOLERANCE = 1e-9
+_ROWS = "__microagg_verify_rows__"
 _COUNT = "__microagg_verify_count__"
 _SIZE = "__microagg_verify_size__"
 _DISTINCT = "__microagg_verify_distinct__"
@@ -231,6 +246,56 @@ class ClassCounter:
         return self.merged
 
 
+def _mean_name(j: int) -> str:
+    return f"__microagg_verify_mean_{j}__"
+
+
+class ClassMeans:
+    """Per published class (exact key values, as ``ClassCounter``): its rows and the mean
+    of each measured QI's original values, chunk by chunk. A chunk's means are taken in
+    units of a power of two per column (values near 1e308 do not overflow a sum);
+    partial means merge weighted by their shares of the class's rows (no sum of raw
+    values either). Memory: one row per class, merged as the counts are."""
+
+    def __init__(self, by: list[str], d: int, merge_rows: int):
+        self.by, self.d, self.merge_rows = by, d, merge_rows
+        self.merged: pl.DataFrame | None = None
+        self.parts: list[pl.DataFrame] = []
+        self.part_rows = 0
+        self.amax = np.zeros(d)  # the largest finite |original value| per column
+
+    def add(self, keyed: pl.DataFrame, X: np.ndarray) -> None:
+        """``keyed``: the chunk's class keys (``by``); ``X``: its original values (rows x d)."""
+        if X.shape[0] == 0:
+            return
+        amax = np.where(np.isfinite(X), np.abs(X), 0.0).max(axis=0)
+        self.amax = np.maximum(self.amax, amax)
+        _, e = np.frexp(amax)
+        scale = np.where(amax > 0, np.ldexp(1.0, e.astype(np.int64) - 1), 1.0)  # values / scale in (-2, 2)
+        frame = keyed.select(self.by).with_columns(
+            pl.Series(_mean_name(j), X[:, j] / scale[j]) for j in range(self.d))
+        part = frame.group_by(self.by).agg(pl.len().cast(pl.Int64).alias(_ROWS),
+                                           *((pl.col(_mean_name(j)).mean() * float(scale[j])).alias(_mean_name(j))
+                                             for j in range(self.d)))
+        self.parts.append(part)
+        self.part_rows += part.height
+        if self.part_rows > max(self.merge_rows, self.merged.height if self.merged is not None else 0):
+            self._merge()
+
+    def _merge(self) -> None:
+        frames = ([self.merged] if self.merged is not None else []) + self.parts
+        if frames:
+            n = pl.col(_ROWS)
+            self.merged = pl.concat(frames).group_by(self.by).agg(
+                n.sum(), *((pl.col(_mean_name(j)) * (n / n.sum())).sum().alias(_mean_name(j))
+                           for j in range(self.d)))
+        self.parts, self.part_rows = [], 0
+
+    def finish(self) -> pl.DataFrame:
+        self._merge()
+        return self.merged
+
+
 # --- the result ----------------------------------------------------------------------
 
 
@@ -262,6 +327,7 @@ class VerifyResult:
     information_loss_percent: float | None = None
     information_loss_by_column: dict = field(default_factory=dict)
     information_loss_skipped: dict = field(default_factory=dict)
+    classes_not_mean: int | None = None  # (with the original) classes whose published value is not their mean
     checks: list[dict] = field(default_factory=list)
     wall_seconds: float = 0.0
 
@@ -375,7 +441,7 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
                    original: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | None" = None,
                    chunk_rows: int = 100_000, separator: str | None = None,
                    null_values: "str | Sequence[str] | None" = None, encoding: str | None = None,
-                   mixed: bool = False, ordinal=None) -> VerifyResult:
+                   mixed: bool = False, ordinal=None, memory_limit: "int | str | None" = None) -> VerifyResult:
     """Verify the release ``output`` (CSV/Parquet file, folder or glob); see the module docstring.
 
     Returns a :class:`VerifyResult` whose ``ok`` says whether every guarantee holds
@@ -393,7 +459,12 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
     ``"@numcol"`` for the order of a numeric column of the original: 100 x mean
     |rank change| / (m - 1); dates on their epoch value as numbers); the overall
     figure is the mean over the QIs.
+
+    ``memory_limit`` (``"1GiB"``, bytes): refused up front (one line naming the least
+    limit) when the checks would not fit (``engine.budget.check_verify``); CSV inputs are
+    then read in pieces.
     """
+    limit = parse_limit(memory_limit)
     ordinal = {c: (order, by) for c, order, by in parse_ordinal(ordinal) or ()}
     mixed = mixed or bool(ordinal)
 
@@ -401,9 +472,9 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
     if csv is not None and original is None:
         raise EngineError(f"{', '.join(csv.given())}: CSV options apply to the original (--original), "
                           f"and none is given")
-    orig = open_source(original, csv=csv) if original is not None else None
+    orig = open_source(original, csv=csv).bounded(early_piece(limit)) if original is not None else None
     try:
-        return _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal)
+        return _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal, limit=limit)
     finally:
         if orig is not None:
             orig.close()
@@ -427,11 +498,11 @@ def _neg_zero(c: str) -> str:
     return f"__microagg_verify_negzero__{c}"
 
 
-def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed=False, ordinal=None) -> VerifyResult:
+def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed=False, ordinal=None, limit=None) -> VerifyResult:
     t0 = time.perf_counter()
     qi, k, l, epsilon, chunk_rows = _settings(qi, k, sa, l, epsilon, chunk_rows)
 
-    out = open_source(output)
+    out = open_source(output).bounded(early_piece(limit))  # (a CSV in pieces under a memory limit)
     pub = published_columns(out, qi)
     keys = [c for cols in pub.values() for c in cols]
     out.check_reconciled(keys + ([sa] if sa is not None and sa in out.columns else []))
@@ -460,6 +531,7 @@ def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed=False, ordina
             schema = orig.schema
             orig = orig.with_types({c: schema[c] for c in qi}, text=out.kind == "csv", parse=False)
         orig_rows = orig.count_rows()
+    check_verify(limit, out, orig, rows, keys, k, chunk_rows)  # (--memory-limit: before the checks' work)
 
     result = VerifyResult(output=out.label, ok=True, rows=rows, qi=qi, key_columns=keys, k=k, classes=0,
                           min_class_size=0, max_class_size=0, classes_below_k=0, rows_below_k=0,
@@ -517,6 +589,7 @@ class _Scan:
     outside: dict = field(default_factory=dict)   # range / set QI -> first row outside its published value
     bad_il: dict = field(default_factory=dict)    # IL column -> first missing or non-finite row
     moments: "ScaledMoments | None" = None
+    means: "ClassMeans | None" = None             # the original values' mean per published class
 
 
 def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows, mixed=False,
@@ -550,6 +623,9 @@ def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, coun
             and c not in kinds.cats and c not in kinds.dates]
     scan = _scan_aligned(out, orig, counter, keys, sa, present, il_cols, ranges + sets, pub, chunk_rows, qi[0], kinds)
     _information_loss(result, scan, il_cols)
+    if il_cols:
+        later.append(_class_means_check(result, scan.means, il_cols, [kinds.like(c, orig.schema[c]) for c in il_cols],
+                                        kinds.dates, keys))
     if kinds.loss is not None:
         later += kinds.loss.finish(result, orig_rows)
     result.columns_changed = [c for c in present if c in scan.changed]
@@ -613,11 +689,18 @@ def _scan_aligned(out, orig, counter, keys, sa, present, il_cols, generalized, p
     changed row of every passed-through column, the first original value outside its
     published range or set, the information loss's moments (and a mixed release's
     category changes)."""
-    scan = _Scan(moments=ScaledMoments(len(il_cols)) if il_cols else None)
+    scan = _Scan(moments=ScaledMoments(len(il_cols)) if il_cols else None,
+                 means=ClassMeans(counter.by[:len(counter.by) - (sa is not None)], len(il_cols), counter.merge_rows)
+                 if il_cols else None)
     out_cols = list(dict.fromkeys(keys + ([sa] if sa is not None else []) + present))
     orig_cols = list(dict.fromkeys(present + il_cols + generalized + kinds.cats)) or [first_qi]
     for offset, f_out, f_orig in aligned_frames(out, orig, out_cols, orig_cols, chunk_rows):
-        counter.add(_sign_keys(f_out, keys))
+        keyed = _sign_keys(f_out, keys)
+        counter.add(keyed)
+        X = None
+        if scan.means is not None:
+            X = np.column_stack([_as_number(f_orig.get_column(c), kinds.like(c, None)) for c in il_cols])
+            scan.means.add(keyed, X)
         for c in generalized:
             if c not in scan.outside:
                 at = _first_outside(f_out, f_orig, c, pub[c])
@@ -631,7 +714,6 @@ def _scan_aligned(out, orig, counter, keys, sa, present, il_cols, generalized, p
         if kinds.loss is not None:
             kinds.loss.add(f_orig, f_out)
         if scan.moments is not None and not scan.bad_il:
-            X = np.column_stack([_as_number(f_orig.get_column(c), kinds.like(c, None)) for c in il_cols])
             Y = np.column_stack([_as_number(f_out.get_column(c), kinds.like(c, orig.schema[c]))
                                  for c in il_cols])  # a CSV release's text: not a number -> NaN
             fin = np.isfinite(X) & np.isfinite(Y)
@@ -658,6 +740,34 @@ def _information_loss(result, scan: _Scan, il_cols) -> None:
         else:
             result.information_loss_skipped[c] = "constant in the original"
     result.information_loss_percent = float(per[keep].mean()) if keep.any() else 0.0
+
+
+def _class_means_check(result, means: ClassMeans, il_cols, likes, dates, keys) -> tuple[str, bool, str]:
+    """Each class's published value of every QI published as one number against the mean
+    of the class's original values (``ClassMeans``; the module docstring). ``likes``: the
+    type each release column is read as (``_as_number``); ``dates``: QIs published as the
+    mean rounded to the unit."""
+    merged = means.finish()
+    bounds = [float(MEAN_TOLERANCE * means.amax[j]) + (0.5 if c in dates else 0.0) for j, c in enumerate(il_cols)]
+    gaps = [(pl.Series(_as_number(merged.get_column(c), likes[j])) - merged.get_column(_mean_name(j))).abs()
+            .alias(f"__gap_{j}") for j, c in enumerate(il_cols)]
+    off = pl.lit(False)
+    for j in range(len(il_cols)):  # (a null or NaN published value, or mean: off too)
+        g = pl.col(f"__gap_{j}")
+        off = off | (g > bounds[j]).fill_null(True) | g.is_nan().fill_null(True)
+    bad = merged.with_columns(gaps).filter(off)
+    result.classes_not_mean = bad.height
+    if not bad.height:
+        return ("class means", True, f"every published value of {', '.join(il_cols)} is the mean of its class's "
+                                     f"original values ({merged.height:,} classes)")
+    first = bad.sort(keys, nulls_last=True).row(0, named=True)
+    j = next(j for j in range(len(il_cols))
+             if first[f"__gap_{j}"] is None or not first[f"__gap_{j}"] <= bounds[j])
+    c = il_cols[j]
+    return ("class means", False,
+            f"{bad.height:,} of {merged.height:,} classes publish a value that is not the mean of their original "
+            f"values; e.g. column {c!r}: published {first[c]!r}, the mean of the class's {first[_ROWS]:,} original "
+            f"values is {first[_mean_name(j)]:.10g} (class {_describe({k: first[k] for k in keys})})")
 
 
 def _generalization_check(generalized, outside, sets=()) -> tuple[str, bool, str]:

@@ -212,14 +212,9 @@ class CentroidFlow:
                                     UnitPlan(self._method(), block=self._block), labels, threads, bar)
         near = polish_near(cfg.k)
         # the seams between units are polished in memory (all standardized rows at once)
+        # (under a memory limit the budget counts them: engine.budget, whatever the limit)
         if self.polish_rounds > 0 and len(blocks.units) > 1:
-            need = seam_bytes(rows, cols.shape[0], cfg.k)
-            if cfg.memory_limit is not None and need > cfg.memory_limit // 2:
-                log.warning("seam polish skipped: it needs about %d MiB, more than half the memory limit",
-                            need >> 20)
-                self.polished.update(seams_skipped=True)
-            else:
-                self.seams = (np.empty((rows, cols.shape[0])), [])
+            self.seams = (np.empty((rows, cols.shape[0])), [])
         # without refinement or seam polish the workers also sum each group's values: no stitch pass
         # (mixed-type QIs: their published values, one a QI: ``mixed.Mixed.published``)
         reduce = self.mixed
@@ -343,9 +338,3 @@ def _interruptible(kernel, *args):
             stop[0] = 1
             raise
 
-
-def seam_bytes(rows: int, d: int, k: int) -> int:
-    """Memory of the seam polish: the standardized rows, the polish kernel's slot copy
-    (2k-1 slots a group), near lists and their copy, sums / means / orders."""
-    groups = rows // k + 1
-    return 8 * (rows * d + groups * (2 * k - 1) * d + 2 * groups * polish_near(k) + 5 * groups * d + 2 * rows)

@@ -7,12 +7,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numba
 import numpy as np
 
+from ..budget import check_command, early_piece, parquet_buffer, parse_limit
 from ..errors import EngineError
 from ..io import open_source
 from ..io.source import csv_options
-from .binning import BinPlan, DEFAULT_CHUNK_ROWS, DEFAULT_LEVELS, MAXIMIZE, MAX_CELLS, MEASURES, check_settings, plan_bins, resolve_columns
+from .binning import (BinPlan, DEFAULT_CHUNK_ROWS, DEFAULT_LEVELS, MAXIMIZE, MAX_CELLS, MEASURES, cell_layout,
+                      check_settings, plan_bins, resolve_columns)
 from .counting import Counts, count_pairs, pearson_matrix
 from .measures import entropy, gaussian_matrix, measure_matrix
 from .tree import definition5, emad_candidates, emad_top, spanning_tree, tree_degrees, tree_strength
@@ -113,6 +116,7 @@ def profile(
     separator: str | None = None,
     null_values=None,
     encoding: str | None = None,
+    memory_limit: int | str | None = None,
 ) -> ProfileResult:
     """All-pairs dependency profile of ``columns`` of ``source`` and its key attributes.
 
@@ -124,21 +128,41 @@ def profile(
     ``plan_bins`` (``gaussian`` uses none of them). ``threads``: Numba threads for
     the counting kernel (default: Numba's setting). ``separator``, ``null_values``,
     ``encoding``: how a CSV input is read (``engine.io.source.CsvOptions``).
+    ``memory_limit`` (``"1GiB"``, bytes): refused (one line naming the least limit) when
+    the counts would not fit (``_check_limit``); a CSV is then read in pieces.
     """
-    src = open_source(source, csv=csv_options(separator, null_values, encoding))
+    limit = parse_limit(memory_limit)
+    src = open_source(source, csv=csv_options(separator, null_values, encoding)).bounded(early_piece(limit))
     try:
-        return _profile(src, columns, measure, width, bins, binning, levels, count, chunk_rows, threads, max_cells)
+        return _profile(src, columns, measure, width, bins, binning, levels, count, chunk_rows, threads, max_cells,
+                        limit)
     finally:
         src.close()
 
 
+def _check_limit(limit, src, cols, chunk_rows, threads, plans=()) -> None:
+    """``--memory-limit``: the count cells (one private copy a thread, their sum and the
+    tables cut from it), three chunks of codes and values in flight (the reader's two
+    ahead), what pyarrow pre-buffers. Checked before the binning pass (no cells yet: they
+    are a few thousand for the usual bins) and again after it, before the counts."""
+    if limit is None:
+        return
+    cells = cell_layout(plans)[2] if plans else 0
+    n_threads = threads or numba.get_num_threads()
+    state = 8 * cells * (n_threads + 2) + 3 * 24 * chunk_rows * len(cols)
+    buffered = parquet_buffer(src.paths, cols) if src.kind == "parquet" else 0
+    check_command(limit, "profile", src.count_rows(), len(cols), state, buffered=buffered, csv=src.kind == "csv")
+
+
 def _profile(src, columns, measure, width, bins, binning, levels, count, chunk_rows, threads,
-             max_cells) -> ProfileResult:
+             max_cells, limit=None) -> ProfileResult:
     cols = resolve_columns(src, columns)
     src.check_reconciled(cols)
     check_settings(cols, measure, width, bins, binning, levels, count, chunk_rows, threads)
+    _check_limit(limit, src, cols, chunk_rows, threads)
     t0 = time.perf_counter()
     plans = plan_bins(src, cols, width=width, bins=bins, binning=binning, levels=levels, max_cells=max_cells)
+    _check_limit(limit, src, cols, chunk_rows, threads, plans)
     t1 = time.perf_counter()
     ent = nulls = counts = rho = None
     if measure == "gaussian":
