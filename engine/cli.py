@@ -98,7 +98,8 @@ def _verify_args(v: argparse.ArgumentParser) -> None:
                    help="the table the release was made from: check rows and non-QI columns, report IL")
     v.add_argument("--mixed", action="store_true",
                    help="a mixed-type MDAV release: categorical QIs hold one category each (not a set); "
-                        "with --original, information loss per type")
+                        "with --original, information loss per type (with --original it is read from the "
+                        "release when not given)")
     v.add_argument("--ordinal", action="append", default=None, metavar="COL=CAT1,CAT2,...",
                    help="with --mixed: an ordinal QI's order (as for anonymize; implies --mixed)")
     v.add_argument("--json", metavar="FILE", help="also write the result as JSON")

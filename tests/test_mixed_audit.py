@@ -54,9 +54,42 @@ def test_verify_mixed_failures(release, tmp_path):
     v = verify_release(tmp_path / "bad.parquet", QI, 4, original=d / "orig.parquet", mixed=True)
     assert not v.ok and [c["name"] for c in v.failures] == ["categories"]
     assert "'crimson'" in v.failures[0]["detail"]
-    # without --mixed the categories are read as maxent's sets: the failure names the option
-    v = verify_release(d / "rel.parquet", QI, 4, original=d / "orig.parquet")
-    assert not v.ok and "--mixed" in v.failures[0]["detail"]
+    # without --mixed: the release is read as mixed-type from itself, and the same failure found
+    v = verify_release(tmp_path / "bad.parquet", QI, 4, original=d / "orig.parquet")
+    assert not v.ok and [c["name"] for c in v.failures] == ["categories"]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_verify_reads_a_mixed_release_without_a_flag(release, tmp_path, fmt):
+    """A correct mixed-type release passes ``verify --original`` with the flags of any
+    other release (an ETL gate on its exit code), as Parquet and as CSV."""
+    from engine.cli import main
+
+    t, res, d = release
+    rel, orig = tmp_path / f"rel.{fmt}", tmp_path / f"orig.{fmt}"
+    getattr(res.table, f"write_{fmt}")(rel)
+    getattr(t, f"write_{fmt}")(orig)
+    v = verify_release(rel, QI, 4, original=orig)
+    assert v.ok, v.summary()
+    assert "categories" in [c["name"] for c in v.checks]
+    assert main(["verify", str(rel), "--qi", ",".join(QI), "--k", "4", "--original", str(orig)]) == 0
+
+
+def test_verify_still_reads_sets_of_a_range_release(tmp_path):
+    """A maxent release with class means for its numbers and sets for its categories
+    (no range columns) is still verified as sets: a class of several categories holds
+    an unescaped ``|``."""
+    from engine.synth import census_like
+
+    t = census_like(3000, seed=2)
+    t.write_parquet(tmp_path / "orig.parquet")
+    engine.anonymize(tmp_path / "orig.parquet", tmp_path / "rel.parquet", ["age", "sex", "region"], None,
+                     method="maxent", sa="occupation", epsilon=2.0, numeric_output="mean")
+    rel = pl.read_parquet(tmp_path / "rel.parquet")
+    assert rel["region"].str.contains("|", literal=True).any()
+    v = verify_release(tmp_path / "rel.parquet", ["age", "sex", "region"], 2, original=tmp_path / "orig.parquet")
+    assert v.ok, v.summary()
+    assert "generalization" in [c["name"] for c in v.checks] and "categories" not in [c["name"] for c in v.checks]
 
 
 def test_risk_mixed_matches_reference(release):

@@ -452,7 +452,8 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
     writes CSV: comma-separated UTF-8).
 
     ``mixed`` (or ``ordinal``): a mixed-type MDAV release, whose categorical QIs
-    hold one published category each, not a set: with ``original``, every
+    hold one published category each, not a set (with ``original``, read from the
+    release itself when not given: ``_looks_mixed``): with ``original``, every
     published category must be a value of the original column (check
     "categories"), and the information loss is measured per type (nominal: percent
     of values changed; ordinal, ``ordinal={"col": [categories in order]}``, or
@@ -531,6 +532,7 @@ def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed=False, ordina
             schema = orig.schema
             orig = orig.with_types({c: schema[c] for c in qi}, text=out.kind == "csv", parse=False)
         orig_rows = orig.count_rows()
+        mixed = mixed or _looks_mixed(out, orig, qi, pub, chunk_rows)
     check_verify(limit, out, orig, rows, keys, k, chunk_rows)  # (--memory-limit: before the checks' work)
 
     result = VerifyResult(output=out.label, ok=True, rows=rows, qi=qi, key_columns=keys, k=k, classes=0,
@@ -554,6 +556,29 @@ def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed=False, ordina
     result.ok = all(c["ok"] for c in result.checks)
     result.wall_seconds = time.perf_counter() - t0
     return result
+
+
+def _looks_mixed(out, orig, qi, pub, chunk_rows) -> bool:
+    """Whether the release is a mixed-type MDAV release, read from the release itself
+    (so that ``verify`` needs no flag for it): no QI published as a range, a QI that is
+    not numeric in the original, and each such QI holding one category a row: a type
+    other than text, or text in which no value holds a set's unescaped ``|`` (a range
+    release publishes a categorical QI as a set of its class's values, joined by ``|``).
+    A release whose categories themselves hold a ``|`` is read as sets: ``--mixed``
+    says otherwise."""
+    if any(len(pub[c]) == 2 for c in qi):
+        return False
+    cats = [c for c in qi if pub[c] == (c,) and c in orig.schema and not is_numeric(orig.schema[c])]
+    if not cats:
+        return False
+    text = [c for c in cats if out.schema[c] == pl.String]
+    if not text:
+        return True
+    joined = r"(^|[^\\])(\\\\)*\|"  # a | after an even number of backslashes
+    for _, frame in out.iter_frames(text, chunk_rows):
+        if frame.select(pl.any_horizontal(pl.col(c).str.contains(joined).fill_null(False) for c in text).any()).item():
+            return False
+    return True
 
 
 def _settings(qi, k, sa, l, epsilon, chunk_rows):
