@@ -71,6 +71,7 @@ class Option:
     repeat: bool = False                # the flag may be given several times (a list)
     exclusive: str | None = None        # a group of flags of which one may be given
     in_report: bool = True              # listed in the report's settings
+    required: bool = False              # the command line's flag must be given
     name: str = ""                      # set from the field's name
 
     @property
@@ -139,6 +140,8 @@ class Option:
                 kw["metavar"] = self.metavar
             if self.repeat:
                 kw["action"] = "append"
+            if self.required:
+                kw["required"] = True
         target.add_argument(self.cli, **kw)
 
 
@@ -165,7 +168,8 @@ class RunConfig:
     declaration. Build it with ``RunConfig.make``; ``None`` means not given."""
 
     qi: tuple = option((), help="comma-separated quasi-identifier columns: numbers, dates, and for the MDAV "
-                                "family also categories (nominal, ordinal)", commands=ANONYMIZE, in_report=False)
+                                "family also categories (nominal, ordinal)", commands=ANONYMIZE, in_report=False,
+                                required=True)
     k: int | None = option(kind="whole", low=2, must="at least 2",
                            help="minimum group size (default 3; maxent: none unless given)", in_report=False)
     method: str = option("mdav", kind="choice", choices=METHODS, in_report=False,
