@@ -119,7 +119,7 @@ def main() -> None:
     data = Path(args.data)
     src = pl.read_csv(data)
     order = education_order(src)
-    mixed = ["--ordinal", "education=@education_num"]
+    mixed = ["--ordinal", "education=@education_num", "--derived", "education_num=education"]  # (leak guard)
     rows = []
     with tempfile.TemporaryDirectory(prefix="adult-mixed-") as tmp:
         tmp = Path(tmp)

@@ -31,7 +31,7 @@ QI = "AFNLWGT,AGI,EMCONTRB,FEDTAX,PTOTVAL,STATETAX,TAXINC,POTHVAL,INTVAL,PEARNVA
 
 def cases(out):
     census = ["anonymize", CENSUS, os.path.join(out, "c.parquet"), "--qi", QI, "--k", "3"]
-    adult = ["anonymize", ADULT, os.path.join(out, "a.parquet"), "--qi", "age,education,sex", "--sa", "income",
+    adult = ["anonymize", ADULT, os.path.join(out, "a.parquet"), "--qi", "age,education,education_num,sex", "--sa", "income",
              "--epsilon", "0.5", "--k", "5"]
     return [
         ("mdav (census)", census),
@@ -40,7 +40,7 @@ def cases(out):
         ("ivmdav", census + ["--method", "ivmdav"]),
         ("ama", census + ["--method", "ama"]),
         ("maxent", adult + ["--method", "maxent"]),
-        ("mnqia", ["anonymize", ADULT, os.path.join(out, "m.parquet"), "--qi", "age,education_num,hours_per_week",
+        ("mnqia", ["anonymize", ADULT, os.path.join(out, "m.parquet"), "--qi", "age,fnlwgt,hours_per_week",
                    "--k", "5", "--method", "mnqia"]),
         ("--refine local", census + ["--refine", "local"]),
         ("--refine ga", census + ["--refine", "ga"]),

@@ -40,7 +40,7 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
                    select_count: int | None = None,
                    select_measure: str | None = None, width: float | None = None,
                    bins: int | None = None, sa: str | None = None, epsilon: float | None = None,
-                   numeric_output: str | None = None, ordinal=None, weights=None,
+                   numeric_output: str | None = None, ordinal=None, weights=None, derived=None, strata=None,
                    separator: str | None = None, null_values=None,
                    encoding: str | None = None) -> RunResult:
     """Microaggregate ``data`` in memory and return ``RunResult(report, labels, table)``.
@@ -109,6 +109,21 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
     weights : dict or str, optional
         Weight of each QI in the mixed distance, ``{"age": 2}`` or ``"age=2,sex=1"``
         (default 1 each).
+    strata : list of str or str, optional
+        Strata columns (``["region"]`` or ``"region,sex"``), as sdcMicro's
+        ``strata_variables``: each combination of their values (a null is a value) is
+        anonymized on its own, no group spans two strata, the columns pass through
+        unchanged; a stratum of fewer than k rows is refused, naming it. The report's
+        ``strata`` gives each stratum's rows, groups and information loss.
+    derived : dict or list of str, optional
+        Columns that follow a QI, ``{"education_num": "education"}`` or
+        ``["education_num=education"]``: published recomputed from the QI's published
+        value instead of passed through (MDAV family). A pass-through column that
+        corresponds one-to-one with a QI would publish it unaggregated and is refused
+        (``engine.passes.leak``); declaring it derived is one way out. From a QI
+        published as a category: the map category -> value the data shows (it must be a
+        function of the QI); from one published as a mean: only an exact affine relation
+        ``col = a + b * qi``, and the column becomes Float64.
     separator, null_values, encoding : optional
         How a CSV input is read: e.g. ``separator=";"``, ``null_values=["NA"]``,
         ``encoding="latin-1"`` (``engine.io.source.CsvOptions``); refused for other inputs.
@@ -138,7 +153,9 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
         return result  # a range release: its own columns, as a Polars DataFrame
     kind = input_kind(data)
     if kind is not None and result.table is not None:
-        result.table = _as_input_kind(data, kind, result.table, list(cfg.qi), cfg.group_column)
+        # (the derived columns are published, as the QIs: not the input's own)
+        published = list(cfg.qi) + [c for c, _ in cfg.derived or ()]
+        result.table = _as_input_kind(data, kind, result.table, published, cfg.group_column)
     return result
 
 
@@ -201,7 +218,7 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
               select: str | None = None,
               select_count: int | None = None, select_measure: str | None = None, width: float | None = None,
               bins: int | None = None, risk: bool = False, sa: str | None = None, epsilon: float | None = None,
-              numeric_output: str | None = None, ordinal=None, weights=None,
+              numeric_output: str | None = None, ordinal=None, weights=None, derived=None, strata=None,
               report: PathLike | None = None, html: PathLike | None = None,
               separator: str | None = None,
               null_values: str | Sequence[str] | None = None,
@@ -234,6 +251,10 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
     ``separator``, ``null_values``, ``encoding``: how a CSV ``source`` is read (see
     ``microaggregate``). A CSV output of a CSV input keeps every non-QI field's text
     exactly; a Parquet output types those columns from the whole file.
+
+    A column passed through that corresponds one-to-one with a QI (a code beside its
+    label) would publish the QI unaggregated: it is refused (``EngineError`` naming both),
+    unless declared ``derived`` (see ``microaggregate``), dropped, or made a QI.
 
     ``report`` (a path): also write the report as JSON there, committed together
     with ``sink`` (``io.sink.CommitGroup``): after a successful return both files

@@ -20,6 +20,15 @@ the method's flow (``methods.centroids.CentroidFlow``): the same passes run with
   run's folder, memory-mapped), its own class counts merged by the client; the client
   then copies the parts, in order, into OUTPUT (``atomic_output``, as a local run).
 
+Mixed-type QIs (``engine.encode.mixed``): the client's encoding travels to the tasks
+(``_task_encoding``); a partition task reads its range through it
+(``EncodedSource(range, encoding)``: compact records spilled, ``PartStore`` expands
+them when read); the aggregate tasks reduce with it (``UnitPlan.reduce``); each write
+task publishes with a copy of the client's ``Publisher`` (``_task_publisher``: its
+published table memory-mapped), while the client feeds its own publisher the
+numeric and date QI columns in row order for the losses (``_publisher_sums``): the
+output and the report are the local run's.
+
 Workers and the client share the run's folder (``--tmp-dir``, or beside OUTPUT), at
 the same path; the client checks that every worker sees it. A task writes to a
 task-unique temporary name and renames, so a task that Dask runs again (its worker
@@ -32,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import copy
 import dataclasses
 import functools
 import logging
@@ -47,6 +57,8 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 
+from .encode.mixed import Mixed
+from .encode.source import EncodedSource
 from .errors import EngineError, VerificationError, first_line
 from .io.schema import adapt
 from .io.sink import output_format
@@ -54,7 +66,9 @@ from .io.source import ProfileT, frame_to_array, row_group_slices
 from .io.spill import BlockStore, decode_records, units_of
 from .io.tempfiles import os_reason, private_dir, private_opener
 from .parallel import read_ahead
+from .passes.aggregate import UnitPlan
 from .passes.partition import frame_to_columns, partition_pass
+from .passes.leak import attach
 from .passes.profile import Profile
 from .passes.selfcheck import ClassCounter
 from .passes.stitch import Groups
@@ -314,25 +328,40 @@ class DaskBackend:
 
     # --- partition ----------------------------------------------------------------
 
-    def store(self, n_blocks: int, d: int, folder=None, buffer_bytes: int = 32 << 20, *, rows=None):
-        return PartStore(n_blocks, d, self.run_dir, buffer_bytes, rows)
+    def store(self, n_blocks: int, d: int, folder=None, buffer_bytes: int = 32 << 20, *, rows=None, expand=None):
+        """The part files' store. ``expand`` (mixed-type QIs: ``encode.mixed.Mixed.expand``):
+        the parts hold compact records (one value a QI), expanded when read, by the
+        encoding's copy that travels to the tasks (``_task_encoding``)."""
+        owner = getattr(expand, "__self__", None)
+        if isinstance(owner, Mixed):
+            expand = _task_encoding(owner).expand
+        return PartStore(n_blocks, d, self.run_dir, buffer_bytes, rows, expand)
 
     def partition_pass(self, source, profile, cols, plan, store, chunk_rows, progress=False, *, moments=None,
                        rows=None, dist=None) -> None:
         """``passes.partition.partition_pass`` as tasks (one per range of row groups); the
         client does ``moments`` (pass 1's checks and sums, in row order) and ``dist``
-        on its way meanwhile."""
+        on its way meanwhile. Mixed-type QIs (a store that expands its records, the
+        source an ``encode.source.EncodedSource``): each task reads its range through
+        the encoding (its compact columns, ``iter_codes``), as the client's moments do."""
+        compact = store.expand is not None
+        ranges = self.ranges(source.base)
+        if compact:
+            encoding = _task_encoding(source.mixed)
+            ranges = [EncodedSource(r, encoding) for r in ranges]
         with self.talking():
             futures = [self.client.submit(_partition_task, r, _lean(profile), cols, plan, store, i, chunk_rows,
-                                          pure=False) for i, r in enumerate(self.ranges(source))]
+                                          pure=False) for i, r in enumerate(ranges)]
         try:
             if moments is not None or dist is not None:
                 qi = list(profile.columns)
-                for offset, frame in source.iter_frames(qi, chunk_rows, prefetch=True):
+                frames = source.iter_codes(chunk_rows, prefetch=True) if compact else \
+                    source.iter_frames(qi, chunk_rows, prefetch=True)
+                for offset, frame in frames:
                     if moments is not None:
                         X = moments.add(frame, offset)
                     else:
-                        X = frame_to_columns(frame, qi)
+                        X = frame_to_columns(frame, frame.columns if compact else qi)
                     if dist is not None:
                         dist.add(X)
             store.set_parts([self.result(f) for f in futures])
@@ -347,24 +376,42 @@ class DaskBackend:
     # --- write --------------------------------------------------------------------
 
     def write_pass(self, source, path, fmt, profile, groups, group_column, chunk_rows, progress=False, *,
-                   k=None, verified=None):
+                   k=None, verified=None, publisher=None):
         """``passes.write.write_pass`` as tasks, each writing a Parquet part of a range of
         rows; the parts are copied in order into ``path`` (or moved into the folder
-        ``path``, fmt "folder"). Same return value."""
+        ``path``, fmt "folder"). Same return value.
+
+        ``publisher`` (mixed-type QIs: ``encode.publish.Publisher``, made on the client from
+        the groups): a copy travels to every task (``_task_publisher``: its published
+        table memory-mapped from the run's folder), which publishes its rows with it; the
+        information loss is the client's, its publisher fed the input's read columns in
+        row order while the tasks run (``_publisher_sums``): the local run's figures."""
         if path is None or fmt not in ("parquet", "folder"):  # checked up front (check_output): a bug if reached
             raise EngineError("scheduler (--scheduler) writes a Parquet OUTPUT")
-        arrays = {}
-        for name, a in (("labels", groups.labels), ("centroid", groups.centroid), ("sizes", groups.sizes)):
+        arrays, shipped = {}, None
+        named = [("labels", groups.labels), ("sizes", groups.sizes)]
+        if publisher is None:
+            named.append(("centroid", groups.centroid))
+        else:  # (the publisher holds the published values: ``groups.centroid`` is dropped)
+            shipped = _task_publisher(publisher, self.run_dir, groups.count)
+        for name, a in named:
             arrays[name] = _save(self.run_dir, name, a)
+        derive = getattr(groups, "derive", None)  # (--derived: recomputed in each task, counted with the QIs)
+        columns = list(profile.columns) if publisher is None else list(publisher.columns)
+        columns += list(derive.columns) if derive is not None else []
         with self.talking():
             futures = [self.client.submit(_write_task, r, self.run_dir, i, _lean(profile), arrays, groups.sse,
-                                          group_column, chunk_rows, k or 2, pure=False)
+                                          group_column, chunk_rows, k or 2, shipped, derive, pure=False)
                        for i, r in enumerate(self.ranges(source))]
-        d = len(profile.columns)
-        counter = ClassCounter(profile.columns, groups.count)
+        d = len(columns) - (len(derive.columns) if derive is not None else 0)  # (the QIs' sums)
+        counter = ClassCounter(columns, groups.count)
         sse, s, q = np.zeros(d), np.zeros(d), np.zeros(d)
-        writer = Writer(path, "parquet") if fmt == "parquet" else None
+        # (the input's Arrow schema, as the local write pass's writer: pass-through columns keep
+        # their Arrow types and the schema its metadata, io.schema.ArrowTarget; a folder's parts: Polars')
+        writer = Writer(path, "parquet", getattr(source.base, "arrow", None), columns) if fmt == "parquet" else None
         try:
+            if publisher is not None:  # the loss sums in row order, meanwhile
+                _publisher_sums(publisher, source, groups.labels, profile.rows, chunk_rows)
             # parts in order as they finish: copied into OUTPUT while the later ones are written
             for i, f in enumerate(futures):
                 part, rows, keys, counts, raw = self.result(f)
@@ -394,6 +441,11 @@ class DaskBackend:
             if written != profile.rows:
                 raise VerificationError(f"verification failed: the file holds {written:,} rows, "
                                         f"the input {profile.rows:,}")
+        if publisher is not None:
+            if verified is not None:
+                verified.update(checked)
+            col_sse, col_sst = publisher.finish()
+            return float(col_sse.sum()), float(col_sst.sum()), None, col_sse, col_sst
         return self._sums(groups, profile, sse, s, q, checked, verified)
 
     @staticmethod
@@ -453,12 +505,129 @@ def _widened(out):
 
 def _lean(arg):
     """A task's argument without what the task does not use: a profile's sample (the
-    plan's, up to millions of rows) would be serialized into every task."""
+    plan's, up to millions of rows) would be serialized into every task; a unit plan's
+    mixed-type encoding (``UnitPlan.reduce``) travels as ``_task_encoding``'s copy."""
     if isinstance(arg, functools.partial):  # a unit function with its arguments bound
         return functools.partial(arg.func, *map(_lean, arg.args), **{k: _lean(v) for k, v in arg.keywords.items()})
     if isinstance(arg, Profile) and arg.sample is not None:
         return dataclasses.replace(arg, sample=None, sample_ids=None)
+    if isinstance(arg, UnitPlan) and isinstance(arg.reduce, Mixed):
+        return dataclasses.replace(arg, reduce=_task_encoding(arg.reduce))
     return arg
+
+
+# --- mixed-type QIs (engine.encode.mixed) in the tasks ----------------------------------
+
+def _task_encoding(mixed: Mixed) -> Mixed:
+    """A copy of the run's mixed-type encoding for the tasks (``encode.mixed.Mixed``):
+    what the client learnt and measured (the QIs with their dictionaries, the encoded
+    columns, the measured profile) travels as it is; not the client's source (its
+    encoded source reads a stand-in of the input's label and schema: a task wraps its
+    own range, ``EncodedSource(range, encoding)``), nor a profile's sample, nor a
+    ``distributed.Client`` in its configs (``scheduler``)."""
+    lean = copy.copy(mixed)
+    for name, v in list(vars(lean).items()):
+        if isinstance(v, EncodedSource):  # (errors name the input: its label)
+            base = v.base
+            stand_in = RangeSource(base.label, base.schema, None, (), 0, 0)
+            setattr(lean, name, EncodedSource(stand_in, lean))
+        elif isinstance(v, Profile):
+            setattr(lean, name, _lean(v))
+        elif dataclasses.is_dataclass(v) and not isinstance(v, type) and getattr(v, "scheduler", None) is not None:
+            setattr(lean, name, dataclasses.replace(v, scheduler=None))
+    return lean
+
+
+MAPPED_BYTES = 1 << 20  # a write task memory-maps a publisher's arrays of a row a group of this size or more
+
+
+@dataclasses.dataclass(frozen=True)
+class _Mapped:
+    """An array that a task memory-maps from the run's folder (``_save``)."""
+
+    path: str
+
+    def load(self) -> np.ndarray:
+        return np.asarray(np.load(self.path, mmap_mode="c"))  # (copy on write: the file stays as saved)
+
+
+def _task_publisher(publisher, folder: str, groups: int):
+    """A copy of the client's ``encode.publish.Publisher`` for the write tasks: its
+    arrays of a row a group (``groups`` rows: the published table, the Datetime QIs'
+    exact means) of ``MAPPED_BYTES`` or more saved once in the run's folder and
+    memory-mapped by each task (``_unshipped``), its encoding ``_task_encoding``'s, its
+    other arrays copied (the sums a task adds to are its own, never the client's)."""
+    count = [0]
+
+    def ship(v):
+        if isinstance(v, np.ndarray):
+            if v.ndim == 0 or v.shape[0] != groups or v.nbytes < MAPPED_BYTES:
+                return v.copy()
+            count[0] += 1
+            return _Mapped(_save(folder, f"published-{count[0]}", v))
+        if isinstance(v, Mixed):
+            return _task_encoding(v)
+        if isinstance(v, dict):
+            return {key: ship(a) for key, a in v.items()}
+        if isinstance(v, (list, tuple)) and not isinstance(v, str):
+            return type(v)(ship(a) for a in v) if not hasattr(v, "_fields") else v
+        return v
+
+    pub = copy.copy(publisher)
+    for name, v in list(vars(pub).items()):
+        setattr(pub, name, ship(v))
+    return pub
+
+
+def _unshipped(publisher):
+    """The publisher a write task uses: ``_task_publisher``'s with its arrays mapped,
+    the small ones copied (a task Dask runs again starts from the same values)."""
+    def load(v):
+        if isinstance(v, _Mapped):
+            return v.load()
+        if isinstance(v, np.ndarray):
+            return v.copy()
+        if isinstance(v, dict):
+            return {key: load(a) for key, a in v.items()}
+        if isinstance(v, (list, tuple)) and not isinstance(v, str) and not hasattr(v, "_fields"):
+            return type(v)(load(a) for a in v)
+        return v
+
+    pub = copy.copy(publisher)
+    for name, v in list(vars(pub).items()):
+        setattr(pub, name, load(v))
+    return pub
+
+
+class _Shifted:
+    """A write task's publisher: its chunks' offsets (counted from its range's first
+    row) given as the input's row numbers."""
+
+    def __init__(self, publisher, first: int):
+        self._publisher, self._first = publisher, first
+
+    def publish(self, frame, lab, offset):
+        return self._publisher.publish(frame, lab, offset + self._first)
+
+    def __getattr__(self, name):
+        return getattr(self._publisher, name)
+
+
+def _publisher_sums(publisher, source, labels, rows: int, chunk_rows: int) -> None:
+    """The client's share of a mixed write pass: ``publisher.publish`` on the input's
+    QI columns that the write pass reads (all but ``publisher.unread``), chunk by chunk
+    in row order, so that its loss sums (``publisher.finish``) are the single-machine
+    run's to the bit (the parts' sums, added, would round differently); the published
+    frames are dropped (the tasks write theirs). None to read: nothing to sum."""
+    read = [c for c in publisher.columns if c not in set(publisher.unread)]
+    if not read:
+        return
+    for offset, frame in source.iter_frames(read, chunk_rows, prefetch=True, native=True):
+        lab = labels[offset: offset + frame.height]
+        if lab.shape[0] != frame.height:
+            raise EngineError(f"{source.label} changed during the run: it now has more than the "
+                              f"{rows:,} rows counted by the first pass")
+        publisher.publish(frame, lab, offset)
 
 
 def _save(folder: str, name: str, a: np.ndarray) -> str:
@@ -516,6 +685,42 @@ class RangeSource:
         arrays = ((offset, frame_to_array(frame, cols)) for offset, frame in self.iter_frames(cols, chunk_rows))
         return read_ahead(arrays) if prefetch else arrays
 
+    def _have(self, path: str) -> pl.Schema:
+        return self.folder.file_schema(path) if self.folder is not None else self.schema
+
+    def dictionary_columns(self, text: Sequence[str]) -> bool:
+        """``io.source.TableSource.dictionary_columns``: every file of the range holds the
+        String columns ``text`` as String (an ``encode.source.EncodedSource`` over the
+        range then reads them as the pages' dictionary indices)."""
+        if not self.pieces or not text:
+            return False
+        return all(c in self._have(p) and self._have(p)[c] == pl.String and self.schema[c] == pl.String
+                   for p in self.paths for c in text)
+
+    def iter_dictionary(self, columns: Sequence[str], text: Sequence[str], chunk_rows: int):
+        """``io.source.TableSource.iter_dictionary`` over the range's row groups:
+        ``(offset, frame of the other columns or None, {text column: DictionaryArray})``."""
+        text = list(text)
+        others = [c for c in columns if c not in set(text)]
+        want = pl.Schema({c: self.schema[c] for c in others})
+        offset = self.first
+        try:
+            for path, g0, g1 in self.pieces:
+                own = [c for c in others if c in self._have(path)]  # (``adapt`` adds the others as nulls)
+                pf = pq.ParquetFile(path, read_dictionary=text)
+                for b in pf.iter_batches(batch_size=chunk_rows, row_groups=range(g0, g1), columns=own + text,
+                                         use_threads=True):
+                    frame = None
+                    if others:
+                        frame = pl.DataFrame([pl.Series(c, b.column(c)) for c in own])  # (names kept as read)
+                        frame = adapt(frame, want)
+                    yield offset, frame, {c: b.column(c) for c in text}
+                    offset += b.num_rows
+        except EngineError:
+            raise
+        except Exception as exc:
+            raise EngineError(f"cannot read {self.label}: {first_line(exc)}") from None
+
     def _frames(self, columns, chunk_rows):
         want = pl.Schema({c: self.schema[c] for c in (self.schema.names() if columns is None else columns)})
         offset = self.first
@@ -536,13 +741,14 @@ class RangeSource:
 class PartStore:
     """The blocks of a run whose partition pass ran as tasks: block ``b``'s rows are its
     rows in every part file, in part order (the input's order). An ``io.spill.SpillStore``;
-    picklable, so the aggregate tasks read their blocks themselves."""
+    picklable, so the aggregate tasks read their blocks themselves. ``expand`` as
+    ``BlockStore``'s (mixed-type QIs: compact records, expanded when read; None: the
+    values themselves are spilled)."""
 
-    expand = None  # (the values themselves are spilled)
-
-    def __init__(self, n_blocks: int, d: int, folder: str, buffer_bytes: int, rows):
+    def __init__(self, n_blocks: int, d: int, folder: str, buffer_bytes: int, rows, expand=None):
         self.n_blocks, self.d, self.path = n_blocks, d, folder
         self.buffer_bytes, self.total = buffer_bytes, rows
+        self.expand = expand
         self.rows = np.zeros(n_blocks, np.int64)
         self.parts: list[str] = []
         self.part_rows = self.part_narrow = self.offsets = None
@@ -558,10 +764,15 @@ class PartStore:
         return units_of(self.rows, min_rows)
 
     def read(self, block: int, contiguous: bool = True, expand: bool = True):
-        return self.read_many([block])
+        return self.read_many([block], contiguous, expand)
 
     def read_many(self, blocks, contiguous: bool = True, expand: bool = True):
-        """Blocks concatenated in the order given, each in row order (C-contiguous)."""
+        """Blocks concatenated in the order given, each in row order (C-contiguous);
+        expanded by ``self.expand`` unless ``expand`` is False (as spilled)."""
+        ids, X = self._read_many(blocks)
+        return (ids, X) if self.expand is None or not expand else (ids, self.expand(X))
+
+    def _read_many(self, blocks):
         b0, b1 = min(blocks), max(blocks) + 1
         bufs = []
         for p, path in enumerate(self.parts):  # one read per part file: a unit's blocks are consecutive
@@ -631,15 +842,18 @@ def _local_dir(shared: str) -> str:
         return shared
 
 
-def _partition_task(src: RangeSource, profile, cols, plan, store: PartStore, index: int, chunk_rows: int):
-    """Route and spill one range of rows into a private store, then pack it into one file
-    (blocks in order) under a task-unique name, renamed to ``part-NNNNN.blocks``.
+def _partition_task(src, profile, cols, plan, store: PartStore, index: int, chunk_rows: int):
+    """Route and spill one range of rows (a ``RangeSource``, or for mixed-type QIs an
+    ``encode.source.EncodedSource`` over one) into a private store (compact records
+    when ``store.expand``), then pack it into one file (blocks in order) under a
+    task-unique name, renamed to ``part-NNNNN.blocks``.
     Returns ``(path, rows per block, narrow rows per block, byte offsets)``."""
     final = os.path.join(store.path, f"part-{index:05d}.blocks")
-    local = BlockStore(store.n_blocks, store.d, _local_dir(store.path), store.buffer_bytes, rows=store.total)
+    local = BlockStore(store.n_blocks, store.d, _local_dir(store.path), store.buffer_bytes, rows=store.total,
+                       expand=store.expand)
     tmp = f"{final}.{uuid.uuid4().hex}.tmp"
     try:
-        partition_pass(src, profile, cols, plan, local, chunk_rows, rows=src.rows)
+        partition_pass(src, profile, cols, plan, local, chunk_rows, rows=src.base.rows)
         offsets = np.zeros(store.n_blocks + 1, np.int64)
         with open(tmp, "wb", opener=private_opener) as out:
             for b in range(store.n_blocks):
@@ -656,20 +870,26 @@ def _partition_task(src: RangeSource, profile, cols, plan, store: PartStore, ind
 
 
 def _write_task(src: RangeSource, folder: str, index: int, profile, arrays: dict, sse, group_column,
-                chunk_rows: int, k: int):
+                chunk_rows: int, k: int, publisher=None, derive=None):
     """The write pass over one range of rows into ``out-NNNNN.parquet`` (task-unique
-    temporary name, renamed). Returns ``(path, rows, class keys, class counts, raw sums)``."""
+    temporary name, renamed). ``publisher``: mixed-type QIs, the client's publisher
+    (``_task_publisher``). Returns ``(path, rows, class keys, class counts, raw sums)``."""
     final = os.path.join(folder, f"out-{index:05d}.parquet")
     tmp = f"{final}.{uuid.uuid4().hex}.tmp"
     labels = np.asarray(np.load(arrays["labels"], mmap_mode="r")[src.first: src.first + src.rows])
-    groups = Groups(labels, np.asarray(np.load(arrays["sizes"], mmap_mode="r")),
-                    np.asarray(np.load(arrays["centroid"], mmap_mode="r")), sse=sse)
+    centroid = np.asarray(np.load(arrays["centroid"], mmap_mode="r")) if "centroid" in arrays else None
+    groups = attach(Groups(labels, np.asarray(np.load(arrays["sizes"], mmap_mode="r")), centroid, sse=sse), derive)
+    extra = {}
+    if publisher is not None:  # (its chunks' offsets: the input's row numbers, as locally)
+        extra["publisher"] = _Shifted(_unshipped(publisher), src.first)
+    columns = list(profile.columns if publisher is None else publisher.columns)
+    columns += list(derive.columns) if derive is not None else []
     src = dataclasses.replace(src, first=0)  # offsets into this range's labels
     part = dataclasses.replace(profile, rows=src.rows)
-    counter = ClassCounter(profile.columns, min(groups.count, src.rows // max(k, 1) + 1))
+    counter = ClassCounter(columns, min(groups.count, src.rows // max(k, 1) + 1))
     raw: dict = {}
     try:
-        write_pass(src, tmp, "parquet", part, groups, group_column, chunk_rows, counter=counter, raw=raw)
+        write_pass(src, tmp, "parquet", part, groups, group_column, chunk_rows, counter=counter, raw=raw, **extra)
         os.replace(tmp, final)
     finally:
         with contextlib.suppress(FileNotFoundError):

@@ -1,6 +1,11 @@
 """The coordinator: the one module that knows the whole flow of a run, for every method.
 
-    open -> profile -> partition -> aggregate (-> polish, refine) -> stitch -> write + self-check -> report
+    open -> leak guard -> profile -> partition -> aggregate (-> polish, refine) -> stitch -> write + self-check
+         -> report
+
+The leak guard (``passes.leak.guard``) refuses a pass-through column that corresponds
+one-to-one with a QI before any heavy work, and learns the ``--derived`` columns' relations
+(published by the write pass from their QI's published value: ``passes.leak.attach``).
 
 Every entry point (API, CLI) builds a RunConfig and calls ``run``. The passes are
 the same for every method; what differs per method is declared in its registry
@@ -26,6 +31,13 @@ entry (``engine.methods.Method``) and done by its flow's pass-level hooks
 A table of at most one block is the one-block case of the same passes: its
 partition pass loads the rows into memory (``passes.partition.load_block``)
 instead of spilling them.
+
+With ``--strata`` (``flow.strata``) a strata pass before pass 1
+(``passes.partition.strata_pass``) gives each row its stratum and refuses a stratum
+of fewer than k rows, naming it; the plan cuts by stratum first (in memory: one
+block a stratum), the flows keep their units, polish and refinement within a
+stratum, the recount after the stitch checks that no group spans two
+(``group_strata``), and the report lists each stratum (``_strata_report``).
 
 With ``--scheduler`` (``_open_backend``, the one place it is chosen) the flow's
 hooks and the partition pass run as Dask tasks (``engine.cluster``).
@@ -56,8 +68,9 @@ from .io.sink import CommitGroup, atomic_output, check_destination, check_tmp_di
 from .io.source import open_source
 from .kernels.groups import count_labels
 from .parallel import numba_threads
-from .passes.partition import (load_block, partition_pass, plan_blocks, sample_profile, sample_stride,
-                               standardized)
+from .passes.partition import (group_strata, load_block, partition_pass, plan_blocks, sample_profile, sample_stride,
+                               standardized, strata_columns, strata_pass)
+from .passes.leak import attach, guard
 from .passes.profile import profile_columns
 from .passes.results import Profiled, Written, release_memory, timed
 from .progress import Progress
@@ -140,6 +153,12 @@ def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0
     flow: MethodFlow = FLOWS[cfg.spec.publishes](cfg, distributions=bool(distributions))
     with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
         inp = _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rss, force_blocks)
+        with timed(passes, "leak"):  # no pass-through column publishes a QI (passes.leak); --derived learnt
+            derive = guard(inp.source, cfg, inp.rows, inp.budget.chunk_rows, cfg.progress)
+        if cfg.strata is not None:  # (before pass 1: a stratum too small is refused first)
+            with timed(passes, "strata"):
+                flow.strata = strata_pass(inp.source, strata_columns(cfg), inp.rows, inp.budget.chunk_rows,
+                                          flow.least_rows, cfg.progress)
         prof = flow.profile(inp, passes)
         release_memory()
         blocks = _partition(inp, cfg, flow, prof, cleanup, passes)
@@ -153,7 +172,8 @@ def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0
         if callable(distributions):
             distributions({"k": cfg.k, "group_size_counts": size_counts, "distributions": dist})
         with timed(passes, "write"):
-            written = _write(inp, flow, stitched, blocks.profile if blocks else prof.profile, dest, tmp_dir, group)
+            written = _write(inp, flow, attach(stitched, derive), blocks.profile if blocks else prof.profile, dest,
+                             tmp_dir, group)
         rss.sample()
     report = _report(cfg, flow, inp, blocks, stitched, written, passes, dist, size_counts,
                      wall=time.perf_counter() - t0, peak=int(rss.peak))
@@ -165,6 +185,7 @@ def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0
 def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rss, force_blocks) -> _Input:
     """The run's boundary: the destination, the input opened and checked, its rows
     counted, the memory budget planned. Nothing heavy runs before these checks."""
+    strata_columns(cfg)  # (the strata columns' names: checked before anything is opened)
     fmt = None
     folder_ok = cfg.scheduler is not None  # a folder of parts: engine.cluster
     if dest is not None:
@@ -247,7 +268,9 @@ def _partition(inp: _Input, cfg, flow, prof: Profiled, cleanup, passes) -> Block
         with timed(passes, "load"):
             if flow.dist is not None:
                 flow.dist.start(prof.profile.min, prof.profile.max)
-            store = load_block(prof.source, prof.columns, inp.rows, budget.chunk_rows, flow.dist)
+            store = load_block(prof.source, prof.columns, inp.rows, budget.chunk_rows, flow.dist, flow.strata)
+            if flow.strata is not None:  # one block a stratum
+                flow.strata.block_strata = np.arange(flow.strata.count)
             units = flow.units(store, budget, prof.profile)
         return Blocks(store, units, prof.profile, True)
     t = time.perf_counter()
@@ -260,7 +283,8 @@ def _partition(inp: _Input, cfg, flow, prof: Profiled, cleanup, passes) -> Block
                 profile = profile_columns(prof.source, prof.columns, budget.chunk_rows, cfg.progress, rows=inp.rows,
                                           sample_stride=sample_stride(inp.rows, budget.block_size))
         plan = plan_blocks(standardized(profile.sample, profile, prof.cols), profile.sample_ids, profile.rows,
-                           budget.block_size)
+                           budget.block_size, flow.strata)
+        _planned_strata(flow, plan)
         store = cleanup.enter_context(flow.new_store(plan.n_blocks, inp.folder, profile.rows, budget))
         if flow.dist is not None:
             flow.dist.start(profile.min, profile.max)
@@ -284,7 +308,8 @@ def _partition_sampled(inp, cfg, flow, prof, cleanup, passes):
     X, ids = prof.sampled
     sprof = sample_profile(prof.columns, X)
     sprof = prof.source.adjust_profile(sprof)  # (mixed-type QIs: the distance's scales, engine.encode)
-    plan = plan_blocks(standardized(X, sprof, prof.cols), ids, total, budget.block_size)
+    plan = plan_blocks(standardized(X, sprof, prof.cols), ids, total, budget.block_size, flow.strata)
+    _planned_strata(flow, plan)
     store = cleanup.enter_context(flow.new_store(plan.n_blocks, inp.folder, total, budget))
     moments = flow.new_moments(prof.columns)  # (mixed-type QIs: their own, engine.encode)
     if flow.dist is not None:  # bins over the sample's range (the columns' own is not known yet)
@@ -303,6 +328,13 @@ def _partition_sampled(inp, cfg, flow, prof, cleanup, passes):
             profile = profile_columns(prof.source, prof.columns, budget.chunk_rows, cfg.progress, rows=total)
         return store, profile
     return store, moments.profile()
+
+
+def _planned_strata(flow, plan) -> None:
+    """Each block's stratum, as the plan cut them (the units, polish and refinement stay
+    within a stratum)."""
+    if flow.strata is not None:
+        flow.strata.block_strata = plan.block_strata
 
 
 def _partition_fn(inp: _Input):
@@ -333,6 +365,8 @@ def _aggregate_and_stitch(inp: _Input, cfg, flow, blocks: Blocks | None, passes)
         if inp.single or not inp.budget.labels_on_disk:  # (else the label map is a file in the store's folder)
             blocks.store.discard()  # the write pass reads the input, not the blocks
     check_groups(labels, stitched.sizes, cfg.k, rows)
+    if flow.strata is not None:  # no group spans two strata (independently of the passes)
+        flow.strata_groups = group_strata(labels, stitched.sizes.shape[0], flow.strata)
     flow.check_stitched(stitched)
     return labels, stitched
 
@@ -384,8 +418,30 @@ def _report(cfg, flow, inp, blocks, stitched, written, passes, dist, size_counts
         settings=cfg.settings(),
         information_loss_by_qi=by_qi,
         distributions=dist,
+        strata=_strata_report(flow, stitched.sizes),
         **flow.report_fields(inp, blocks, stitched, written),
     )
+
+
+def _strata_report(flow, sizes) -> list | None:
+    """Per stratum: its values, rows, groups, SSE, SST and information loss (100 SSE /
+    SST of the QIs within the stratum, on the run's z-scores, SST around the stratum's
+    own mean: ``flow.strata_loss``; the SSEs add up to the run's; None where the
+    method's loss is not measured per stratum)."""
+    strata = flow.strata
+    if strata is None:
+        return None
+    groups = np.bincount(flow.strata_groups, minlength=strata.count)
+    loss = getattr(flow, "strata_loss", None)
+    out = []
+    for s, values in enumerate(strata.value_dicts()):
+        sse = sst = il = None
+        if loss is not None:
+            sse, sst = float(loss[0][s]), float(loss[1][s])
+            il = 100.0 * sse / sst if sst > 0 else 0.0
+        out.append({"values": values, "rows": int(strata.rows[s]), "groups": int(groups[s]), "sse": sse,
+                    "sst": sst, "information_loss_percent": il})
+    return out
 
 
 def _tmp_folder(tmp_dir, dest) -> str | None:

@@ -244,7 +244,7 @@ _FIELDS = {"rows": ("count", False), "groups": ("count", False), "min_group_size
            "information_loss_percent": ("num", True), "settings": ("dict", True), "passes": ("dict", True),
            "verified": ("dict", True), "group_size_counts": ("dict", True), "information_loss_by_qi": ("dict", True),
            "key_attributes": ("names", True), "distributions": ("dict", True), "metrics": ("dict", True),
-           "risk": ("dict", True)}
+           "risk": ("dict", True), "strata": ("list", True)}
 
 
 def check_fields(r: dict):
@@ -283,6 +283,12 @@ def check_fields(r: dict):
             found = (f"{where}.\"edges\"", f"one more value than \"before\" ({len(d['before'])})", d["edges"])
         if not found and d.get("after") is not None and len(d["after"]) != len(d["before"]):
             found = (f"{where}.\"after\"", f"as many values as \"before\" ({len(d['before'])})", d["after"])
+    for i, st in enumerate(r.get("strata") or []):
+        where = f'"strata"[{i}]'
+        found = found or bad(where, st, "dict") or first(
+            bad(f'{where}."values"', st.get("values"), "dict"), bad(f'{where}."rows"', st.get("rows"), "count"),
+            bad(f'{where}."groups"', st.get("groups"), "count"),
+            bad(f'{where}."information_loss_percent"', st.get("information_loss_percent"), "num", True))
     risk = r.get("risk")
     if risk:
         found = found or first(*(bad(f'"risk"."{name}"', risk.get(name), "num") for name in
@@ -494,6 +500,8 @@ def _section_utility(r: dict) -> str:
             + ("" if r.get("sse") is None else f" (SSE {_num(r['sse'])} / SST {_num(r['sst'])})") + ".</p>"]
     if il is None:
         body.append(_note("No numeric quasi-identifier: the information loss is not defined."))
+    if r.get("strata"):
+        body += _strata_table(r["strata"])
     by_qi = r.get("information_loss_by_qi")
     keys = set(r.get("key_attributes") or [])
     if by_qi:
@@ -521,6 +529,24 @@ def _section_utility(r: dict) -> str:
         body.append(_note("Distributions before and after are not in this report (they are counted by runs "
                           "with --html or --report; a single-class release has none)."))
     return _section("utility", "Utility", body)
+
+
+STRATA_SHOWN = 40  # strata listed in the page (all of them are in the JSON report)
+
+
+def _strata_table(strata: list) -> list[str]:
+    """The strata (``--strata``): each one's values, rows, groups and information loss."""
+    rows = []
+    for s in strata[:STRATA_SHOWN]:
+        name = ", ".join(f"{c}={'null' if v is None else v}" for c, v in (s.get("values") or {}).items())
+        il = s.get("information_loss_percent")
+        rows.append((_Raw(_e(name)), s.get("rows"), s.get("groups"), il if il is not None else _Raw("—")))
+    more = len(strata) - len(rows)
+    return [f"<p>Strata: {len(strata):,}, each anonymized on its own (no group spans two).</p>",
+            _table(rows, header=("stratum", "rows", "groups", "information loss (%)")),
+            _note("Information loss of a stratum: 100 · SSE / SST of its rows, on the run's z-scores, SST "
+                  "around the stratum's own mean." +
+                  (f" {more:,} more strata are in the JSON report." if more > 0 else ""))]
 
 
 AHEAD = ("k", "group_size_counts", "distributions")  # what the report knows before the write pass

@@ -173,7 +173,9 @@ class RunConfig:
     k: int | None = option(kind="whole", low=2, must="at least 2",
                            help="minimum group size (default 3; maxent: none unless given)", in_report=False)
     method: str = option("mdav", kind="choice", choices=METHODS, in_report=False,
-                         help="microaggregation method (default mdav); maxent / mnqia generalize to ranges")
+                         help="microaggregation method (default mdav); maxent / mnqia generalize to ranges "
+                              "(maxent: categories to sets; mnqia: numeric QIs only, clustered on their number "
+                              "lines)")
     sa: str | None = option(kind="name", methods=frozenset({"maxent"}), hint=_sa_hint(), metavar="COLUMN",
                             help="sensitive attribute protected by --method maxent")
     epsilon: float | None = option(kind="number", low=0.0, must="a non-negative number of bits",
@@ -190,11 +192,23 @@ class RunConfig:
                                         "column (e.g. education_num)")
     weights: tuple | None = option(methods=MIXED, metavar="COL=W,...",
                                    help="weights of quasi-identifiers in the mixed distance (default 1 each)")
+    derived: tuple | None = option(methods=CENTROIDS, commands=ANONYMIZE, repeat=True, metavar="COL=QI",
+                                   hint=": a range release cannot recompute a column from a range; add the "
+                                        "column to --qi or drop it",
+                                   help="a column that follows a quasi-identifier (a code beside its label, a birth "
+                                        "year beside an age), published recomputed from the QI's published value "
+                                        "instead of passed through (repeatable): from a category by the map the "
+                                        "data shows (it must be a function of the QI), from a mean only by an exact "
+                                        "COL = a + b * QI (the column then becomes Float64); else refused")
     gamma: float | None = option(kind="number", low=0.0, open_low=True, must="a positive number",
                                  methods=frozenset({"vmdav", "ivmdav"}), hint=": gamma applies only to vmdav and ivmdav",
                                  help="gamma of vmdav (default 0.2) or ivmdav (default 1.16)")
     group_column: str | None = option(kind="name", commands=ANONYMIZE, metavar="NAME",
                                       help="add each row's group id as column NAME")
+    strata: Any = option(metavar="COL[,COL...]",
+                         help="anonymize each stratum (a combination of these columns' values, a null being a "
+                              "value) on its own, as sdcMicro's strata_variables: no group spans two strata; the "
+                              "columns pass through unchanged, and a stratum of fewer than k rows is refused")
     leaf_size: int | None = option(kind="whole", low=0, must="a whole number >= 0 (0: exact MDAV on each block)",
                                    methods=CENTROIDS, metavar="ROWS",
                                    help="with several blocks, run the method on leaves of at most ROWS rows cut "
@@ -247,7 +261,8 @@ class RunConfig:
                                    "(default 0)")
     scheduler: Any = option(methods=CENTROIDS, commands=ANONYMIZE, metavar="ADDRESS",
                             help="run the passes as tasks on a Dask cluster: tcp://HOST:PORT of its scheduler, or "
-                                 "'local' for a LocalCluster here (Parquet in and out; --tmp-dir shared with the "
+                                 "'local' for a LocalCluster here (Parquet in and out; QIs of any type, --ordinal "
+                                 "and --weights as without it, the same output; --tmp-dir shared with the "
                                  "workers; needs pip install 'microagg-engine[dask]')")
     # the settings that size the work: every method, the same output
     chunk_rows: int = option(100_000, kind="whole", low=1, must="a positive whole number",
@@ -370,6 +385,7 @@ class RunConfig:
             raise EngineError("qi must be a list of column names") from None
         values["ordinal"] = parse_ordinal(given.get("ordinal"))
         values["weights"] = parse_weights(given.get("weights"))
+        values["derived"] = parse_derived(given.get("derived"))
         for name, o in OPTIONS.items():
             if name not in values and given.get(name) is not None:  # None: not given, the default applies
                 values[name] = o.check(given[name])
@@ -419,9 +435,6 @@ class RunConfig:
             raise EngineError(f"column {self.sa!r}: the sensitive attribute is also listed as a quasi-identifier")
         if isinstance(self.scheduler, str) and not self.scheduler.strip():
             raise EngineError("scheduler (--scheduler) must be an address such as tcp://HOST:PORT, or 'local'")
-        if self.scheduler is not None and (self.ordinal or self.weights):
-            raise EngineError(f"{'ordinal (--ordinal)' if self.ordinal else 'weights (--weights)'}: mixed-type "
-                              "quasi-identifiers run on one machine only; omit --scheduler")
         for c, order, by in self.ordinal or ():
             if c not in self.qi:
                 raise EngineError(f"ordinal (--ordinal): column {c!r} is not a quasi-identifier")
@@ -441,6 +454,18 @@ class RunConfig:
                 raise EngineError(f"weights (--weights): the weight of column {c!r} must be a positive number, got {w!r}")
         if self.weights and len({c for c, _ in self.weights}) != len(self.weights):
             raise EngineError("weights (--weights) names a column twice")
+        for c, q in self.derived or ():
+            if q not in self.qi:
+                raise EngineError(f"derived (--derived): column {c!r} follows {q!r}, which is not a quasi-identifier "
+                                  f"(COL=QI names one of --qi after '=')")
+            if c in self.qi:
+                raise EngineError(f"derived (--derived): column {c!r} is a quasi-identifier; a derived column is "
+                                  f"another column, recomputed from a quasi-identifier's published value")
+            if c == self.group_column:
+                raise EngineError(f"derived (--derived): column {c!r} is the group column")
+        if self.derived and len({c for c, _ in self.derived}) != len(self.derived):
+            dup = next(c for c, _ in self.derived if sum(d == c for d, _ in self.derived) > 1)
+            raise EngineError(f"derived (--derived) names column {dup!r} twice")
 
     def check_applies(self) -> None:
         """Every option given takes effect with this method, or the run stops here with
@@ -557,6 +582,36 @@ def parse_ordinal(value) -> tuple | None:
         else:
             items.append((c, tuple(str(v) if not isinstance(v, (str, bool)) else v for v in order), None))
     return tuple(items)
+
+
+def parse_derived(value) -> tuple | None:
+    """``derived`` as ``((column, qi), ...)``: from a dict ``{column: qi}``, or texts
+    ``"column=qi"`` (several joined by commas; one per ``--derived``, a list of them)."""
+    if value is None:
+        return None
+    if isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        return value or None  # already normalized (RunConfig.derived)
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    else:
+        texts = [value] if isinstance(value, str) else value
+        try:
+            texts = list(texts)
+        except TypeError:
+            raise EngineError(f"derived (--derived): expected COLUMN=QI, got {value!r}") from None
+        pairs = []
+        for t in texts:
+            if not isinstance(t, str):
+                raise EngineError(f"derived (--derived): expected COLUMN=QI, got {t!r}")
+            for part in t.split(","):
+                name, eq, qi = part.partition("=")
+                if not eq:
+                    raise EngineError(f"derived (--derived): expected COLUMN=QI, got {part!r}")
+                pairs.append((name.strip(), qi.strip()))
+    for c, q in pairs:
+        if not isinstance(c, str) or not c or not isinstance(q, str) or not q:
+            raise EngineError(f"derived (--derived): expected COLUMN=QI with two column names, got {c!r}={q!r}")
+    return tuple(pairs) or None
 
 
 def parse_weights(value) -> tuple | None:

@@ -8,7 +8,10 @@ and the page are written to temporary files and renamed together
 (``io.sink.CommitGroup``): after a successful return all are in place; after an
 error or an interrupt none was written (a file any of them replaced is restored).
 The disclosure risk is measured on the finished output before it is renamed, so a
-failing risk step leaves nothing either.
+failing risk step leaves nothing either. So does the run's leak guard
+(``passes.leak``: a pass-through column that corresponds one-to-one with a QI is
+refused before any heavy work), and the write pass's self-check, which counts the
+classes with the ``--derived`` columns among the published ones.
 """
 
 from __future__ import annotations

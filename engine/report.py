@@ -145,6 +145,9 @@ class Report:
     information_loss_by_qi: dict | None = None
     # with --html / --report: per QI {"edges", "before", "after"} histograms (passes/distributions.py)
     distributions: dict | None = None
+    # with --strata: per stratum {"values": {column: value}, "rows", "groups", "information_loss_percent"}
+    # (100 SSE / SST of the QIs within the stratum, on the run's z-scores; None: not measured per stratum)
+    strata: list | None = None
     input: str | None = None  # what was read (set by the CLI / API: a path, or the kind of frame)
     engine_version: str = field(default_factory=version)
 
@@ -175,6 +178,17 @@ class Report:
             return f" ABOVE the memory limit of {self.memory_limit / 2**20:.0f} MiB"
         return f" (limit {self.memory_limit / 2**20:.0f} MiB)"
 
+    def _strata_line(self) -> str:
+        """``strata 5 (region): rows 1,912..2,107, groups 637..702, IL 4.1..5.3 %``."""
+        st = self.strata or []
+        rows = [s["rows"] for s in st]
+        groups = [s["groups"] for s in st]
+        ils = [s["information_loss_percent"] for s in st if s.get("information_loss_percent") is not None]
+        names = ", ".join(st[0]["values"]) if st else ""
+        il = f", IL {min(ils):.4f}..{max(ils):.4f} %" if ils else ""
+        return (f"strata {len(st):,} ({names}): rows {min(rows):,}..{max(rows):,}, groups "
+                f"{min(groups):,}..{max(groups):,}{il}")
+
     def summary(self) -> str:
         by_size = [f"{s}: {c}" for s, c in sorted(self.group_size_counts.items(), key=lambda t: int(t[0]))]
         sizes = ", ".join(by_size if len(by_size) <= 12 else [*by_size[:8], "...", *by_size[-3:]])
@@ -204,6 +218,8 @@ class Report:
         if self.blocks > 1:
             lines.append(f"blocks {self.blocks:,} of {self.block_rows_min:,}..{self.block_rows_max:,} rows "
                          f"(block size {self.block_size:,})")
+        if self.strata:
+            lines.append(self._strata_line())
         if self.key_attributes is not None:
             lines.append(f"key attributes {', '.join(self.key_attributes)}: IL in their projection "
                          f"{self.projected_information_loss_percent:.4f} % (the IL above is over all QIs)")

@@ -54,3 +54,40 @@ def census_like(rows: int, seed: int = 0, offset: int = 0) -> pl.DataFrame:
         "household_size": hh.astype(np.int64),
         "commute_minutes": commute.astype(np.int64),
     })
+
+
+def census_extract(rows: int, seed: int = 0, offset: int = 0, missing: bool = True) -> pl.DataFrame:
+    """A census extract as statistical offices hold them: ``census_like``'s people with
+    51 states, 30 industries, 3,000 municipalities nested in 12 regions (the stratum), 440
+    occupations (ISCO-like four-digit codes, ``occupation_code`` beside its label
+    ``occupation``: a code column one-to-one with its label), and (``missing``) missing
+    values where real extracts have them: hours worked for everyone out of work, some
+    wage incomes, marital statuses and municipalities. Same (rows, seed) -> same table."""
+    base = census_like(rows, seed, offset)
+    rng = np.random.default_rng([seed, offset, 29])
+    n = base.height
+    region = rng.integers(0, 12, n)
+    # municipalities nested in regions, sizes skewed (a few cities, many villages)
+    muni = region * 250 + np.minimum(rng.zipf(1.3, n) - 1, 249)
+    skill = (base["education_years"].to_numpy() - 12) / 2.5
+    occ = np.clip((skill * 60 + 220 + rng.normal(0, 70, n)).astype(np.int64), 0, 439)
+    working = base["hours_per_week"].to_numpy() > 0
+    marital = rng.choice(np.array(["single", "married", "divorced", "widowed"]), n, p=[0.4, 0.45, 0.1, 0.05])
+    t = base.select("person_id", "age", "sex", "education_years", "hours_per_week", "wage_income").with_columns(
+        pl.Series("state", np.array([f"S{s:02d}" for s in range(51)])[rng.integers(0, 51, n)]),
+        pl.Series("industry", np.array([f"I{s:02d}" for s in range(30)])[rng.integers(0, 30, n)]),
+        pl.Series("region", np.array([f"R{r:02d}" for r in range(12)])[region]),
+        pl.Series("municipality", np.array([f"M{m:04d}" for m in range(3000)])[muni]),
+        pl.Series("occupation", np.array([f"occupation {o:03d}" for o in range(440)])[occ]),
+        pl.Series("occupation_code", (1000 + 19 * np.arange(440))[occ]),
+        pl.Series("marital_status", marital),
+    )
+    if not missing:
+        return t
+    gap = rng.random((3, n))
+    return t.with_columns(
+        pl.Series("hours_per_week", np.where(working, base["hours_per_week"].to_numpy(), -1)).replace(-1, None),
+        pl.when(pl.Series(gap[0] < 0.03)).then(None).otherwise(pl.col("wage_income")).alias("wage_income"),
+        pl.when(pl.Series(gap[1] < 0.02)).then(None).otherwise(pl.col("marital_status")).alias("marital_status"),
+        pl.when(pl.Series(gap[2] < 0.005)).then(None).otherwise(pl.col("municipality")).alias("municipality"),
+    )

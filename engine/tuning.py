@@ -39,3 +39,10 @@ def polish_leaf_size(k: int) -> int:
     large leaves to beat exact MDAV; from k = 5 smaller leaves (cheaper brute-force MDAV)
     polish to the same margin."""
     return 32_768 if k <= 3 else 16_384 if k == 4 else 8_192
+
+# Nominal quasi-identifiers (engine/encode/mixed.py): one-hot columns (exact mismatch
+# distance) up to ONE_HOT_MAX categories; above, EMBED_DIMS columns holding a fixed
+# random unit vector per category (equal categories at distance 0, different ones at
+# the one-hot distance on average): the per-row cost no longer grows with the categories
+ONE_HOT_MAX = 16
+EMBED_DIMS = 16

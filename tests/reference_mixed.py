@@ -202,3 +202,37 @@ def dbrl(orig: pl.DataFrame, masked: pl.DataFrame, qi, ordinal=None) -> float:
         if i in tied:
             score += 1.0 / tied.shape[0]
     return score / n
+
+
+def group_picks(labels, codes, g, ordinal, null):
+    """Slow twin of ``kernels.groups.group_picks``: per group, the mode (ties to the
+    lowest code) or the lower median of the codes present (NaN: missing; none present:
+    NaN), and [loss, imputed, kept missing, suppressed] summed over the groups."""
+    out = np.empty(g)
+    stats = np.zeros(4, np.int64)
+    for j in range(g):
+        rows = [c for lab, c in zip(labels, codes) if lab == j]
+        present = sorted(c for c in rows if not np.isnan(c))
+        miss = len(rows) - len(present)
+        if ordinal:
+            if not present:
+                out[j] = np.nan
+                stats[2] += miss
+                continue
+            pick = present[(len(present) - 1) // 2]
+            out[j] = pick
+            stats[0] += int(sum(abs(c - pick) for c in present))
+            stats[1] += miss
+            continue
+        counts = {c: present.count(c) for c in present}
+        pick = min(counts, key=lambda c: (-counts[c], c))
+        out[j] = pick
+        stats[0] += len(present) - counts[pick]
+        if null >= 0:
+            nulls = counts.get(float(null), 0)
+            if pick == null:
+                stats[2] += nulls
+                stats[3] += len(present) - nulls
+            else:
+                stats[1] += nulls
+    return out, stats

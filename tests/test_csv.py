@@ -83,7 +83,8 @@ def test_passthrough_text_edge_cases(tmp_path, capsys):
     """Big integers, quoting, empty field (null) vs "" (empty text), spaces, odd numbers."""
     big = [str(2**53 + 1), str(2**63 + 5), "-" + str(2**70), "00", "1_000", " 7 "]
     text = ['"a,b"', "", '""', '"say ""hi"""', "é ü", "x"]
-    lines = ["q,big,text,tail"] + [f"{i},{b},{t},{i}.10" for i, (b, t) in enumerate(zip(big, text))]
+    # (tail repeats: a column one-to-one with the QI would be refused by the leak guard)
+    lines = ["q,big,text,tail"] + [f"{i},{b},{t},{i % 3}.10" for i, (b, t) in enumerate(zip(big, text))]
     src = tmp_path / "in.csv"
     src.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out.csv"
@@ -150,11 +151,11 @@ def test_parquet_output_keeps_wide_integers_exact(tmp_path, capsys):
     """An integer column wider than Int64 (Polars infers Int128, which Parquet cannot
     hold) stays text in a Parquet output: no digit changes."""
     src = tmp_path / "w.csv"
-    src.write_text("a,w\n" + "".join(f"{i},{2**64 + i}\n" for i in range(6)))
+    src.write_text("a,w\n" + "".join(f"{i},{2**64 + i % 3}\n" for i in range(6)))  # (w repeats: no leak)
     out = tmp_path / "o.parquet"
     code, _, err = _run(["anonymize", str(src), str(out), "--qi", "a", "--k", "2", "--quiet"], capsys)
     assert code == 0, err
-    assert pl.read_parquet(out)["w"].to_list() == [str(2**64 + i) for i in range(6)]
+    assert pl.read_parquet(out)["w"].to_list() == [str(2**64 + i % 3) for i in range(6)]
 
 
 def test_defect2_qi_not_a_number_names_column_and_row(tmp_path, capsys):
@@ -202,11 +203,11 @@ def test_separator_null_values_encoding_cli(tmp_path, capsys):
     want = _fields(src, ["b", "name", "note"], encoding="latin-1", delimiter=";")
     assert _fields(out, ["b", "name", "note"], encoding="utf-8") == want
     assert want["note"][3] == "NA"
-    # a null value in a QI is missing: one line naming the column and row
+    # a null value in a QI is a missing value, which the release publishes as a value
+    # (its group's mean, or missing: tests/test_missing.py)
     code, _, err = _run(["anonymize", str(src), str(tmp_path / "o2.csv"), "--qi", "a,b", "--k", "3", "--quiet",
                          *opts], capsys)
-    assert code == 2
-    assert "column 'b' has a missing value at row 5" in _one_error(err)
+    assert code == 0, err
     # verify, risk and profile read the original with the same options
     code, stdout, err = _run(["verify", str(out), "--qi", "a", "--k", "3", "--original", str(src), *opts], capsys)
     assert code == 0, stdout + err

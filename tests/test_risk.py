@@ -145,7 +145,7 @@ def test_risk_cli(tmp_path, capsys):
     assert res["dbrl"] == 0.0 and res["p"] == 0.1 and res["rows"] == 6
 
 
-@pytest.mark.parametrize("case", ["unknown", "rows", "nonnumeric", "p0", "pneg", "null", "missing", "empty",
+@pytest.mark.parametrize("case", ["unknown", "rows", "nonnumeric", "p0", "pneg", "nan", "missing", "empty",
                                   "masked_unknown"])
 def test_risk_bad_input(tmp_path, case, capsys):
     X = np.arange(12, dtype=float).reshape(6, 2)
@@ -161,8 +161,8 @@ def test_risk_bad_input(tmp_path, case, capsys):
         p = "0"
     elif case == "pneg":
         p = "-0.1"
-    elif case == "null":
-        pl.DataFrame({"q0": X[:, 0], "q1": [None] + list(X[1:, 1])}).write_parquet(o)
+    elif case == "nan":  # (a missing value is a value of its own: tests/test_nulls_audit.py; NaN is no value)
+        pl.DataFrame({"q0": X[:, 0], "q1": [float("nan")] + list(X[1:, 1])}).write_parquet(o)
     elif case == "missing":
         o = tmp_path / "nope.parquet"
     elif case == "empty":

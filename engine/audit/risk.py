@@ -40,6 +40,37 @@ a value of the original matches none); an ordinal QI (``ordinal``, as for
 categorical value counts as inside only when it is unchanged (the sdcMicro
 variant counts a changed category as two values outside).
 
+Missing values (nulls) in the QIs, of the original or the release, are a value of
+their own in both measures (a NaN or infinite value is still an error: it is no
+missing value):
+
+* **Distance.** A numeric, date or ordinal QI with a missing value gets a
+  missing-value indicator beside its standardized value: a value ``v`` is the point
+  ``(z(v), 0)``, a missing value ``(0, R)``, with ``z`` standardized by the mean and
+  sd of the original values *present* and ``R`` the column's largest standardized
+  distance, ``(max - min) / sd`` of the original values present (1 for a column of
+  one value or none). So missing against missing: 0; missing against ``v``:
+  ``z(v)^2 + R^2``, at least as far as any two values of the column are apart (the
+  missing cell stands at the mean, as the engine groups it, one widest gap off the
+  axis). A nominal QI's missing value is a category of its own (one more one-hot
+  column): 1 against any category, 0 against a missing one. A range missing at both
+  ends is missing; at one end only, an error naming the row. The indicators are not
+  columns of the kd-tree (0/R columns would draw its variance splits and ruin its
+  boxes): each original keeps its pattern of missing QIs (a byte a QI with missing
+  values) and the search adds ``R^2`` per indicator that differs
+  (``engine.kernels.risk.nearest_with_patterns``); the scoring adds the same terms
+  in the same order, so ties stay exact.
+* **Interval disclosure.** A missing original value is inside exactly when its
+  masked value is missing too (an intruder learns that it is missing); a value
+  against a missing one (an imputed cell, or a value published missing) is outside,
+  one value outside for the sdcMicro variant (a nominal QI's change of category
+  counts two, as any). The sds are those of the values present.
+* **Distinct masked points** (the classes of the first pass) count a missing value
+  as a value: missing equals missing, and differs from every value.
+
+Which QIs hold a missing value is read before the passes: a Parquet file's footers
+(each row group's null count), else one more read of the QI columns.
+
 How it scales. The original's QIs are held in memory (about ``8 d`` bytes per row,
 standardized) and indexed by the engine's kd-tree (``engine.kernels.kdtree``,
 another ``8 d + 25`` bytes per row plus node boxes); peak while building is about
@@ -67,18 +98,19 @@ from typing import Sequence
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 
 from ..budget import check_command, early_piece, parquet_buffer, parse_limit, risk_state
 from ..checks import check_whole
 from ..errors import EngineError
 from ..io.source import TableSource, csv_options, open_source
 from ..kernels.kdtree import build_kdtree
-from ..kernels.risk import find_rows, nearest_all, score_rows
+from ..kernels.risk import find_rows, nearest_all, nearest_all_patterns, score_rows
 from ..options import parse_ordinal
 from ..parallel import interruptible
 from ..report import json_text
-from .verify import ClassCounter, ScaledMoments, aligned_frames, is_numeric, iso_date_columns, parse_columns, \
-    published_columns
+from .verify import ClassCounter, PresentMoments, aligned_frames, is_numeric, iso_date_columns, \
+    parse_columns, published_columns
 
 LEAF_SIZE = 32
 
@@ -97,6 +129,7 @@ class RiskResult:
     interval_disclosure: float
     interval_disclosure_sdcmicro: float
     range_qis: list[str] = field(default_factory=list)
+    missing_qis: list[str] = field(default_factory=list)  # QIs with a missing value (original or release)
     wall_seconds: float = 0.0
 
     def to_dict(self) -> dict:
@@ -118,6 +151,9 @@ class RiskResult:
         ]
         if self.range_qis:
             lines.append(f"  ranges scored at their midpoints: {', '.join(self.range_qis)}")
+        if self.missing_qis:
+            lines.append(f"  missing values in {', '.join(self.missing_qis)}: a value of their own (see "
+                         f"microagg risk's definitions)")
         lines.append(f"  wall {self.wall_seconds:.2f} s")
         return "\n".join(lines)
 
@@ -128,47 +164,72 @@ class RiskResult:
 
 
 def _standardize(X: np.ndarray, scale: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
-    """``(X / scale - mean) / sd`` per column, 0 where sd is 0. Elementwise, so a row's
-    result does not depend on which chunk it came in (the tree and the scoring pass
-    see bit-identical values)."""
+    """``(X / scale - mean) / sd`` per column, 0 where sd is 0, and 0 (the mean of the
+    values present) for a missing value (NaN). Elementwise, so a row's result does not
+    depend on which chunk it came in (the tree and the scoring pass see bit-identical
+    values)."""
     safe = np.where(sd > 0, sd, 1.0)
     Z = (X / scale - mean) / safe
     Z[:, sd == 0] = 0.0
+    missing = np.isnan(Z)
+    if missing.any():
+        Z[missing] = 0.0
     return np.ascontiguousarray(Z)
 
 
-def _masked_values(frame: pl.DataFrame, pub: dict, qi: list[str], offset: int, label: str,
-                   cats: "_Categories | None" = None) -> np.ndarray:
-    if cats is not None:
-        return cats.expand(frame, [pub[c][0] for c in qi], offset, label)
-    out = np.empty((frame.height, len(qi)))
-    for j, c in enumerate(qi):
+def _published(frame: pl.DataFrame, pub: dict, qi: list[str], offset: int, label: str) -> list[pl.Series]:
+    """Each QI's masked value as one column: the release's own, or a range's midpoint
+    (missing when both ends are; one end missing is an error naming the row)."""
+    out = []
+    for c in qi:
         cols = pub[c]
         if len(cols) == 1:
-            out[:, j] = frame.get_column(cols[0]).cast(pl.Float64).fill_null(np.nan).to_numpy()
-        else:
-            lo = frame.get_column(cols[0]).cast(pl.Float64).fill_null(np.nan).to_numpy()
-            hi = frame.get_column(cols[1]).cast(pl.Float64).fill_null(np.nan).to_numpy()
-            out[:, j] = 0.5 * lo + 0.5 * hi
-    _check_finite(out, [" / ".join(pub[c]) for c in qi], offset, label)
+            out.append(frame.get_column(cols[0]))
+            continue
+        lo_s, hi_s = frame.get_column(cols[0]), frame.get_column(cols[1])
+        half = lo_s.is_null() != hi_s.is_null()
+        if half.any():
+            i = int(half.arg_true()[0])
+            raise EngineError(f"columns {cols[0]!r} / {cols[1]!r} of {label} hold a range missing at one end at row "
+                              f"{offset + i + 1} (rows counted from 1)")
+        lo = lo_s.cast(pl.Float64).fill_null(np.nan).to_numpy()
+        hi = hi_s.cast(pl.Float64).fill_null(np.nan).to_numpy()
+        mid = pl.Series(c, 0.5 * lo + 0.5 * hi)
+        out.append(mid.scatter(lo_s.is_null().arg_true(), None) if lo_s.null_count() else mid)
     return out
 
 
-def _check_finite(X: np.ndarray, names: list[str], offset: int, label: str) -> None:
-    fin = np.isfinite(X)
-    if not fin.all():
-        i, j = np.argwhere(~fin)[0]
-        raise EngineError(f"column {names[j]!r} of {label} has a missing or non-finite value at row "
-                          f"{offset + int(i) + 1} (rows counted from 1)")
+def _null_columns(src: TableSource, columns: list[str], chunk_rows: int) -> set:
+    """The ``columns`` of ``src`` that hold a missing value: a Parquet file's footers
+    when every row group records its null count, else one read of those columns."""
+    known = _parquet_nulls(src.paths, columns) if src.kind == "parquet" and src.paths else {}
+    found = {c for c, v in known.items() if v}
+    rest = [c for c in columns if known.get(c) is None]
+    if rest:
+        for _, frame in src.iter_frames(rest, chunk_rows):
+            found.update(c for c in rest if frame.get_column(c).null_count())
+    return found
 
 
-def _original_values(frame: pl.DataFrame, qi: list[str], offset: int, label: str,
-                     cats: "_Categories | None" = None) -> np.ndarray:
-    if cats is not None:
-        return cats.expand(frame, qi, offset, label)
-    X = np.column_stack([frame.get_column(c).cast(pl.Float64).fill_null(np.nan).to_numpy() for c in qi])
-    _check_finite(X, qi, offset, label)
-    return X
+def _parquet_nulls(paths, columns: list[str]) -> dict:
+    """Per column, its null count over the row groups of ``paths`` from the footers'
+    statistics, or None when a row group does not record it."""
+    out: dict = dict.fromkeys(columns, 0)
+    for f in paths:
+        md = pq.read_metadata(f)
+        names = md.schema.to_arrow_schema().names
+        for c in columns:
+            if out[c] is None or c not in names:
+                out[c] = None
+                continue
+            i = names.index(c)
+            for g in range(md.num_row_groups):
+                st = md.row_group(g).column(i).statistics
+                if st is None or not st.has_null_count:
+                    out[c] = None
+                    break
+                out[c] += st.null_count
+    return out
 
 
 def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | TableSource,
@@ -218,16 +279,15 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=No
     n = osrc.count_rows()
     if n == 0:
         raise EngineError(f"{osrc.label} has no rows")
-    cats = None
-    if ordinal or any(not is_numeric(osrc.schema[c]) for c in qi):  # a mixed-type release
-        cats = _Categories(osrc, qi, ordinal, chunk_rows)
+    layout = _Layout(osrc, qi, ordinal, chunk_rows)
+    mixed = bool(ordinal) or any(not is_numeric(osrc.schema[c]) for c in qi)  # a mixed-type release
     for c in qi:
-        if cats is not None and c in cats.kinds:
+        if mixed and c in layout.kinds:
             if len(pub[c]) != 1:
                 raise EngineError(f"column {c!r} is not numeric in {osrc.label} ({osrc.schema[c]}) but published "
                                   f"as a range in {msrc.label}")
             continue
-        if cats is not None and c in cats.dates:
+        if mixed and c in layout.dates:
             continue
         if not is_numeric(osrc.schema[c]):
             raise EngineError(f"column {c!r} is not numeric in {osrc.label} ({osrc.schema[c]}); "
@@ -240,80 +300,113 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=No
     if nm != n:
         raise EngineError(f"{msrc.label} has {nm:,} rows but {osrc.label} has {n:,}; "
                           f"the release must keep the original's rows in order")
-    d = len(qi) if cats is None else cats.width
     mcols = list(dict.fromkeys(c for c in qi for c in pub[c]))
+    released = _null_columns(msrc, mcols, chunk_rows)
+    layout.lay_out({c for c in qi if any(m in released for m in pub[c])})
+    d = layout.width
     if limit is not None:  # the masked points of a release of classes of 2 rows or more: n / 2 at most
         masked_buffer = parquet_buffer(msrc.paths, mcols) if msrc.kind == "parquet" else None
         check_command(limit, "risk", n, d, risk_state(n, d, n // 2 + 1, masked_buffer), chunk_cells=3 * chunk_rows * d,
                       buffered=parquet_buffer(osrc.paths, qi) if osrc.kind == "parquet" else 0,
                       csv=(osrc.kind == "csv") + (msrc.kind == "csv"))
 
-    # the original's QIs, in memory, then standardized in place
-    X = np.empty((n, d))
-    mom = ScaledMoments(d)
+    # the original's QIs, in memory, then standardized in place: the values (a missing one
+    # at its column's mean) in the tree, the missing-value patterns beside them
+    hot, flag = layout.one_hot, layout.indicator
+    vals, inds = np.flatnonzero(~flag), np.flatnonzero(flag)
+    X = np.empty((n, vals.shape[0]))
+    P = np.zeros((n, inds.shape[0]), np.uint8)
+    mom = PresentMoments(d)  # (over the values present: a missing value is NaN here)
     for offset, frame in osrc.iter_frames(qi, chunk_rows):
-        x = _original_values(frame, qi, offset, osrc.label, cats)
-        X[offset: offset + x.shape[0]] = x
-        mom.add(x)
-    scale, mean = mom.scale, mom.mean
-    constant = mom.min == mom.max
-    sd0 = np.where(constant, 0.0, np.sqrt(np.maximum(mom.m2, 0.0) / n))
-    sd1 = np.where(constant, 0.0, np.sqrt(np.maximum(mom.m2, 0.0) / (n - 1))) if n > 1 else np.zeros(d)
-    if cats is not None:  # one-hot columns: x / sqrt(2) (different categories: squared distance 1)
-        hot = cats.one_hot
-        mean = np.where(hot, 0.0, mean)
-        sd0 = np.where(hot, np.sqrt(2.0) / scale, sd0)
+        x = layout.expand([frame.get_column(c) for c in qi], qi, offset, osrc.label)
+        X[offset: offset + x.shape[0]] = x[:, vals]
+        P[offset: offset + x.shape[0]] = x[:, inds] != 0
+        mom.add(x, None, _present(x))
+    scale, mean, count = mom.scale, mom.mean, mom.n
+    constant = (mom.min == mom.max) | (count == 0)
+    sd0 = np.where(constant, 0.0, np.sqrt(np.maximum(mom.m2, 0.0) / np.maximum(count, 1)))
+    sd1 = np.where(constant | (count < 2), 0.0, np.sqrt(np.maximum(mom.m2, 0.0) / np.maximum(count - 1, 1)))
+    # one-hot columns: x / sqrt(2) (different categories: squared distance 1)
+    mean = np.where(hot, 0.0, mean)
+    sd0 = np.where(hot, np.sqrt(2.0) / scale, sd0)
+    # a missing value against a value: R^2 more, R the largest standardized distance of
+    # the column's values present (1 if they are one value or none)
+    v = layout.value_of[inds]
+    spread = (mom.max[v] - mom.min[v]) / scale[v] / np.where(sd0[v] > 0, sd0[v], 1.0)
+    widest = np.where((sd0[v] > 0) & np.isfinite(spread), spread, 1.0)
+    R2 = np.ascontiguousarray(widest * widest)
+    zs, zm, zd = scale[vals], mean[vals], sd0[vals]
     for a in range(0, n, chunk_rows):
-        X[a: a + chunk_rows] = _standardize(X[a: a + chunk_rows], scale, mean, sd0)
+        X[a: a + chunk_rows] = _standardize(X[a: a + chunk_rows], zs, zm, zd)
     tree = interruptible(build_kdtree, X, LEAF_SIZE)  # (seconds: on a thread, so a signal stops it at once)
     del X
 
     # pass 1 over the release: its distinct masked points and its column moments
     counter = ClassCounter([str(j) for j in range(d)], max(chunk_rows, 1 << 16))
-    mmom = ScaledMoments(d)
+    mmom = PresentMoments(d)
     for offset, frame in msrc.iter_frames(mcols, chunk_rows):
-        M = _masked_values(frame, pub, qi, offset, msrc.label, cats)
-        mmom.add(M)
+        M = layout.expand(_published(frame, pub, qi, offset, msrc.label), layout.names(pub), offset, msrc.label)
+        mmom.add(M, None, _present(M))
         counter.add(pl.DataFrame({str(j): M[:, j] for j in range(d)}))
     points = counter.finish()
     U = points.select([str(j) for j in range(d)]).to_numpy().astype(np.float64)
-    U = np.ascontiguousarray(U[np.lexsort(U.T[::-1])])
-    Uz = _standardize(U, scale, mean, sd0)
+    U = np.ascontiguousarray(U[np.lexsort(U.T[::-1])])  # (NaN, a missing value, last: as find_rows)
+    Uz = _standardize(U[:, vals], zs, zm, zd)
+    Up = np.ascontiguousarray(U[:, inds] != 0, dtype=np.uint8)
     d2 = np.empty(U.shape[0])
     ties = np.empty(U.shape[0], np.int64)
-    interruptible(nearest_all, tree, Uz, d2, ties)
+    if inds.shape[0]:
+        interruptible(nearest_all_patterns, tree, Uz, Up, P, R2, d2, ties)
+    else:
+        interruptible(nearest_all, tree, Uz, d2, ties)
 
     # pass 2: original and release side by side
     half = p * sd1
-    msd1 = np.sqrt(np.maximum(mmom.m2, 0.0) / (n - 1)) * (mmom.scale / scale) if n > 1 else np.zeros(d)
-    msd1[mmom.min == mmom.max] = 0.0
+    mcount = mmom.n
+    msd1 = np.sqrt(np.maximum(mmom.m2, 0.0) / np.maximum(mcount - 1, 1)) * (mmom.scale / scale)
+    msd1[(mmom.min == mmom.max) | (mcount < 2)] = 0.0
     half_m = p * msd1
-    if cats is not None:  # a category is inside only when unchanged
-        half = np.where(cats.one_hot, 0.0, half)
-        half_m = np.where(cats.one_hot, 0.0, half_m)
+    half = np.where(hot, 0.0, half)  # a category is inside only when unchanged
+    half_m = np.where(hot, 0.0, half_m)
+    counted = (~flag).astype(np.uint8)  # (a missing value is scored on its value's column)
     credit, inside, inside_sdc = 0.0, 0, 0
     for offset, fo, fm in aligned_frames(osrc, msrc, qi, mcols, chunk_rows):
-        x = _original_values(fo, qi, offset, osrc.label, cats)
-        M = _masked_values(fm, pub, qi, offset, msrc.label, cats)
+        x = layout.expand([fo.get_column(c) for c in qi], qi, offset, osrc.label)
+        M = layout.expand(_published(fm, pub, qi, offset, msrc.label), layout.names(pub), offset, msrc.label)
         idx = np.empty(M.shape[0], np.int64)
         find_rows(U, M, idx)
         if (idx < 0).any():  # pragma: no cover - the first pass saw every point
             raise EngineError(f"{msrc.label} changed while it was read")
-        c, a, b = score_rows(_standardize(x, scale, mean, sd0), Uz, idx, d2, ties,
-                             np.ascontiguousarray(x / scale), np.ascontiguousarray(M / scale), half, half_m)
+        c, a, b = score_rows(_standardize(x[:, vals], zs, zm, zd), Uz, idx, d2, ties,
+                             np.ascontiguousarray(x / scale), np.ascontiguousarray(M / scale), half, half_m, counted,
+                             np.ascontiguousarray(x[:, inds] != 0, dtype=np.uint8), Up, R2)
         credit += c
         inside += a
         inside_sdc += b
     return RiskResult(original=osrc.label, masked=msrc.label, rows=n, qi=qi, p=p, dbrl=credit / n,
                       dbrl_linked=float(credit), masked_points=int(U.shape[0]), tied_points=int((ties > 1).sum()),
                       interval_disclosure=inside / n, interval_disclosure_sdcmicro=inside_sdc / n,
-                      range_qis=[c for c in qi if len(pub[c]) == 2], wall_seconds=time.perf_counter() - t0)
+                      range_qis=[c for c in qi if len(pub[c]) == 2], missing_qis=sorted(layout.nulls, key=qi.index),
+                      wall_seconds=time.perf_counter() - t0)
 
 
-class _Categories:
-    """A mixed-type release's QIs as numbers (see the module docstring): numeric and
-    date QIs one column each, ordinal QIs their rank, nominal QIs one-hot over the
-    original's sorted categories (``one_hot`` marks those columns)."""
+def _present(X: np.ndarray) -> np.ndarray | None:
+    """False where ``X`` holds a missing value (NaN: a non-finite value present is an
+    error before), or None when none is missing."""
+    missing = np.isnan(X)
+    return ~missing if missing.any() else None
+
+
+class _Layout:
+    """The QIs as numbers (see the module docstring): numeric and date QIs one column
+    each, ordinal QIs their rank, nominal QIs one-hot over the original's sorted
+    categories (``one_hot`` marks those columns); a QI with a missing value (in the
+    original or the release: ``lay_out``) gets a missing-value indicator column beside
+    its value (numeric, date, ordinal: ``indicator``, ``value_of`` its value's column)
+    or a category of its own, the last (nominal).
+
+    ``__init__`` reads the original once for its categories and, unless its Parquet
+    footers tell, which QIs hold a missing value; ``lay_out`` fixes the columns."""
 
     def __init__(self, osrc: TableSource, qi: list[str], ordinal, chunk_rows: int):
         orders = {c: (order, by) for c, order, by in parse_ordinal(ordinal) or ()}
@@ -333,17 +426,22 @@ class _Categories:
         for by in by_cols.values():
             if by not in osrc.columns:
                 raise EngineError(f"ordinal (--ordinal): column {by!r} not found in {osrc.label}")
-        read = list(dict.fromkeys(list(self.kinds) + list(by_cols.values())))
-        for _, f in osrc.iter_frames(read, chunk_rows):
-            for c in self.kinds:
-                t = f.get_column(c).cast(pl.String)
-                if c in by_cols:
-                    g = pl.DataFrame({"c": t, "b": f.get_column(by_cols[c]).cast(pl.Float64, strict=False)}) \
-                        .group_by("c").agg(pl.col("b").min())
-                    for v, m in g.iter_rows():
-                        old = mins[c].get(v)
-                        mins[c][v] = m if old is None or (m is not None and m < old) else old
-                values[c].update(t.drop_nulls().unique().to_list())
+        known = _parquet_nulls(osrc.paths, qi) if osrc.kind == "parquet" and osrc.paths else {}
+        self.nulls = {c for c, v in known.items() if v}  # the QIs with a missing value
+        unknown = [c for c in qi if known.get(c) is None]
+        read = list(dict.fromkeys(list(self.kinds) + list(by_cols.values()) + unknown))
+        if read:
+            for _, f in osrc.iter_frames(read, chunk_rows):
+                self.nulls.update(c for c in unknown if f.get_column(c).null_count())
+                for c in self.kinds:
+                    t = f.get_column(c).cast(pl.String)
+                    if c in by_cols:
+                        g = pl.DataFrame({"c": t, "b": f.get_column(by_cols[c]).cast(pl.Float64, strict=False)}) \
+                            .group_by("c").agg(pl.col("b").min())
+                        for v, m in g.iter_rows():
+                            old = mins[c].get(v)
+                            mins[c][v] = m if old is None or (m is not None and m < old) else old
+                    values[c].update(t.drop_nulls().unique().to_list())
         self.categories = {}
         for c, kind in self.kinds.items():
             if kind == "nominal":
@@ -356,39 +454,76 @@ class _Categories:
                 self.categories[c] = schema[c].categories.to_list()
             else:
                 raise EngineError(f"ordinal (--ordinal): give the order of column {c!r} (COL=CAT1,CAT2,...)")
-        hot = []
-        for c in qi:
-            hot += [True] * len(self.categories[c]) if self.kinds.get(c) == "nominal" else [False]
+
+    def lay_out(self, released: set) -> None:
+        """Fix the columns, given the QIs with a missing value in the release."""
+        self.nulls |= released
+        hot, flag, value_of = [], [], []
+        for c in self.qi:
+            if self.kinds.get(c) == "nominal":
+                k = len(self.categories[c]) + (c in self.nulls)
+                hot += [True] * k
+                flag += [False] * k
+                value_of += range(len(value_of), len(value_of) + k)
+            else:
+                hot.append(False)
+                flag.append(False)
+                value_of.append(len(value_of))
+                if c in self.nulls:
+                    hot.append(False)
+                    flag.append(True)
+                    value_of.append(len(value_of) - 1)
         self.one_hot = np.array(hot, dtype=bool)
+        self.indicator = np.array(flag, dtype=bool)
+        self.value_of = np.array(value_of, dtype=np.int64)
         self.width = len(hot)
 
-    def expand(self, frame: pl.DataFrame, columns: list[str], offset: int, label: str) -> np.ndarray:
+    def names(self, pub: dict) -> list[str]:
+        """The release's column(s) of each QI, for messages."""
+        return [" / ".join(pub[c]) for c in self.qi]
+
+    def expand(self, columns: list[pl.Series], names: list[str], offset: int, label: str) -> np.ndarray:
+        """The QIs' columns (one Series a QI, in ``qi`` order; ``names`` for messages) as
+        the laid-out numbers: a missing number NaN beside an indicator 1."""
         parts = []
-        for c, name in zip(self.qi, columns):
-            s = frame.get_column(name)
+        for c, name, s in zip(self.qi, names, columns):
             kind = self.kinds.get(c)
+            missing = s.is_null().to_numpy() if s.null_count() else None
+            if missing is not None and c not in self.nulls:  # pragma: no cover - seen before the passes
+                raise EngineError(f"{label} changed while it was read")
             if kind is None:
-                if s.dtype == pl.String and c in self.dates:  # a CSV's date text
-                    s = s.str.to_date(strict=False)
-                if s.dtype.is_temporal():
-                    s = s.to_physical()
-                v = s.cast(pl.Float64, strict=False).fill_null(np.nan).to_numpy()
-                _check_finite(v[:, None], [name], offset, label)
-                parts.append(v[:, None])
+                v = s
+                if v.dtype == pl.String and c in self.dates:  # a CSV's date text
+                    v = v.str.to_date(strict=False)
+                if v.dtype.is_temporal():
+                    v = v.to_physical()
+                v = v.cast(pl.Float64, strict=False)
+                bad = (~v.is_finite()).fill_null(False) | (v.is_null() & s.is_not_null())
+                if bad.any():
+                    i = int(bad.arg_true()[0])
+                    raise EngineError(f"column {name!r} of {label} has the value {s[i]!r} at row {offset + i + 1} "
+                                      f"(rows counted from 1), which is no finite number")
+                parts.append(v.fill_null(np.nan).to_numpy()[:, None])
+                if c in self.nulls:
+                    parts.append(np.zeros((s.len(), 1)) if missing is None else missing.astype(np.float64)[:, None])
                 continue
-            if s.null_count():
-                i = int(s.is_null().arg_true()[0])
-                raise EngineError(f"column {name!r} of {label} has a missing value at row {offset + i + 1} "
-                                  f"(rows counted from 1)")
             cats = self.categories[c]
             code = s.cast(pl.String).replace_strict(cats, list(range(len(cats))), default=-1,
-                                                    return_dtype=pl.Int64).to_numpy()
+                                                    return_dtype=pl.Int64).to_numpy().copy()
+            if missing is not None:  # a missing value: the code after the categories
+                code[missing] = len(cats)
             if kind == "ordinal":
                 if (code < 0).any():
                     i = int(np.flatnonzero(code < 0)[0])
                     raise EngineError(f"column {name!r} of {label} has the value {s.cast(pl.String)[i]!r} at row "
                                       f"{offset + i + 1}, which its ordinal order does not list")
-                parts.append(code.astype(np.float64)[:, None])
+                rank = code.astype(np.float64)
+                if missing is not None:
+                    rank[missing] = np.nan
+                parts.append(rank[:, None])
+                if c in self.nulls:
+                    parts.append(np.zeros((s.len(), 1)) if missing is None else missing.astype(np.float64)[:, None])
             else:
-                parts.append((code[:, None] == np.arange(len(cats))[None, :]).astype(np.float64))
+                k = len(cats) + (c in self.nulls)
+                parts.append((code[:, None] == np.arange(k)[None, :]).astype(np.float64))
         return np.ascontiguousarray(np.hstack(parts))

@@ -32,7 +32,21 @@ Checks
   values joined by ``|``, a ``|`` or ``\\`` in a category escaped by ``\\``) holds
   the original value, row by row (check "generalization").
   Release columns that are neither QIs nor original columns (a ``--group-column``)
-  are listed, not failed.
+  are listed, not failed. A changed column that is a function of one QI's published
+  values (``anonymize --derived``: recomputed from the published QI) is listed as
+  derived (``columns_derived``), not failed: it adds nothing to the QI.
+* **Leaks** (with the original; check "leaks", listed when it fails; else said by
+  "other columns"): no column passed through unchanged
+  corresponds one-to-one with a QI of the original (each value with one QI value and
+  each QI value with one of its values, over all rows; a null is a value): it would
+  publish the QI unaggregated (a code beside its label, the ``@NUMCOL`` of an ordinal
+  QI). A QI of one value is left out, and so are two row-unique columns (a row id
+  beside a continuous QI: the data cannot tell a copy from chance) unless the column
+  is an exact affine function of the QI. Bounded memory: per pair at most
+  ``LEAK_KEEP`` distinct value pairs a direction, then sampled by value hash (a
+  violation among dropped values can be missed: a false FAIL, never a missed leak
+  but by a 64-bit hash collision); the original is read until every pair shows a
+  violation, usually within one chunk.
 * **Class means** (with the original; check "class means"): a QI published as one
   number (an MDAV-family release, or maxent's ``numeric_output="mean"``) must be the
   aggregate of the originals it replaces: in each class (the rows sharing all published
@@ -42,6 +56,24 @@ Checks
   A class of two groups whose means round to the same published values still passes
   (the mean of its rows is within the same bound). Memory: one row per class, as the
   class counts (``ClassMeans``).
+* **Class modes** (a mixed release's nominal QIs, with the original; check "class
+  modes"): in each class the published category is a most frequent original value of
+  the class's rows (ties allowed), a missing value counted as a category
+  (``ClassModes``).
+
+Missing values (nulls). In every count of classes a null is a value of its own: two
+rows null in a QI and equal elsewhere are one class, and null is apart from every
+value (NaN, 0, the empty text; a CSV release's empty field against ``""``). With the
+original, a cell published null where the original had a value, or with a value
+where the original was null, fails nothing by itself (the engine imputes a missing
+cell with its group's value, and publishes null for a group without values), but:
+a QI published as one number is, per class, the mean of the original values
+*present*, and null exactly when the class has none ("class means"); a nominal QI's
+category is the class's mode with null a category ("class modes"); an original value
+present lies in its published range or set, a missing one is not checked, a range
+missing at one end holds nothing ("generalization"). The information loss leaves
+missing originals out (SSE and SST over the values present, as the engine's; a
+nominal QI: missing for missing is no change; an ordinal QI: over the rows present).
 
 Counting scales: each chunk is reduced by ``group_by`` on the *exact* published
 values (no hashing, so two classes can never be merged by a collision and hide a
@@ -215,6 +247,54 @@ class ScaledMoments:
         return out
 
 
+class PresentMoments:
+    """``ScaledMoments`` per column over the values present: ``add(X, Y, present)`` leaves
+    out of column ``j`` the rows where ``present[:, j]`` is False (a missing value; its
+    ``X`` and ``Y`` are not read). Until the first chunk with a missing value the columns
+    are accumulated together (one ``ScaledMoments``, as for a table without nulls), then
+    split into one ``ScaledMoments`` a column, exactly (each column's state is its own).
+    ``n`` is then per column: the values present."""
+
+    def __init__(self, d: int):
+        self.d = d
+        self.whole: ScaledMoments | None = ScaledMoments(d)
+        self.cols: list[ScaledMoments] = []
+
+    def add(self, X: np.ndarray, Y: np.ndarray | None = None, present: np.ndarray | None = None) -> None:
+        if self.whole is not None and (present is None or present.all()):
+            self.whole.add(X, Y)
+            return
+        if self.whole is not None:
+            self.cols = [_column_of(self.whole, j) for j in range(self.d)]
+            self.whole = None
+        for j, m in enumerate(self.cols):
+            rows = slice(None) if present is None else present[:, j]
+            m.add(X[rows, j: j + 1], None if Y is None else Y[rows, j: j + 1])
+
+    def _get(self, name: str) -> np.ndarray:
+        if self.whole is not None:
+            value = getattr(self.whole, name)
+            return np.full(self.d, value, np.int64) if name == "n" else value
+        return np.array([getattr(m, name)[0] if name != "n" else m.n for m in self.cols])
+
+    n = property(lambda self: self._get("n"))
+    mean = property(lambda self: self._get("mean"))
+    m2 = property(lambda self: self._get("m2"))
+    sse = property(lambda self: self._get("sse"))
+    min = property(lambda self: self._get("min"))
+    max = property(lambda self: self._get("max"))
+    scale = property(lambda self: self._get("scale"))
+
+
+def _column_of(m: ScaledMoments, j: int) -> ScaledMoments:
+    """Column ``j`` of ``m`` as a ``ScaledMoments`` of its own (the same state)."""
+    out = ScaledMoments(1)
+    out.n = m.n
+    for name in ("_scale", "mean", "m2", "sse", "min", "max"):
+        setattr(out, name, getattr(m, name)[j: j + 1].copy())
+    return out
+
+
 # --- class counting ------------------------------------------------------------------
 
 
@@ -250,12 +330,21 @@ def _mean_name(j: int) -> str:
     return f"__microagg_verify_mean_{j}__"
 
 
+def _present_name(j: int) -> str:
+    return f"__microagg_verify_present_{j}__"
+
+
 class ClassMeans:
     """Per published class (exact key values, as ``ClassCounter``): its rows and the mean
     of each measured QI's original values, chunk by chunk. A chunk's means are taken in
     units of a power of two per column (values near 1e308 do not overflow a sum);
     partial means merge weighted by their shares of the class's rows (no sum of raw
-    values either). Memory: one row per class, merged as the counts are."""
+    values either). Memory: one row per class, merged as the counts are.
+
+    Missing originals (nulls) are left out of a mean: it is the mean of the class's
+    values present, null when none is. A column gets a count of its values present per
+    class (``_present_name``) from the first chunk in which it has a null on (a part
+    without the count: every row present), so a table without nulls costs what it did."""
 
     def __init__(self, by: list[str], d: int, merge_rows: int):
         self.by, self.d, self.merge_rows = by, d, merge_rows
@@ -264,19 +353,26 @@ class ClassMeans:
         self.part_rows = 0
         self.amax = np.zeros(d)  # the largest finite |original value| per column
 
-    def add(self, keyed: pl.DataFrame, X: np.ndarray) -> None:
-        """``keyed``: the chunk's class keys (``by``); ``X``: its original values (rows x d)."""
+    def add(self, keyed: pl.DataFrame, X: np.ndarray, present: np.ndarray | None = None) -> None:
+        """``keyed``: the chunk's class keys (``by``); ``X``: its original values (rows x d);
+        ``present`` (rows x d, optional): False where the original value is missing (its
+        ``X`` is then not read)."""
         if X.shape[0] == 0:
             return
         amax = np.where(np.isfinite(X), np.abs(X), 0.0).max(axis=0)
         self.amax = np.maximum(self.amax, amax)
         _, e = np.frexp(amax)
         scale = np.where(amax > 0, np.ldexp(1.0, e.astype(np.int64) - 1), 1.0)  # values / scale in (-2, 2)
-        frame = keyed.select(self.by).with_columns(
-            pl.Series(_mean_name(j), X[:, j] / scale[j]) for j in range(self.d))
+        holes = [] if present is None else [j for j in range(self.d) if not present[:, j].all()]
+        cols = [pl.Series(_mean_name(j), X[:, j] / scale[j]) for j in range(self.d)]
+        for j in holes:  # a missing original: null (a mean leaves it out)
+            cols[j] = pl.select(pl.when(pl.Series(present[:, j])).then(cols[j])).to_series().alias(_mean_name(j))
+        frame = keyed.select(self.by).with_columns(cols)
         part = frame.group_by(self.by).agg(pl.len().cast(pl.Int64).alias(_ROWS),
                                            *((pl.col(_mean_name(j)).mean() * float(scale[j])).alias(_mean_name(j))
-                                             for j in range(self.d)))
+                                             for j in range(self.d)),
+                                           *(pl.col(_mean_name(j)).count().cast(pl.Int64).alias(_present_name(j))
+                                             for j in holes))
         self.parts.append(part)
         self.part_rows += part.height
         if self.part_rows > max(self.merge_rows, self.merged.height if self.merged is not None else 0):
@@ -286,14 +382,104 @@ class ClassMeans:
         frames = ([self.merged] if self.merged is not None else []) + self.parts
         if frames:
             n = pl.col(_ROWS)
-            self.merged = pl.concat(frames).group_by(self.by).agg(
-                n.sum(), *((pl.col(_mean_name(j)) * (n / n.sum())).sum().alias(_mean_name(j))
-                           for j in range(self.d)))
+            names = {c for f in frames for c in f.columns}
+            counted = [j for j in range(self.d) if _present_name(j) in names]
+            cat = pl.concat(frames, how="diagonal") if counted else pl.concat(frames)
+            if counted:  # a part without a column's count: all its rows present
+                cat = cat.with_columns(pl.col(_present_name(j)).fill_null(n) for j in counted)
+            aggs = []
+            for j in range(self.d):
+                m = pl.col(_mean_name(j))
+                if j in counted:
+                    c = pl.col(_present_name(j))
+                    aggs += [pl.when(c.sum() > 0).then((m * (c / c.sum())).sum()).alias(_mean_name(j)), c.sum()]
+                else:
+                    aggs.append((m * (n / n.sum())).sum().alias(_mean_name(j)))
+            self.merged = cat.group_by(self.by).agg(n.sum(), *aggs)
         self.parts, self.part_rows = [], 0
 
     def finish(self) -> pl.DataFrame:
         self._merge()
         return self.merged
+
+    def present(self, merged: pl.DataFrame, j: int) -> pl.Expr:
+        """The number of values present of column ``j`` per class of ``merged``."""
+        return pl.col(_present_name(j)) if _present_name(j) in merged.columns else pl.col(_ROWS)
+
+
+def _category_name(c: str) -> str:
+    return f"__microagg_verify_category_{c}__"
+
+
+def _shown(v) -> str:
+    """A category in a message: its text, or ``missing``."""
+    return "missing" if v is None else repr(v)
+
+
+class ClassModes:
+    """Per published class and nominal QI of a mixed release: how many rows hold each
+    original category (a missing value is a category of its own), chunk by chunk
+    (``ClassCounter`` on the class keys and the category). ``check``: the class's
+    published category is a mode of those, ties allowed (a class of groups that all
+    publish their mode publishes a mode of its rows: any category's count in the union
+    is at most the sum of the groups' greatest). Memory: one row per class and category
+    met in it (at most the rows, at most 100 categories a class for the engine's
+    nominal QIs)."""
+
+    def __init__(self, by: list[str], cats: list[str], merge_rows: int):
+        self.by, self.cats = by, cats
+        self.counters = {c: ClassCounter(by + [_category_name(c)], merge_rows) for c in cats}
+
+    def add(self, keyed: pl.DataFrame, f_orig: pl.DataFrame) -> None:
+        """``keyed``: the chunk's class keys (``by``, the published categories among them);
+        ``f_orig``: its original rows."""
+        for c, counter in self.counters.items():
+            counter.add(keyed.select(self.by).with_columns(
+                f_orig.get_column(c).cast(pl.String).alias(_category_name(c))))
+
+    def check(self, keys: list[str], domains: dict) -> tuple[str, bool, str]:
+        """("class modes", ok, detail): the first class (in key order) whose published
+        category of a nominal QI is not a mode of its original rows. A class publishing a
+        category that is no value of the original column (``domains``: per QI, the
+        original's values as text) is left to the check "categories"."""
+        classes, first, others = 0, None, []
+        for c, counter in self.counters.items():
+            n = pl.col(_COUNT)
+            counts = counter.finish().with_columns(  # the rows whose original is the published category
+                pl.col(_category_name(c)).eq_missing(pl.col(c).cast(pl.String)).alias("__is_published"))
+            per = counts.group_by(self.by).agg(n.max().alias("__top"),
+                                               n.filter(pl.col("__is_published")).sum().alias("__hit"),
+                                               pl.col(_category_name(c)).sort_by(n, descending=True).first()
+                                               .alias("__mode"), n.sum().alias(_ROWS))
+            classes = per.height
+            known = [v for v in domains[c] if v is not None]
+            foreign = pl.col(c).cast(pl.String).is_in(known).not_() & pl.col(c).is_not_null() \
+                if known else pl.col(c).is_not_null()
+            if None not in domains[c]:
+                foreign = foreign | pl.col(c).is_null()
+            # a category none of the class's rows had fails, and so does a missing value that is
+            # not the most frequent; a category some rows had but not the most (an ordinal QI's
+            # median of the values present, which verify cannot tell from a mode without --ordinal)
+            # is noted
+            short = pl.col("__hit") < pl.col("__top")
+            bad = per.filter(((pl.col("__hit") == 0) | (pl.col(c).is_null() & short)) & ~foreign)
+            off = per.filter((pl.col("__hit") > 0) & pl.col(c).is_not_null() & short & ~foreign).height
+            if off:
+                others.append(f"{off:,} classes publish a category of {c!r} that is not their most frequent "
+                              f"(an ordinal QI's median: give --ordinal to check it)")
+            if bad.height and first is None:
+                first = (c, bad.height, bad.sort(keys, nulls_last=True).row(0, named=True))
+        if first is None:
+            return ("class modes", True, f"every published category of {', '.join(self.cats)} is an original "
+                                         f"value of its class" + (f", the most frequent one ({'; '.join(others)})"
+                                                                  if others else ", the most frequent one") +
+                    f" (missing counted as a value; {classes:,} classes)")
+        c, count, row = first
+        return ("class modes", False,
+                f"{count:,} of {classes:,} classes publish a category of {c!r} that none of their original rows "
+                f"has (missing counted as a value); e.g. published {_shown(row[c])} on "
+                f"{row['__hit']:,} of the class's {row[_ROWS]:,} rows, {_shown(row['__mode'])} on {row['__top']:,} "
+                f"(class {_describe({k: row[k] for k in keys})})")
 
 
 # --- the result ----------------------------------------------------------------------
@@ -323,6 +509,7 @@ class VerifyResult:
     original_rows: int | None = None
     columns_compared: list[str] = field(default_factory=list)
     columns_changed: list[str] = field(default_factory=list)
+    columns_derived: dict = field(default_factory=dict)  # changed column -> the QI whose published values give it
     extra_columns: list[str] = field(default_factory=list)
     information_loss_percent: float | None = None
     information_loss_by_column: dict = field(default_factory=dict)
@@ -414,17 +601,19 @@ def _first_outside(f_out: pl.DataFrame, f_orig: pl.DataFrame, c: str, published:
     """Index of the first row whose original value of QI ``c`` is not in what the release
     publishes for it: the range ``c_min..c_max``, or the set of categories (``c``, values
     joined by ``|`` with ``|`` and ``\\`` escaped: ``_split_set``), or -1.
-    A missing original value must be published missing."""
+    A missing original value may be published with its class's range or set (imputed)
+    or missing; a value present must lie in what is published (a missing range or set
+    holds none); a range missing at one end only holds nothing."""
     x = f_orig.get_column(c)
     if len(published) == 2:
         lo, hi = (f_out.get_column(p).cast(pl.Float64, strict=False) for p in published)
+        whole = f_out.get_column(published[0]).is_null() == f_out.get_column(published[1]).is_null()
         xv = x.cast(pl.Float64, strict=False)
-        ok = ((xv >= lo) & (xv <= hi)).fill_null(False) | (x.is_null() & lo.is_null() & hi.is_null())
+        ok = (((xv >= lo) & (xv <= hi)).fill_null(False) | x.is_null()) & whole
     else:
         pairs = pl.DataFrame({"p": f_out.get_column(c).cast(pl.String), "o": x.cast(pl.String)})
         uniq = pairs.unique(maintain_order=True)
-        good = [(p is None and o is None) or (p is not None and o is not None and o in _split_set(p))
-                for p, o in uniq.iter_rows()]
+        good = [o is None or (p is not None and o in _split_set(p)) for p, o in uniq.iter_rows()]
         ok_pairs = uniq.filter(pl.Series(good, dtype=pl.Boolean)).with_columns(pl.lit(True).alias("__ok"))
         ok = pairs.join(ok_pairs, on=["p", "o"], how="left", nulls_equal=True,
                         maintain_order="left").get_column("__ok").fill_null(False)
@@ -613,8 +802,9 @@ class _Scan:
     changed: dict = field(default_factory=dict)   # passed-through column -> first changed row
     outside: dict = field(default_factory=dict)   # range / set QI -> first row outside its published value
     bad_il: dict = field(default_factory=dict)    # IL column -> first missing or non-finite row
-    moments: "ScaledMoments | None" = None
+    moments: "PresentMoments | None" = None
     means: "ClassMeans | None" = None             # the original values' mean per published class
+    modes: "ClassModes | None" = None             # (mixed) the nominal QIs' original categories per class
 
 
 def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows, mixed=False,
@@ -653,16 +843,27 @@ def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, coun
                                         kinds.dates, keys))
     if kinds.loss is not None:
         later += kinds.loss.finish(result, orig_rows)
-    result.columns_changed = [c for c in present if c in scan.changed]
+    if scan.modes is not None:
+        later.append(scan.modes.check(keys, kinds.loss.orig_values))
+    # a changed column that is a function of a QI's published values: derived (--derived), not a failure
+    result.columns_derived = _derived_columns(out, pub, [c for c in present if c in scan.changed], qi, chunk_rows)
+    result.columns_changed = [c for c in present if c in scan.changed and c not in result.columns_derived]
     if result.columns_changed:
         first = min(result.columns_changed, key=lambda c: scan.changed[c])
         detail.append(f"{len(result.columns_changed)} changed ({', '.join(result.columns_changed)}); "
                       f"first: column {first!r} at row {scan.changed[first] + 1}")
     if ranges or sets:
         later.append(_generalization_check(ranges + sets, scan.outside, sets))
+    derived = "; ".join(f"{c} recomputed from the published {q}" for c, q in result.columns_derived.items())
+    same = len(present) - len(result.columns_derived)
+    leak = _leak_check(orig, qi, [c for c in present if c not in scan.changed], chunk_rows)
+    unchanged = f"{same} unchanged, same order" + (", none one-to-one with a quasi-identifier" if same and leak[1]
+                                                   else "")
     later.append(("other columns", not detail,
-                  "; ".join(detail) if detail else (f"{len(present)} unchanged, same order" if present
-                                                       else "none besides the QIs")))
+                  "; ".join(detail + ([derived] if derived else [])) if detail else
+                  (unchanged + (f"; {derived}" if derived else "") if present else "none besides the QIs")))
+    if not leak[1]:  # a leak: a check of its own (listed only when it fails)
+        later.append(leak)
     return later
 
 
@@ -714,18 +915,24 @@ def _scan_aligned(out, orig, counter, keys, sa, present, il_cols, generalized, p
     changed row of every passed-through column, the first original value outside its
     published range or set, the information loss's moments (and a mixed release's
     category changes)."""
-    scan = _Scan(moments=ScaledMoments(len(il_cols)) if il_cols else None,
+    scan = _Scan(moments=PresentMoments(len(il_cols)) if il_cols else None,
                  means=ClassMeans(counter.by[:len(counter.by) - (sa is not None)], len(il_cols), counter.merge_rows)
                  if il_cols else None)
+    nominal = [c for c in kinds.cats if kinds.loss is not None and c not in kinds.loss.orders]
+    if nominal:
+        scan.modes = ClassModes(counter.by[:len(counter.by) - (sa is not None)], nominal, counter.merge_rows)
     out_cols = list(dict.fromkeys(keys + ([sa] if sa is not None else []) + present))
     orig_cols = list(dict.fromkeys(present + il_cols + generalized + kinds.cats)) or [first_qi]
     for offset, f_out, f_orig in aligned_frames(out, orig, out_cols, orig_cols, chunk_rows):
         keyed = _sign_keys(f_out, keys)
         counter.add(keyed)
-        X = None
+        X = have = None
         if scan.means is not None:
             X = np.column_stack([_as_number(f_orig.get_column(c), kinds.like(c, None)) for c in il_cols])
-            scan.means.add(keyed, X)
+            # a missing original: left out of its class's mean and of the information loss
+            have = np.column_stack([f_orig.get_column(c).is_not_null().to_numpy() for c in il_cols]) \
+                if any(f_orig.get_column(c).null_count() for c in il_cols) else None
+            scan.means.add(keyed, X, have)
         for c in generalized:
             if c not in scan.outside:
                 at = _first_outside(f_out, f_orig, c, pub[c])
@@ -738,15 +945,19 @@ def _scan_aligned(out, orig, counter, keys, sa, present, il_cols, generalized, p
                     scan.changed[c] = offset + at
         if kinds.loss is not None:
             kinds.loss.add(f_orig, f_out)
+        if scan.modes is not None:
+            scan.modes.add(keyed, f_orig)
         if scan.moments is not None and not scan.bad_il:
             Y = np.column_stack([_as_number(f_out.get_column(c), kinds.like(c, orig.schema[c]))
                                  for c in il_cols])  # a CSV release's text: not a number -> NaN
             fin = np.isfinite(X) & np.isfinite(Y)
+            if have is not None:
+                fin |= ~have
             if not fin.all():
                 i, j = np.argwhere(~fin)[0]
                 scan.bad_il[il_cols[j]] = offset + int(i)
                 continue
-            scan.moments.add(X, Y)
+            scan.moments.add(X, Y, have)
     return scan
 
 
@@ -759,40 +970,57 @@ def _information_loss(result, scan: _Scan, il_cols) -> None:
         return
     keep = moments.min < moments.max
     per = np.where(keep, 100.0 * moments.sse / np.where(moments.m2 > 0, moments.m2, 1.0), 0.0)
+    counted = moments.n
     for j, c in enumerate(il_cols):
         if keep[j]:
             result.information_loss_by_column[c] = float(per[j])
         else:
-            result.information_loss_skipped[c] = "constant in the original"
+            result.information_loss_skipped[c] = ("constant in the original" if counted[j]
+                                                  else "missing in every row of the original")
     result.information_loss_percent = float(per[keep].mean()) if keep.any() else 0.0
 
 
 def _class_means_check(result, means: ClassMeans, il_cols, likes, dates, keys) -> tuple[str, bool, str]:
     """Each class's published value of every QI published as one number against the mean
-    of the class's original values (``ClassMeans``; the module docstring). ``likes``: the
-    type each release column is read as (``_as_number``); ``dates``: QIs published as the
-    mean rounded to the unit."""
+    of the class's original values present (``ClassMeans``; the module docstring): null
+    exactly when the class has no value present. ``likes``: the type each release column
+    is read as (``_as_number``); ``dates``: QIs published as the mean rounded to the unit."""
     merged = means.finish()
     bounds = [float(MEAN_TOLERANCE * means.amax[j]) + (0.5 if c in dates else 0.0) for j, c in enumerate(il_cols)]
     gaps = [(pl.Series(_as_number(merged.get_column(c), likes[j])) - merged.get_column(_mean_name(j))).abs()
             .alias(f"__gap_{j}") for j, c in enumerate(il_cols)]
+    counts = [means.present(merged, j).alias(f"__present_{j}") for j in range(len(il_cols))]
     off = pl.lit(False)
-    for j in range(len(il_cols)):  # (a null or NaN published value, or mean: off too)
+    for j, c in enumerate(il_cols):  # (a NaN published value or mean: off too)
         g = pl.col(f"__gap_{j}")
-        off = off | (g > bounds[j]).fill_null(True) | g.is_nan().fill_null(True)
-    bad = merged.with_columns(gaps).filter(off)
+        none = pl.col(_mean_name(j)).is_null()  # no original value present: published null
+        ok = pl.when(pl.col(c).is_null()).then(none).otherwise(~none & (g <= bounds[j]) & ~g.is_nan())
+        off = off | ~ok.fill_null(False)
+    bad = merged.with_columns(gaps + counts).filter(off)
     result.classes_not_mean = bad.height
     if not bad.height:
         return ("class means", True, f"every published value of {', '.join(il_cols)} is the mean of its class's "
                                      f"original values ({merged.height:,} classes)")
     first = bad.sort(keys, nulls_last=True).row(0, named=True)
-    j = next(j for j in range(len(il_cols))
-             if first[f"__gap_{j}"] is None or not first[f"__gap_{j}"] <= bounds[j])
-    c = il_cols[j]
+
+    def wrong(j: int) -> bool:
+        pub, mean, gap = first[il_cols[j]], first[_mean_name(j)], first[f"__gap_{j}"]
+        if pub is None or mean is None:
+            return (pub is None) != (mean is None)
+        return gap is None or not gap <= bounds[j]
+
+    j = next(j for j in range(len(il_cols)) if wrong(j))
+    c, present = il_cols[j], first[f"__present_{j}"]
+    if first[_mean_name(j)] is None:
+        what = f"the class's {first[_ROWS]:,} original values are all missing (published: null)"
+    else:
+        what = (f"the mean of the class's {present:,} original values"
+                + (f" present (of {first[_ROWS]:,})" if present != first[_ROWS] else "")
+                + f" is {first[_mean_name(j)]:.10g}")
     return ("class means", False,
             f"{bad.height:,} of {merged.height:,} classes publish a value that is not the mean of their original "
-            f"values; e.g. column {c!r}: published {first[c]!r}, the mean of the class's {first[_ROWS]:,} original "
-            f"values is {first[_mean_name(j)]:.10g} (class {_describe({k: first[k] for k in keys})})")
+            f"values; e.g. column {c!r}: published {first[c]!r}, {what} "
+            f"(class {_describe({k: first[k] for k in keys})})")
 
 
 def _generalization_check(generalized, outside, sets=()) -> tuple[str, bool, str]:
@@ -920,6 +1148,7 @@ class _CategoryLoss:
         self.orig_values = {c: set() for c in cats}
         self.pub_values = {c: set() for c in cats}
         self.bad_rank: dict = {}
+        self.present = {c: 0 for c in cats}  # (ordinal) rows with an original value
         self.offset = 0
 
     def add(self, f_orig: pl.DataFrame, f_out: pl.DataFrame) -> None:
@@ -928,15 +1157,17 @@ class _CategoryLoss:
             b = f_out.get_column(c).cast(pl.String)
             self.orig_values[c].update(a.unique().to_list())
             self.pub_values[c].update(b.unique().to_list())
-            if c in self.orders:
+            if c in self.orders:  # (a missing original: not measured, as the engine's loss)
                 order = self.orders[c]
                 ra = a.replace_strict(order, list(range(len(order))), default=None, return_dtype=pl.Int64)
                 rb = b.replace_strict(order, list(range(len(order))), default=None, return_dtype=pl.Int64)
-                if (ra.null_count() or rb.null_count()) and c not in self.bad_rank:
-                    self.bad_rank[c] = self.offset + int((ra.is_null() | rb.is_null()).arg_true()[0])
+                bad = a.is_not_null() & (ra.is_null() | rb.is_null())
+                if bad.any() and c not in self.bad_rank:
+                    self.bad_rank[c] = self.offset + int(bad.arg_true()[0])
                 self.changed[c] += int((ra - rb).abs().sum() or 0)
-            else:
-                self.changed[c] += int((a != b).fill_null(True).sum())
+                self.present[c] += a.len() - a.null_count()
+            else:  # a missing value is a category: missing for missing is no change
+                self.changed[c] += int(a.ne_missing(b).sum())
         self.offset += f_orig.height
 
     def finish(self, result, rows: int) -> list:
@@ -945,11 +1176,11 @@ class _CategoryLoss:
             if c in self.bad_rank:
                 result.information_loss_skipped[c] = (f"a value outside the ordinal order (or missing) at row "
                                                       f"{self.bad_rank[c] + 1}")
-            elif len(self.orig_values[c]) < 2:
+            elif len(self.orig_values[c] - ({None} if c in self.orders else set())) < 2:
                 result.information_loss_skipped[c] = "constant in the original"
             else:
                 m = len(self.orders[c]) if c in self.orders else 2
-                per[c] = 100.0 * self.changed[c] / (m - 1) / rows
+                per[c] = 100.0 * self.changed[c] / (m - 1) / (self.present[c] if c in self.orders else rows)
                 result.information_loss_by_column[c] = per[c]
         numeric = [v for c, v in result.information_loss_by_column.items() if c not in self.cats]
         allv = numeric + list(per.values())
@@ -963,3 +1194,198 @@ class _CategoryLoss:
                                           f"{c!r}: {', '.join(map(repr, outside[c][:5]))}")]
         return [("categories", True, f"every published category is a value of the original column "
                                      f"({', '.join(self.cats)})")]
+
+
+# --- columns that publish a QI (with the original) ------------------------------------
+#
+# Written here again, not imported from ``engine.passes.leak``: verify shares no code with
+# the engine that made the release (the same rule, checked independently).
+
+_LEAK_SEED = 0x766572696679  # Polars' hash seed here ("verify")
+LEAK_KEEP = 1 << 15  # distinct (value, partner) pairs a direction keeps; above, sampled by value
+AFFINE_TOLERANCE = 1e-9  # |c - (a + b q)| <= this x (|c| + |a| + |b q|): an exact affine relation
+_U64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _value_keys(s: pl.Series) -> np.ndarray:
+    """A uint64 key per row of the value of ``s`` (a null: a value of its own): Polars'
+    hash, mixed (splitmix64's finalizer) so that every bit is uniform."""
+    if isinstance(s.dtype, (pl.Categorical, pl.Enum)):
+        s = s.cast(pl.String)
+    try:
+        h = s.hash(seed=_LEAK_SEED).to_numpy().astype(np.uint64)
+    except Exception:  # a type Polars does not hash: its text
+        h = s.cast(pl.String).hash(seed=_LEAK_SEED).to_numpy().astype(np.uint64)
+    with np.errstate(over="ignore"):
+        z = h ^ (h >> np.uint64(30))
+        z = z * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def _numbers(s: pl.Series) -> np.ndarray:
+    """float64 values (dates on their epoch value; a null or a text that is not a number: NaN)."""
+    if s.dtype.is_temporal():
+        s = s.to_physical()
+    if s.dtype == pl.Boolean or s.dtype.is_nested() or s.dtype in (pl.Binary, pl.Object):
+        return np.full(s.len(), np.nan)
+    return s.cast(pl.Float64, strict=False).fill_null(float("nan")).to_numpy()
+
+
+class _Line:
+    """Whether ``c = a + b q`` holds on every row so far (``a``, ``b`` from the first two
+    rows of different q; a missing value: not affine)."""
+
+    def __init__(self):
+        self.q1 = self.c1 = self.a = self.b = None
+        self.ok = True
+
+    def add(self, q: np.ndarray, c: np.ndarray) -> None:
+        if not self.ok or not q.shape[0]:
+            return
+        fin = np.isfinite(q) & np.isfinite(c)
+        if not fin.all():
+            self.ok = False
+            return
+        if self.q1 is None:
+            self.q1, self.c1 = float(q[0]), float(c[0])
+        if self.b is None:
+            other = np.flatnonzero(q != self.q1)
+            upto = int(other[0]) if other.size else q.shape[0]
+            if (c[:upto] != self.c1).any():
+                self.ok = False
+                return
+            if not other.size:
+                return
+            self.b = (float(c[upto]) - self.c1) / (float(q[upto]) - self.q1)
+            self.a = self.c1 - self.b * self.q1
+        with np.errstate(invalid="ignore", over="ignore"):
+            pred = self.a + self.b * q
+            bound = AFFINE_TOLERANCE * (np.abs(c) + abs(self.a) + np.abs(self.b * q))
+            self.ok = bool((np.abs(c - pred) <= bound).all())
+
+
+class _OneToOne:
+    """Whether a column of the original and a QI correspond one-to-one, chunk by chunk: per
+    direction, the distinct (value, partner) pairs (hashed), each value with one partner;
+    a value with two: not one-to-one (``dead``). Memory: at most ``LEAK_KEEP`` pairs a
+    direction; above, only the values whose key is at most a limit, halved as needed
+    (every row of a kept value: the dependency is tested exactly on them)."""
+
+    def __init__(self, column: str, qi: str, numeric: bool):
+        self.column, self.qi = column, qi
+        self.limit = [_U64, _U64]
+        self.seen = [None, None]
+        self.dead = self.repeats = False
+        self.line = _Line() if numeric else None
+
+    def add(self, kc: np.ndarray, kq: np.ndarray) -> None:
+        for d, (k, v) in enumerate(((kc, kq), (kq, kc))):
+            keep = k <= self.limit[d]
+            part = pl.DataFrame({"k": k[keep], "v": v[keep]}).group_by("k", "v").agg(pl.len().alias("n"))
+            merged = part if self.seen[d] is None else \
+                pl.concat([self.seen[d], part]).group_by("k", "v").agg(pl.col("n").sum())
+            if merged.height != merged.get_column("k").n_unique():
+                self.dead = True
+                return
+            self.repeats = self.repeats or bool((merged.get_column("n") > 1).any())
+            while merged.height > LEAK_KEEP:
+                self.limit[d] = self.limit[d] >> np.uint64(1)
+                merged = merged.filter(pl.col("k") <= self.limit[d])
+            self.seen[d] = merged
+
+    def leaks(self, varied: bool) -> bool:
+        """One-to-one, with a QI of several values, and not two row-unique columns (whose
+        correspondence the data cannot tell from chance), unless exactly affine."""
+        if self.dead or not varied:
+            return False
+        return self.repeats or (self.line is not None and self.line.ok and self.line.b is not None)
+
+
+def _leak_check(orig, qi, columns, chunk_rows) -> tuple[str, bool, str]:
+    """Check "leaks": no column passed through unchanged (``columns``) corresponds one-to-one
+    with a QI of the original (a null is a value): such a column publishes the QI
+    unaggregated. A QI of one value is left out, and so are two row-unique columns but
+    for an exact affine relation (as ``anonymize``'s guard). Reads the original's
+    columns until every pair has shown a value with two partners (usually one chunk);
+    the pairs still one-to-one then on their own columns."""
+    schema = orig.schema
+    qi = [q for q in qi if q in schema]
+    pairs = [_OneToOne(c, q, is_numeric(schema[q]) or schema[q].is_temporal()) for c in columns for q in qi]
+    if not pairs:
+        return ("leaks", True, "no column passed through unchanged beside the quasi-identifiers")
+    first: dict = {}
+    varied = {q: False for q in qi}
+    done = 0
+    order = list(schema.names())
+
+    def needed(ps):
+        want = {c for p in ps for c in (p.column, p.qi)}
+        return [c for c in order if c in want]
+
+    alive = pairs
+    reading = needed(alive)
+    frames = orig.iter_frames(reading, chunk_rows)
+    while alive:
+        got = next(frames, None)
+        if got is None:
+            break
+        offset, frame = got
+        if offset + frame.height <= done:
+            continue
+        if offset < done:
+            frame, offset = frame.slice(done - offset), done
+        done = offset + frame.height
+        keys = {c: _value_keys(frame.get_column(c)) for c in reading}
+        for q in {p.qi for p in alive}:
+            k = keys[q]
+            if k.shape[0] and q not in first:
+                first[q] = k[0]
+            varied[q] = varied[q] or bool(k.shape[0] and (k != first[q]).any())
+        for p in alive:
+            p.add(keys[p.column], keys[p.qi])
+            if not p.dead and not p.repeats and p.line is not None and p.line.ok:
+                p.line.add(_numbers(frame.get_column(p.qi)), _numbers(frame.get_column(p.column)))
+        alive = [p for p in alive if not p.dead]
+        want = needed(alive)
+        if want and len(want) <= len(reading) // 2:  # on fewer columns, from the next row
+            reading = want
+            frames = orig.iter_frames(reading, chunk_rows)
+    found = [p for p in alive if p.leaks(varied[p.qi])]
+    if found:
+        p = found[0]
+        more = f" ({len(found)} such pairs: {', '.join(f'{x.column}~{x.qi}' for x in found)})" if len(found) > 1 else ""
+        return ("leaks", False, f"column {p.column!r} is passed through unchanged and corresponds one-to-one with "
+                                f"quasi-identifier {p.qi!r}: it publishes it unaggregated{more}")
+    return ("leaks", True, f"no column passed through corresponds one-to-one with a quasi-identifier "
+                           f"({len(columns)} column(s) x {len(qi)} QI(s))")
+
+
+def _derived_columns(out, pub, changed, qi, chunk_rows) -> dict:
+    """Of the ``changed`` columns (not the original's values), those that are a function of
+    one QI's published values in the release (``{column: qi}``, the first such QI), and not
+    a constant (but beside a QI of one published value): a column recomputed from the
+    published QI (``anonymize --derived``) adds nothing to it. Exact: the distinct
+    (published value, column value) pairs, per published value at most one (memory: about
+    one row per class)."""
+    cands = [(c, q) for c in changed for q in qi]
+    if not cands:
+        return {}
+    seen: dict = {}
+    cols = list(dict.fromkeys([*changed, *(p for q in qi for p in pub[q])]))
+    for _, frame in out.iter_frames(cols, chunk_rows):
+        for c, q in cands:
+            part = frame.select(*pub[q], c).unique()
+            merged = part if (c, q) not in seen else pl.concat([seen[(c, q)], part]).unique()
+            if merged.height != merged.select(pub[q]).unique().height:
+                merged = None
+            seen[(c, q)] = merged
+        cands = [x for x in cands if seen[x] is not None]
+        if not cands:
+            break
+    out_map: dict = {}
+    for c, q in cands:  # (a column made constant follows nothing: it is changed, unless its QI is one class)
+        m = seen[(c, q)]
+        if m.get_column(c).n_unique() > 1 or m.height == 1:
+            out_map.setdefault(c, q)
+    return out_map

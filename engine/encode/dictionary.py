@@ -62,6 +62,7 @@ class Categorical:
     order: tuple | None = None
     by: str | None = None
     count: bool = False
+    missing: bool = False  # a missing value is no error: counted (``Dictionary.nulls``), not a category
 
 
 class Dictionary:
@@ -78,6 +79,7 @@ class Dictionary:
         self.parts: list = []  # value order: the chunks' distinct values
         self.count_parts: list = []  # value order with ``count``: the chunks' value counts
         self._total: pl.DataFrame | None = None  # value order with ``count``: the counts, merged and sorted
+        self.nulls = 0  # missing values seen (``Categorical.missing``)
 
     @property
     def name(self) -> str:
@@ -96,12 +98,14 @@ class Dictionary:
         """The column's values in ``frame`` (rows ``offset`` on), and its order column's."""
         s = frame.get_column(self.name)
         if s.null_count():
-            raise first_missing(self.name, s, offset)
-        if not self.texts:
+            if not self.spec.missing:
+                raise first_missing(self.name, s, offset)
+            self.nulls += s.null_count()
+        if not self.texts:  # (a missing value is not a category)
             if self.spec.count:
-                self.count_parts.append(s.value_counts(name="n"))
+                self.count_parts.append(s.drop_nulls().value_counts(name="n"))
             else:
-                self.parts.append(s.unique())
+                self.parts.append(s.drop_nulls().unique())
             if len(self.parts) + len(self.count_parts) > _COMPACT_EVERY:
                 self._merge()
             return
@@ -117,14 +121,15 @@ class Dictionary:
                     i = int(b.is_null().arg_true()[0])
                     raise EngineError(f"column {by!r} (the order of {self.name!r}) has a value that is not a "
                                       f"number at row {offset + i + 1}")
-            pairs = pl.DataFrame({"c": t, "b": b.cast(pl.Float64)}).group_by("c").agg(pl.col("b").min())
+            pairs = (pl.DataFrame({"c": t, "b": b.cast(pl.Float64)}).drop_nulls("c")
+                     .group_by("c").agg(pl.col("b").min()))
             for c, v in pairs.iter_rows():
                 self.mins[c] = min(v, self.mins.get(c, v))
                 self.seen.add(c)
         else:
-            self.seen.update(t.unique().to_list())
+            self.seen.update(t.drop_nulls().unique().to_list())
         if self.spec.count:
-            for c, n in t.value_counts(name="n").iter_rows():
+            for c, n in t.drop_nulls().value_counts(name="n").iter_rows():
                 self.tally[c] = self.tally.get(c, 0) + n
         if self.allowed is not None and not self.seen <= self.allowed:
             bad = t.is_in(list(self.allowed)).not_()
@@ -136,17 +141,22 @@ class Dictionary:
         column's dictionary indices): its distinct texts are the dictionary's entries
         that some row uses; the same checks, in the same order."""
         if arr.null_count:
-            raise missing_value(self.name, offset + int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0]))
+            if not self.spec.missing:
+                raise missing_value(self.name,
+                                    offset + int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0]))
+            self.nulls += arr.null_count
         texts = arr.dictionary.to_pylist()
         idx = dictionary_indices(arr)
-        rows = np.bincount(idx, minlength=len(texts))
+        if arr.null_count:  # (a missing value's slot holds an arbitrary index)
+            idx = np.where(arr.is_valid().to_numpy(zero_copy_only=False), idx, len(texts))
+        rows = np.bincount(idx, minlength=len(texts))[:len(texts)]
         self.seen.update(t for t, u in zip(texts, rows > 0) if u)
         if self.spec.count:
             for t, n in zip(texts, rows.tolist()):
                 if n:
                     self.tally[t] = self.tally.get(t, 0) + n
         if self.allowed is not None and not self.seen <= self.allowed:
-            bad = np.array([t not in self.allowed for t in texts])
+            bad = np.array([t not in self.allowed for t in texts] + [False])
             i = int(np.flatnonzero(bad[idx])[0])
             raise unlisted(self.name, texts[idx[i]], offset + i)
 
@@ -257,7 +267,7 @@ def text_codes(name: str, enum, s: pl.Series, offset: int, label: str, physical:
     codes = t.cast(enum, strict=False)  # an unseen value becomes null
     if codes.null_count():
         i = int(codes.is_null().arg_true()[0])
-        raise _unseen(name, t[i], offset + i, label)
+        raise unseen(name, t[i], offset + i, label)
     codes = codes.to_physical().to_numpy()
     return codes if physical else codes.astype(np.int64)
 
@@ -274,7 +284,7 @@ def indices_codes(name: str, index: dict, dtype, arr, offset: int, label: str) -
     codes = lut[dictionary_indices(arr)]
     if (lut < 0).any() and (codes < 0).any():
         i = int(np.flatnonzero(codes < 0)[0])
-        raise _unseen(name, texts[int(arr.indices[i].as_py())], offset + i, label)
+        raise unseen(name, texts[int(arr.indices[i].as_py())], offset + i, label)
     return codes.astype(dtype)
 
 
@@ -319,6 +329,6 @@ def too_many(c: str, limit: int) -> EngineError:
                        f"one-hot encoded; group its values first, or use a numeric code")
 
 
-def _unseen(c: str, value, i: int, label: str) -> EngineError:
+def unseen(c: str, value, i: int, label: str) -> EngineError:
     return EngineError(f"column {c!r} has the value {value!r} at row {i + 1}, which the first pass did not see: "
                        f"{label} changed during the run")

@@ -36,46 +36,122 @@ def accumulate_scaled_sums(X, inv, labels, out_sums, out_counts):
 
 
 @njit(cache=True, nogil=True)
-def compact_group_sums(C, vals, inv, cats, first, labels, out_sums, out_counts, out_cats):
-    """Group sums of compact rows ``C`` (n, QIs; ``engine.encode.mixed``: numbers and category
-    codes): ``out_sums[g, v] += C[i, vals[v]] * inv[v]`` in row order (what
-    ``accumulate_scaled_sums`` adds to those columns of the expanded rows), the row
-    counts, and per categorical column ``cats[c]`` the rows of each code
-    (``out_cats[g, first[c] + code]``: the sums of its one-hot columns, as whole numbers)."""
+def compact_group_sums(C, vals, inv, labels, out_sums, out_present, out_counts):
+    """Group sums of the number columns ``vals`` of compact rows ``C`` (n, QIs;
+    ``engine.encode.mixed``: numbers, NaN for a missing value): ``out_sums[g, v] +=
+    C[i, vals[v]] * inv[v]`` over the rows present, in row order (what
+    ``accumulate_scaled_sums`` adds to those columns of the expanded rows when no value
+    is missing), ``out_present[g, v]`` the rows present, ``out_counts[g]`` the rows."""
     n = C.shape[0]
     for i in range(n):
         g = labels[i]
         out_counts[g] += 1
         for v in range(vals.shape[0]):
-            out_sums[g, v] += C[i, vals[v]] * inv[v]
-        for c in range(cats.shape[0]):
-            out_cats[g, first[c] + np.int64(C[i, cats[c]])] += 1
+            x = C[i, vals[v]]
+            if not np.isnan(x):
+                out_sums[g, v] += x * inv[v]
+                out_present[g, v] += 1
 
 
 @njit(cache=True, nogil=True)
-def standardize_codes(C, src, hot, scale, mean, sd, cols, out):
+def group_picks(labels, codes, g, ordinal, null, out, stats):
+    """Each of ``g`` groups' published category from its rows' codes (``codes``,
+    float64, by row; ``labels`` the rows' groups), written to ``out[group]``:
+
+    * nominal (``ordinal`` False): the mode, ties to the lowest code; ``null``: the
+      code that stands for a missing value (-1: none);
+    * ordinal: the lower median of the codes present (NaN: missing), NaN when the
+      group has none.
+
+    ``stats`` (int64, 4) accumulates: [0] the loss (nominal: rows whose code is not
+    their group's pick; ordinal: the sum of |code - pick| over the rows present),
+    [1] missing cells published with a value (imputed), [2] missing cells published
+    missing, [3] cells with a value published missing (nominal: a group whose mode is
+    the missing code). Per-row cost does not depend on the number of categories."""
+    n = labels.shape[0]
+    cnt = np.zeros(g + 1, np.int64)
+    for i in range(n):
+        cnt[labels[i] + 1] += 1
+    big = 0
+    for j in range(g):
+        if cnt[j + 1] > big:
+            big = cnt[j + 1]
+        cnt[j + 1] += cnt[j]
+    pos = cnt[:g].copy()
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        order[pos[labels[i]]] = i
+        pos[labels[i]] += 1
+    buf = np.empty(max(big, 1))
+    for j in range(g):
+        a, b = cnt[j], cnt[j + 1]
+        m = 0
+        miss = 0
+        for t in range(a, b):  # the group's codes present, insertion-sorted
+            x = codes[order[t]]
+            if np.isnan(x):
+                miss += 1
+                continue
+            u = m
+            while u > 0 and buf[u - 1] > x:
+                buf[u] = buf[u - 1]
+                u -= 1
+            buf[u] = x
+            m += 1
+        if ordinal:
+            if m == 0:
+                out[j] = np.nan
+                stats[2] += miss
+                continue
+            pick = buf[(m - 1) // 2]
+            out[j] = pick
+            loss = 0.0
+            for u in range(m):
+                loss += abs(buf[u] - pick)
+            stats[0] += np.int64(loss)
+            stats[1] += miss
+            continue
+        best, run, pick = 0, 0, 0.0
+        for u in range(m):
+            run = run + 1 if u > 0 and buf[u] == buf[u - 1] else 1
+            if run > best:
+                best, pick = run, buf[u]
+        out[j] = pick
+        stats[0] += m - best
+        if null >= 0:
+            nulls = 0
+            for u in range(m):
+                if buf[u] == null:
+                    nulls += 1
+            if pick == null:
+                stats[2] += nulls
+                stats[3] += m - nulls
+            else:
+                stats[1] += nulls
+
+
+@njit(cache=True, nogil=True)
+def standardize_codes(C, src, mode, fill, off, table, scale, mean, sd, cols, out):
     """``moments.standardize_serial`` of the expanded columns ``cols`` of compact rows
-    ``C`` (n, QIs) without expanding them: expanded column j is ``C[i, src[j]]`` when
-    ``hot[j] < 0``, else 1.0 when ``C[i, src[j]] == hot[j]`` and 0.0 otherwise (a
-    one-hot column); the same arithmetic on the same values, so the same bits (a one-hot
-    column's two standardized values computed once)."""
+    ``C`` (n, QIs) without expanding them (``engine.encode.mixed.Mixed.expand``):
+    expanded column j of ``x = C[i, src[j]]`` is, by ``mode[j]``, 0: ``x`` (``fill[j]``
+    when x is NaN, a missing value), 1: 1.0 when x is NaN else 0.0 (the missing-value
+    indicator), 2: ``table[off[j] + x]`` (a category's coordinate: one-hot or
+    embedded); then the same arithmetic on the same values, so the same bits."""
     n = C.shape[0]
     m = cols.shape[0]
-    z0 = np.zeros(m)
-    z1 = np.zeros(m)
-    for jj in range(m):
-        j = cols[jj]
-        if sd[j] > 0.0:
-            z0[jj] = (0.0 * (1.0 / scale[j]) - mean[j]) / sd[j]
-            z1[jj] = (1.0 * (1.0 / scale[j]) - mean[j]) / sd[j]
     for i in range(n):
         for jj in range(m):
             j = cols[jj]
             x = C[i, src[j]]
-            if hot[j] >= 0.0:
-                out[i, jj] = z1[jj] if x == hot[j] else z0[jj]
-            elif sd[j] > 0.0:
-                out[i, jj] = (x * (1.0 / scale[j]) - mean[j]) / sd[j]
+            if mode[j] == 0:
+                v = fill[j] if np.isnan(x) else x
+            elif mode[j] == 1:
+                v = 1.0 if np.isnan(x) else 0.0
+            else:
+                v = table[off[j] + np.int64(x)]
+            if sd[j] > 0.0:
+                out[i, jj] = (v * (1.0 / scale[j]) - mean[j]) / sd[j]
             else:
                 out[i, jj] = 0.0
 

@@ -7,7 +7,10 @@
   larger than the best distance, so every tied row is counted (the tree's box
   bounds are rounded the same way as the distances; see its docstring).
 * ``find_rows``: the index of each query row in a lexicographically sorted,
-  duplicate-free table of points (exact float comparison), -1 if absent.
+  duplicate-free table of points (exact float comparison; NaN, a missing value,
+  after every number and equal to NaN), -1 if absent.
+* ``nearest_with_patterns``: the same when rows and query carry missing-value
+  patterns, whose differences add a fixed amount each (``pattern_offset``).
 * ``score_rows``: per record, the DBRL credit (``1 / ties`` when the record's own
   original is among the nearest, else 0) and the interval-disclosure tests.
 
@@ -74,11 +77,87 @@ def nearest_all(T, Q, out_d2, out_ties):
 
 
 @njit(cache=True, nogil=True)
+def pattern_offset(a, b, R2):
+    """The distance a missing-value pattern adds: ``R2[j]`` for each indicator ``j``
+    where the patterns ``a`` and ``b`` (0/1 a QI with missing values) differ, summed
+    in column order (the same expression wherever a distance is computed)."""
+    s = 0.0
+    for j in range(R2.shape[0]):
+        if a[j] != b[j]:
+            s += R2[j]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def nearest_with_patterns(T, q, qpat, P, R2):
+    """``nearest_with_ties`` when the rows carry missing-value patterns: the distance of
+    tree row ``p`` is ``sq_dist`` over the tree's columns (the values; a missing one at
+    0) plus ``pattern_offset(P[ids[p]], qpat, R2)``. The box bounds leave the offsets
+    out (they are >= 0), so they still bound every distance in the box and pruning on
+    a strict inequality keeps every tie."""
+    Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf, center, rnorm, rmax = T
+    best = np.inf
+    ties = 0
+    if cnt[0] == 0:
+        return best, ties
+    stack = np.empty(128, np.int64)
+    bound = np.empty(128)
+    stack[0] = 0
+    bound[0] = box_min_dist(lo, hi, stack[0], q)
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        node = stack[sp]
+        if bound[sp] > best:
+            continue
+        if node >= first_leaf:
+            for p in range(nstart[node], nend[node]):
+                dd = sq_dist(Xp, p, q) + pattern_offset(P[ids[p]], qpat, R2)
+                if dd < best:
+                    best = dd
+                    ties = 1
+                elif dd == best:
+                    ties += 1
+        else:
+            a = 2 * node + 1
+            b = a + 1
+            ba = box_min_dist(lo, hi, a, q) if cnt[a] > 0 else np.inf
+            bb = box_min_dist(lo, hi, b, q) if cnt[b] > 0 else np.inf
+            first, fb, second, sb = (a, ba, b, bb) if ba > bb else (b, bb, a, ba)
+            if cnt[first] > 0 and fb <= best:
+                stack[sp] = first
+                bound[sp] = fb
+                sp += 1
+            if cnt[second] > 0 and sb <= best:
+                stack[sp] = second
+                bound[sp] = sb
+                sp += 1
+    return best, ties
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def nearest_all_patterns(T, Q, QP, P, R2, out_d2, out_ties):
+    """``nearest_with_patterns`` for every row of ``Q`` (its pattern the row of ``QP``)."""
+    for i in prange(Q.shape[0]):
+        d2, t = nearest_with_patterns(T, Q[i], QP[i], P, R2)
+        out_d2[i] = d2
+        out_ties[i] = t
+
+
+@njit(cache=True, nogil=True)
 def _cmp(A, i, B, j):
+    """Row ``A[i]`` against ``B[j]``, column by column: NaN (a missing value) after
+    every number and equal to NaN, as ``np.lexsort`` orders it."""
     for c in range(A.shape[1]):
-        if A[i, c] < B[j, c]:
+        a = A[i, c]
+        b = B[j, c]
+        if a != a or b != b:
+            if a != a and b != b:
+                continue
+            return 1 if a != a else -1
+        if a < b:
             return -1
-        if A[i, c] > B[j, c]:
+        if a > b:
             return 1
     return 0
 
@@ -104,32 +183,50 @@ def find_rows(U, M, out_idx):
 
 
 @njit(cache=True, nogil=True)
-def score_rows(Zo, Uz, idx, d2, ties, Xs, Ms, half_width, half_width_m):
+def score_rows(Zo, Uz, idx, d2, ties, Xs, Ms, half_width, half_width_m, counted, Po, Up, R2):
     """Sums over the rows of one chunk.
 
     ``Zo`` (h, d): the originals, standardized exactly as the tree's rows; ``idx``:
     each row's masked point in ``Uz`` (standardized) with its nearest distance ``d2``
-    and ``ties``. ``Xs``/``Ms``: original and masked values in the same units, and
-    ``half_width`` (d,): p times the original's sd in those units; ``half_width_m``:
-    p times the masked sd (sdcMicro's variant).
+    and ``ties``; ``Po``, ``Up``: their missing-value patterns, ``R2`` what a
+    difference adds (``pattern_offset``; no column: no QI with missing values).
+    ``Xs``/``Ms`` (h, e): original and masked values in the same units (NaN: a
+    missing value), and ``half_width`` (e,): p times the original's sd in those
+    units; ``half_width_m``: p times the masked sd (sdcMicro's variant). ``counted``
+    (e,): 0 for the columns left out of interval disclosure (missing-value
+    indicators: a missing value is scored on its own column).
 
     Returns ``(dbrl_credit, inside_all, inside_sdcmicro)``: the summed credit; the
     rows whose every original value lies within ``half_width`` of the masked value;
-    the rows with at most one value outside ``half_width_m`` (sdcMicro's dRisk).
+    the rows with at most one value outside ``half_width_m`` (sdcMicro's dRisk). A
+    missing original is inside exactly when its masked value is missing too; a value
+    against a missing one is outside.
     """
-    h, d = Zo.shape
+    h = Zo.shape[0]
+    e = Xs.shape[1]
     credit = 0.0
     inside = 0
     inside_sdc = 0
     for i in range(h):
         u = idx[i]
         dd = sq_dist(Zo, i, Uz[u])
+        if R2.shape[0] > 0:
+            dd += pattern_offset(Po[i], Up[u], R2)
         if dd <= d2[u]:  # the same expression as in the tree: equal when tied
             credit += 1.0 / ties[u]
         out = 0
         out_m = 0
-        for j in range(d):
-            t = abs(Xs[i, j] - Ms[i, j])
+        for j in range(e):
+            if not counted[j]:
+                continue
+            x = Xs[i, j]
+            m = Ms[i, j]
+            if x != x or m != m:  # a missing value: inside only against a missing one
+                if not (x != x and m != m):
+                    out += 1
+                    out_m += 1
+                continue
+            t = abs(x - m)
             if not t <= half_width[j]:
                 out += 1
             if not t <= half_width_m[j]:

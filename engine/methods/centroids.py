@@ -9,6 +9,13 @@ select key attributes (AMA, ``--select``); the block function is
 ``kernels.leaf.aggregate_leaves`` (leaves of a spilled block), then polish (streamed
 runs up to 2M rows), seam polish and refinement; the stitch gives each group's
 centroid; the write pass gathers the centroids into the QI columns.
+
+With ``--strata`` (``self.strata``) each stratum's blocks are units of their own
+(``passes.partition.strata_units``: as a table of that stratum's rows), the seam
+polish runs stratum by stratum and ``--refine``'s windows pair units of one stratum
+only; the kernels are those of a run without strata, on the table's z-scores. The
+stitch also gives each stratum's SSE and SST (``passes.stitch.strata_loss``; not for
+mixed-type QIs, whose loss is measured per QI kind by the write pass).
 """
 
 from __future__ import annotations
@@ -33,10 +40,10 @@ from ..io.spill import BlockStore, MemoryBlocks
 from ..parallel import ordered_map
 from ..passes.aggregate import UnitPlan, aggregate_block, aggregate_blocks
 from ..passes.distributions import Distributions
-from ..passes.partition import sample_row_groups, sample_stride
+from ..passes.partition import sample_row_groups, sample_stride, strata_units, unit_strata
 from ..passes.results import Profiled, Written, release_memory, timed
 from ..passes.profile import Moments, check_columns, profile_columns
-from ..passes.stitch import Groups, aligned_zeros, stitch_blocks
+from ..passes.stitch import Groups, aligned_zeros, stitch_blocks, strata_loss
 from ..passes.write import write_pass
 from ..progress import Progress
 
@@ -72,6 +79,13 @@ class CentroidFlow:
         self.polish_rounds = 0
         self.threads = 1
         self.mixed = None  # mixed-type QIs (``engine.encode.mixed.Mixed``): self.cfg is then its encoded config
+        self.missing = None  # mixed-type QIs: the missing cells imputed or kept (``Publisher.missing``)
+        # --strata (``passes.partition.Strata``, set by the coordinator): units, seam polish and
+        # refinement within a stratum; per stratum 100 SSE / SST (``strata_loss``: (sse, sst) per stratum)
+        self.strata = None
+        self.strata_groups = None
+        self.strata_loss = None
+        self._seam_strata = None  # each unit's stratum, for the seam polish
 
     # ------------------------------------------------------------ boundary
 
@@ -103,13 +117,15 @@ class CentroidFlow:
         self.mixed = mixed_types.plan(source, self.cfg, self.cfg.chunk_rows, passes)
         if self.mixed is None:
             return source
-        if self.cfg.scheduler is not None:
-            raise EngineError("--scheduler: mixed-type quasi-identifiers (and --ordinal, --weights) run on one "
-                              "machine only; omit --scheduler")
         self.cfg = self.budget_cfg = self.mixed.cfg
         self.cols = self.mixed.grouping
         self.dist = None  # (histograms of the numeric path only)
         return self.mixed.source
+
+    @property
+    def least_rows(self) -> int:
+        """The fewest rows a stratum may have (``--strata``): k."""
+        return self.cfg.k
 
     def check_rows(self, source, rows):
         if self.mixed is None:  # dtypes: after the row count, as a header-only CSV has no types
@@ -130,17 +146,17 @@ class CentroidFlow:
         # blocks from Parquet: the plan's sample from a few row groups, and pass 1's
         # checks and sums done by the partition pass (one pass over the QIs fewer)
         with timed(passes, "sample"):
-            if single:
+            if single or self.strata is not None:  # (strata: each one's plan from pass 1's sample of every row)
                 sampled = None
             elif self.mixed is not None:  # the compact columns of the sampled rows (or None)
-                sampled = self.mixed.sample_row_groups(rows, stride) if mixed_types.SPILL_CODES else None
+                sampled = self.mixed.sample_row_groups(rows, stride)
             else:
                 sampled = sample_row_groups(source, cfg.qi, rows, stride)
         profile = None
         if sampled is None:
             del passes["sample"]
             with timed(passes, "profile"):
-                if self.mixed is not None and mixed_types.SPILL_CODES:  # from one column a QI
+                if self.mixed is not None:  # from one column a QI
                     profile = self.mixed.profile_pass(budget.chunk_rows, cfg.progress, rows, 0 if single else stride)
                 else:
                     profile = profile_columns(source, cfg.qi, budget.chunk_rows, cfg.progress, rows=rows,
@@ -171,7 +187,7 @@ class CentroidFlow:
 
     def new_store(self, n_blocks, folder, rows, budget):
         new = BlockStore if self.backend is None else self.backend.store  # (the backend's: part files)
-        if self.mixed is not None and mixed_types.SPILL_CODES:  # one value a QI spilled, expanded when read
+        if self.mixed is not None:  # one value a QI spilled, expanded when read
             return new(n_blocks, len(self.mixed.qis), folder, budget.spill_buffer, rows=rows,
                        expand=self.mixed.expand)
         return new(n_blocks, len(self.cfg.qi), folder, budget.spill_buffer, rows=rows)
@@ -180,7 +196,7 @@ class CentroidFlow:
         """Pass 1's arithmetic for a partition pass that measures on its way
         (``passes.profile.Moments``; mixed-type QIs: ``mixed.MixedMoments``, on the
         compact columns the store spills)."""
-        if self.mixed is not None and mixed_types.SPILL_CODES:
+        if self.mixed is not None:
             return mixed_types.MixedMoments(self.mixed)
         return Moments(columns, np.ones(len(columns)))
 
@@ -189,11 +205,18 @@ class CentroidFlow:
         (a table of fewer than 2 x ``POLISH_UNIT_ROWS`` rows: units of half of it, so that
         two workers share it; the seams cost less than the second core gains, and the
         output depends on the rows only); else one block a unit."""
-        if isinstance(store, MemoryBlocks):  # one block in memory: no polish
+        if isinstance(store, MemoryBlocks):  # one block in memory (a stratum a block): no polish
             return store.units(0)
         self.polish_rounds = self.cfg.effective_polish_rounds(profile.rows)
         unit = min(POLISH_UNIT_ROWS, profile.rows // 2) if self.polish_rounds > 0 else 0
+        if self.strata is not None:  # each stratum's blocks as a table of its own
+            polished, k = self.polish_rounds > 0, self.cfg.k
+            return strata_units(store.rows, self.strata.block_strata,
+                                lambda n: max(2 * k, min(POLISH_UNIT_ROWS, n // 2) if polished else 0))
         return store.units(max(2 * self.cfg.k, unit))
+
+    def _unit_strata(self, units) -> np.ndarray | None:
+        return None if self.strata is None else unit_strata(units, self.strata.block_strata)
 
     # ------------------------------------------------------------ pass 3
 
@@ -213,14 +236,20 @@ class CentroidFlow:
         near = polish_near(cfg.k)
         # the seams between units are polished in memory (all standardized rows at once)
         # (under a memory limit the budget counts them: engine.budget, whatever the limit)
-        if self.polish_rounds > 0 and len(blocks.units) > 1:
+        ustrata = self._unit_strata(blocks.units)
+        seams = len(blocks.units) > 1 if ustrata is None else np.unique(ustrata).shape[0] < len(blocks.units)
+        if self.polish_rounds > 0 and seams:
             self.seams = (np.empty((rows, cols.shape[0])), [])
+            self._seam_strata = ustrata
         # without refinement or seam polish the workers also sum each group's values: no stitch pass
         # (mixed-type QIs: their published values, one a QI: ``mixed.Mixed.published``)
         reduce = self.mixed
         if cfg.refine is None and self.seams is None:
             width = len(cfg.qi) if reduce is None else len(self.mixed.qis)
-            self.sums = (aligned_zeros(rows // cfg.k, width), np.zeros(rows // cfg.k, np.int64), np.zeros(width))
+            self.sums = (aligned_zeros(rows // cfg.k, width), np.zeros(rows // cfg.k, np.int64),
+                         np.zeros(width if reduce is None else self.mixed.loss_width))
+            if self.strata is not None:  # (each unit's squared errors too: the strata's losses)
+                self.sums += ([],)
         # on Dask the units are tasks: the default block function (this family's kernels,
         # as ``block_labels``) travels, not this flow
         block, mapper = (self._block, None) if self.backend is None else (None, self.backend.map_ordered)
@@ -245,7 +274,7 @@ class CentroidFlow:
                 from ..passes.border import refine_borders  # imported when used: start-up time
 
                 stats, n_groups = refine_borders(blocks.store, blocks.units, blocks.profile, self.cols, labels,
-                                                 n_groups, cfg, bar)
+                                                 n_groups, cfg, bar, self._unit_strata(blocks.units))
                 self.refined.update(stats)
         return n_groups
 
@@ -253,10 +282,35 @@ class CentroidFlow:
         """The seams between the units: with ``POLISH_SEAM_PARTS`` > 1 the groups are cut
         into that many parts across the seams (``seam_parts``), polished side by side;
         else (the default) one ``polish_seams`` over the whole table, its near lists on
-        all threads, its rounds serial."""
-        cfg = self.cfg
+        all threads, its rounds serial. With strata: each stratum of several units on its
+        own (its rows, its groups, its seams)."""
         Z, unit = self.seams[0], np.asarray(self.seams[1], np.int64)
         lab = np.asarray(labels).astype(np.int64)
+        if self.strata is None:
+            r, ops = self._seam_polish(Z, lab, unit)
+        else:
+            r = ops = 0
+            gstr = self._seam_strata[unit]  # each group's stratum (groups in unit order)
+            order = np.argsort(self.strata.of_row, kind="stable")
+            start = np.concatenate([[0], np.cumsum(self.strata.rows)])
+            for s in range(self.strata.count):
+                g0, g1 = np.searchsorted(gstr, [s, s + 1])
+                if g1 == g0 or unit[g0] == unit[g1 - 1]:  # one unit: polished in its worker
+                    continue
+                rows_s = order[start[s]: start[s + 1]]
+                whole = rows_s.shape[0] == Z.shape[0]  # (one stratum: the table, no copy)
+                lab_s = lab - g0 if whole else lab[rows_s] - g0
+                r_s, ops_s = self._seam_polish(Z if whole else Z[rows_s], lab_s, unit[g0:g1] - unit[g0])
+                lab[rows_s if not whole else slice(None)] = lab_s + g0
+                r, ops = max(r, r_s), ops + ops_s
+        labels[:] = lab
+        self.seams = None
+        self.polished.update(seam_rounds=int(r), seam_operations=int(ops))
+
+    def _seam_polish(self, Z, lab, unit):
+        """One seam polish of the rows ``Z``, their groups ``lab`` (0..G-1, changed in
+        place) and each group's unit; returns ``(rounds, operations)``."""
+        cfg = self.cfg
         args = (Z, lab, cfg.k, self.polish_rounds, polish_near(cfg.k), unit)
         R = rotations(self.cols.shape[0], POLISH_ROTATIONS)
         if POLISH_SEAM_PARTS > 1:
@@ -272,18 +326,23 @@ class CentroidFlow:
         else:
             seams = functools.partial(polish_seams, min_gain=POLISH_MIN_GAIN, parallel=SEAM_PARALLEL_LISTS)
             r, ops = _interruptible(seams, *args, R)
-        labels[:] = lab
-        self.seams = None
-        self.polished.update(seam_rounds=int(r), seam_operations=int(ops))
+        return r, ops
 
     # ------------------------------------------------------------ stitch, write, report
 
     def stitch(self, blocks, labels, n_groups, bar) -> Groups:
+        per_unit = None
         if self.sums is None:
-            return stitch_blocks(blocks.store, blocks.units, blocks.profile, labels, n_groups, bar)
-        # the workers' centroids and squared errors: no group is empty without refinement
-        sums, self.sums = self.sums, None
-        return Groups(labels, sums[1][:n_groups], sums[0][:n_groups], sse=sums[2])
+            groups = stitch_blocks(blocks.store, blocks.units, blocks.profile, labels, n_groups, bar)
+        else:
+            # the workers' centroids and squared errors: no group is empty without refinement
+            sums, self.sums = self.sums, None
+            groups = Groups(labels, sums[1][:n_groups], sums[0][:n_groups], sse=sums[2])
+            per_unit = sums[3] if len(sums) > 3 else None
+        if self.strata is not None and self.mixed is None:  # (mixed-type QIs: not measured per stratum)
+            self.strata_loss = strata_loss(blocks.store, blocks.units, self._unit_strata(blocks.units), labels,
+                                           groups, blocks.profile, self.strata.count, per_unit)
+        return groups
 
     def check_stitched(self, groups) -> None:
         pass
@@ -299,6 +358,7 @@ class CentroidFlow:
         cfg, publisher = self.cfg, None
         if self.mixed is not None:  # published per QI kind, from the input's own QI columns
             source, cfg, publisher = source.base, self.mixed.original, self.mixed.publisher(groups)
+            self.missing = publisher.missing  # (counted by the write pass: read at the report)
         verified: dict = {}  # the write pass's own count of the published classes
         write = write_pass if self.backend is None else self.backend.write_pass
         extra = {} if publisher is None else {"publisher": publisher}
@@ -313,7 +373,8 @@ class CentroidFlow:
         if self.key is not None and written.col_sst[cols].sum() > 0:
             projected = float(100.0 * written.col_sse[cols].sum() / written.col_sst[cols].sum())
         if self.mixed is not None:
-            self.metrics["mixed"] = self.mixed.summary(written.col_sse, written.col_sst)
+            self.metrics["mixed"] = self.mixed.summary(written.col_sse, written.col_sst,
+                                                       self.missing() if self.missing else None)
         return dict(
             gamma=cfg.effective_gamma if cfg.method in ("vmdav", "ivmdav") else None,
             leaf_size=None if inp.single else cfg.effective_leaf_size(inp.rows),

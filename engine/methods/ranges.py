@@ -73,6 +73,11 @@ and the same table ranges.
 **Numeric ranges** are carried as float64 (as in the spill files and the MDAV
 path) and cast back to the column's dtype: exact for integers up to 2**53.
 
+**Strata** (``--strata``): units never span two strata (in memory: a stratum a
+unit); maxent fuses each stratum's units on their own, towards epsilon plus a fifth
+of that stratum's own slack, and refuses a stratum whose SA entropy is below
+epsilon (and, with several strata, an epsilon that only the whole table reaches).
+
 A table of one block gives exactly what the in-memory methods give on it
 (``maxent_partition`` / ``mnqia_partition`` on the whole table). Identical output
 for any chunk size and thread count; randomness only through ``seed``.
@@ -99,13 +104,13 @@ from ..io.spill import BlockStore, MemoryBlocks
 from ..kernels.groups import accumulate_group_sums, group_minmax
 from ..passes.aggregate import aggregate_units
 from ..passes.distributions import Distributions
-from ..passes.partition import sample_stride
+from ..passes.partition import sample_stride, strata_units, unit_strata
 from ..passes.results import Profiled, Written, release_memory, timed
 from ..passes.profile import Moments, bad_value_error, first_bad, first_bad_value, profile_columns
 from ..passes.selfcheck import ClassCounter
 from ..passes.write import range_write_pass
-from .maxent import (ENTROPY_TOL, discernibility, entropy_histogram, entropy_of_rows, fuse_units, join_categories,
-                     table_epsilon)
+from .maxent import (ENTROPY_TOL, discernibility, entropy_histogram, entropy_of_counts, entropy_of_rows, fuse_units,
+                     join_categories, table_epsilon)
 from .mnqia import mdav_range_loss
 
 log = logging.getLogger("engine")
@@ -166,6 +171,16 @@ class RangeFlow:
         self.m = 0
         self.want_dist = distributions
         self.dist = None  # the numeric QIs' histograms (``profile`` starts them over the spilled columns)
+        # --strata (``passes.partition.Strata``, set by the coordinator): units within a stratum (maxent:
+        # fused within it); per stratum the numeric QIs' (SSE, SST) around the class means (``strata_loss``)
+        self.strata = None
+        self.strata_groups = None
+        self.strata_loss = None
+
+    @property
+    def least_rows(self) -> int:
+        """The fewest rows a stratum may have (``--strata``): one class's."""
+        return self.need
 
     # ------------------------------------------------------------ boundary
 
@@ -187,7 +202,9 @@ class RangeFlow:
         if method == "mnqia":
             for c in qi:
                 if not is_number(schema[c]):
-                    raise EngineError(f"column {c!r} is not numeric ({schema[c]}); mnqia needs numeric QIs")
+                    raise EngineError(f"column {c!r} is not numeric ({schema[c]}); mnqia needs numeric QIs: it clusters "
+                                      f"each QI on its number line and publishes ranges (use maxent, which "
+                                      f"publishes sets of categories, or an MDAV-family method)")
         if dest is not None:
             check_csv_columns(dest, schema, [c for c in source.columns if c not in seen])
         out_names = set(source.columns) - seen
@@ -240,6 +257,10 @@ class RangeFlow:
                                                         bool(cfg.progress), num)
             forced = self._epsilon(sa_total)
         self.forced = forced
+        if forced and self.strata is not None and self.strata.count > 1:
+            raise EngineError(f"strata (--strata): epsilon {self.eps:.4g} bits is the whole table's entropy of "
+                              f"{sa!r}, which only one class of all rows reaches, across the strata; give a "
+                              f"smaller --epsilon")
         spill = num + cat + ([sa] if sa else [])
         if self.want_dist and num:  # counted by the partition pass over every spilled column; numeric kept
             self.dist = Distributions(spill)
@@ -306,18 +327,27 @@ class RangeFlow:
     def units(self, store, budget, profile):
         """Consecutive blocks of at least 2 x the least class size; maxent fuses them
         until each reaches epsilon with some slack (module docstring)."""
-        units = store.units(2 * self.need)
+        if self.strata is not None and not isinstance(store, MemoryBlocks):  # (in memory: a stratum a unit)
+            need = self.need
+            units = strata_units(store.rows, self.strata.block_strata, lambda n: 2 * need)
+        else:
+            units = store.units(2 * self.need)
         if self.sa is None:
             return units
         if isinstance(store, MemoryBlocks):
-            counts = np.bincount(store.X[:, self.params.dn + self.params.dc].astype(np.int64),
-                                 minlength=max(self.m, 1))[None, :]
+            sa = store.X[:, self.params.dn + self.params.dc].astype(np.int64)
+            counts = np.zeros((store.n_blocks, max(self.m, 1)), np.int64)
+            for b in range(store.n_blocks):
+                counts[b] = np.bincount(sa[store.read(b)[0]], minlength=counts.shape[1])
         else:
             counts = store.sa_counts
             if not np.array_equal(counts.sum(axis=1), store.rows):
                 raise EngineError("internal check failed: the SA counts of the spilled blocks do not add up")
         eps, H = self.eps, self.H
-        units, fusions = fuse_units(units, counts, eps + UNIT_SLACK * max(H - eps, 0.0), self.need, ENTROPY_TOL)
+        if self.strata is None:
+            units, fusions = fuse_units(units, counts, eps + UNIT_SLACK * max(H - eps, 0.0), self.need, ENTROPY_TOL)
+        else:
+            units, fusions = self._fuse_strata(units, counts)
         self.metrics["unit_fusions"] = int(fusions)
         sizes = [int(store.rows[u].sum()) for u in units]
         big = max(sizes)
@@ -327,6 +357,26 @@ class RangeFlow:
             log.warning("maxent: reaching epsilon = %.4g bits needed a unit of %d rows (block size %d); "
                         "memory follows the largest unit", eps, big, budget.block_size)
         return units
+
+    def _fuse_strata(self, units, counts):
+        """maxent with strata: each stratum's units fused as a table of their own (its own
+        SA entropy H_s for the slack: units reach epsilon + UNIT_SLACK (H_s - epsilon)); a
+        stratum whose SA entropy is below epsilon is refused, naming it."""
+        eps, strata = self.eps, self.strata
+        ustr = unit_strata(units, strata.block_strata)
+        out, fusions = [], 0
+        for s in np.unique(ustr):
+            own = [u for u, t in zip(units, ustr) if t == s]
+            c = counts[[b for u in own for b in u]].sum(axis=0)
+            H_s = float(entropy_of_counts(c)) + 0.0  # (not -0)
+            if np.count_nonzero(c) < 2 or H_s < eps - ENTROPY_TOL:
+                raise EngineError(f"stratum {strata.label(int(s))}: the entropy of {self.sa!r} in it is "
+                                  f"{H_s:.4g} bits, below epsilon = {eps:.4g} bits; give a smaller --epsilon "
+                                  f"(at most the smallest stratum's) or fewer strata")
+            fused, n = fuse_units(own, counts, eps + UNIT_SLACK * max(H_s - eps, 0.0), self.need, ENTROPY_TOL)
+            out += fused
+            fusions += n
+        return out, fusions
 
     # ------------------------------------------------------------ pass 3
 
@@ -387,8 +437,30 @@ class RangeFlow:
                            [np.concatenate([s.masks[j] for s in stats]) for j in range(dc)],
                            np.concatenate([s.sacnt for s in stats]) if self.sa else None, col_sse)
         self.metrics = self._measures(out)
+        if self.strata is not None and blocks is not None and dn:
+            self.strata_loss = self._strata_loss(blocks.units, out)
         self.stats = []
         return out
+
+    def _strata_loss(self, units, c: RangeClasses):
+        """Per stratum ``(SSE, SST)`` of the numeric QIs on z-scores (as the run's): the
+        units' SSE around their class means, and SST = SSE + the classes' spread around
+        the stratum's mean."""
+        count, dn = self.strata.count, len(self.num)
+        ustr = unit_strata(units, self.strata.block_strata)
+        sse = np.zeros(count)
+        for st, s in zip(self.stats, ustr):
+            sse[s] += float(st.extra["sse"].sum())
+        cstr = np.repeat(ustr, [st.g for st in self.stats])
+        n = c.sizes.astype(np.float64)
+        live = self.zsd > 0
+        total = np.bincount(cstr, weights=n, minlength=count)
+        ssb = np.zeros(count)
+        for j in np.flatnonzero(live[:dn]):
+            z = (c.sums[:, j] / n - self.zmean[j]) / self.zsd[j]
+            mean = np.bincount(cstr, weights=n * z, minlength=count) / np.maximum(total, 1.0)
+            ssb += np.bincount(cstr, weights=n * (z - mean[cstr]) ** 2, minlength=count)
+        return sse, sse + ssb
 
     def _measures(self, c: RangeClasses) -> dict:
         """The method's own measures (``report.metrics``), from the classes' statistics."""

@@ -140,7 +140,8 @@ def aggregate_blocks(store: SpillStore, units, profile, cols: np.ndarray, plan: 
     ``profile.scale`` in the block's row order, then ``groups_from_sums``'
     arithmetic), without reading the blocks again, and the squared error of the
     published centroids per QI in units of the scale (``published_sse``), added to
-    ``sse`` in block order: the write pass then needs no QI values. With
+    ``sse`` in block order: the write pass then needs no QI values. A fourth element,
+    a list, receives each unit's ``(first group, groups, squared errors)`` (strata). With
     ``plan.reduce`` the workers reduce the centroids and counts first; ``centroid``
     and ``sse`` then hold its table and its sums (their widths).
 
@@ -173,6 +174,8 @@ def aggregate_blocks(store: SpillStore, units, profile, cols: np.ndarray, plan: 
             sums[0][first: first + g] = part[0]
             sums[1][first: first + g] = part[1]
             sums[2][:] += part[2]
+            if len(sums) > 3:  # (a list: each unit's first group, groups and squared errors)
+                sums[3].append((first, g, part[2]))
 
     return aggregate_units(store, units, work, labels, threads, progress, collect, stop=stop,
                            pool=plan.polish is not None or not one, mapper=mapper)

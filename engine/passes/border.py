@@ -23,17 +23,17 @@ from .refine import refine_partition
 
 
 def refine_borders(store: SpillStore, units, profile, cols, labels, n_groups: int, cfg,
-                   progress=None) -> tuple[dict, int]:
-    """Refine in place; returns ``(stats, number of group ids now in use)``."""
+                   progress=None, ustrata: np.ndarray | None = None) -> tuple[dict, int]:
+    """Refine in place; returns ``(stats, number of group ids now in use)``. With
+    ``ustrata`` (each unit's stratum, units of a stratum consecutive) the windows are
+    those of each stratum's units alone: no window, so no group, spans two strata."""
     sizes = np.bincount(np.asarray(labels), minlength=n_groups).astype(np.int64)
     stats = {"mode": cfg.refine, "sse_before": 0.0, "sse_after": 0.0, "rounds": 0, "moves": 0, "windows": 0}
-    if len(units) == 1:
-        windows = [(0,)]
+    if ustrata is None:
+        windows = _windows(0, len(units))
     else:
-        windows = [(i, i + 1) for i in range(0, len(units) - 1, 2)]
-        windows += [(i, i + 1) for i in range(1, len(units) - 1, 2)]
-        if len(units) % 2 == 1:  # the last unit has no partner in the first sweep
-            windows.insert(len(units) // 2, (len(units) - 1,))
+        edges = np.flatnonzero(np.diff(ustrata)) + 1
+        windows = [w for a, b in zip([0, *edges], [*edges, len(units)]) for w in _windows(int(a), int(b))]
     done = 0
     for w in windows:
         blocks = [b for u in w for b in units[u]]
@@ -74,3 +74,16 @@ def refine_borders(store: SpillStore, units, profile, cols, labels, n_groups: in
         if progress is not None:
             progress.update(min(done, profile.rows))
     return stats, n_groups
+
+
+def _windows(a: int, b: int) -> list[tuple]:
+    """The windows of units ``a..b-1``: the pairs (a, a+1), (a+2, a+3), ..., then
+    (a+1, a+2), ...; a lone last unit of the first sweep on its own."""
+    n = b - a
+    if n == 1:
+        return [(a,)]
+    windows = [(a + i, a + i + 1) for i in range(0, n - 1, 2)]
+    windows += [(a + i, a + i + 1) for i in range(1, n - 1, 2)]
+    if n % 2 == 1:  # the last unit has no partner in the first sweep
+        windows.insert(n // 2, (b - 1,))
+    return windows

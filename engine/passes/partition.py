@@ -8,19 +8,34 @@ depth-first order (neighbours in space get neighbouring numbers), are the
 blocks. The split key is (value, row id), so ties split exactly where the plan
 says. One streaming pass then routes every row to its leaf with a Numba kernel
 and appends its QI values, with its global row id, to that block's spill file.
+
+Strata (``--strata``, sdcMicro's ``strata_variables``): a stratum is one
+combination of the strata columns' values (a null is a value). ``strata_pass``
+reads those columns once, numbers the strata in the order of their values and
+keeps each row's stratum (``Strata``); a stratum of fewer than k rows is refused
+there, naming it. The plan then cuts by stratum first: its top nodes compare the
+stratum id (a routing column after the QIs), below them each stratum has its own
+kd plan (``plan_blocks`` on its sample rows and its exact row count; a stratum of
+at most ``block_size`` rows is one block), so every block lies in one stratum and
+blocks are numbered stratum by stratum. A table of one block in memory is held as
+one block per stratum (``MemoryStrata``). Units of blocks (``strata_units``), the
+seam polish and the border refinement then stay within a stratum: no group spans
+two strata (checked after the stitch: ``check_strata``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, Callable, cast
 
 import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 
+from ..errors import EngineError
 from ..io.source import CodedSource, Source, TableSource, numeric_values
-from ..io.spill import BlockStore, MemoryBlocks
+from ..io.spill import BlockStore, MemoryBlocks, units_of
 from ..kernels.moments import standardize_serial
 from ..kernels.partition import (assign_leaves, counting_order, gather_records, gather_records_narrow, plan_tree,
                                 route_rows, tie_keys)
@@ -37,8 +52,13 @@ class Plan:
     right: np.ndarray
     leaf_of: np.ndarray    # (nodes,) int64 block number, -1 for inner nodes
     n_blocks: int
+    # with strata: the ``Strata``, and each block's stratum; a node whose ``dim`` is -1
+    # compares the stratum id (threshold ``s - 0.5``: strata below s go left)
+    strata: Any = None
+    block_strata: np.ndarray | None = None
 
     def assign(self, Z: np.ndarray, row_ids: np.ndarray) -> np.ndarray:
+        """Leaves of standardized rows ``Z`` (with strata: the stratum id as its last column)."""
         out = np.empty(Z.shape[0], np.int64)
         assign_leaves(Z, row_ids, self.dim, self.thr_value, self.thr_row, self.left, self.right,
                       self.leaf_of, out)
@@ -53,7 +73,18 @@ class Plan:
         ``z`` is non-decreasing in ``x`` (each rounded step is), so both sets are
         intervals; ``lo`` (the least x with z(x) >= t) and ``hi`` (the greatest x
         with z(x) <= t) are found by bisection over the doubles in order, for all
-        nodes at once, with the same arithmetic as the standardizing kernels."""
+        nodes at once, with the same arithmetic as the standardizing kernels.
+
+        With strata, a node that compares the stratum id compares the routing column
+        after the QIs (``len(profile.columns)``) with ``lo = hi`` = its threshold."""
+        if self.strata is not None:
+            by_stratum = self.dim < 0
+            col, lo, hi = dataclasses.replace(self, dim=np.where(by_stratum, 0, self.dim), strata=None) \
+                .raw_bounds(profile, cols)
+            col = np.where(by_stratum, len(profile.columns), col)
+            lo = np.where(by_stratum, self.thr_value, lo)
+            hi = np.where(by_stratum, self.thr_value, hi)
+            return col, lo, hi
         col = cols[self.dim]
         inv = 1.0 / profile.scale[col]
         mean, sd, t = profile.mean[col], profile.sd[col], self.thr_value
@@ -130,10 +161,13 @@ def standardized(X: np.ndarray, profile: Profile, cols: np.ndarray) -> np.ndarra
     return out
 
 
-def plan_blocks(Zs: np.ndarray, ids: np.ndarray, rows: int, block_size: int) -> Plan:
+def plan_blocks(Zs: np.ndarray, ids: np.ndarray, rows: int, block_size: int, strata: "Strata | None" = None) -> Plan:
     """Median-split plan from the standardized sample ``Zs`` (m, d) and its row ids:
     ``kernels.partition.plan_tree`` on the sample in tie-key order, with leaves of
-    the sample rows that stand for at most ``block_size`` rows."""
+    the sample rows that stand for at most ``block_size`` rows. With ``strata``: cut
+    by stratum first, then each stratum by its own plan (``stratified_plan``)."""
+    if strata is not None:
+        return stratified_plan(Zs, ids, strata, block_size)
     m = Zs.shape[0]
     per_sample_row = rows / max(m, 1)
     leaf = max(1, int(block_size / per_sample_row))  # size * per_sample_row <= block_size
@@ -152,6 +186,71 @@ def plan_blocks(Zs: np.ndarray, ids: np.ndarray, rows: int, block_size: int) -> 
     return Plan(dim, tv, tr.astype(np.uint64), left, right, leaf_of, int(n_blocks))
 
 
+def stratified_plan(Zs: np.ndarray, ids: np.ndarray, strata: "Strata", block_size: int) -> Plan:
+    """The plan of a stratified run: a balanced tree of cuts on the stratum id (strata
+    ``[lo, mid)`` left, ``[mid, hi)`` right), whose leaf for stratum s is the root of
+    s's own plan (``plan_blocks`` on its sample rows and its row count), or one block
+    when s has at most ``block_size`` rows (or too few sample rows to cut). Nodes are
+    numbered before their children, blocks stratum by stratum (``block_strata``)."""
+    ids = np.asarray(ids, np.int64)
+    of_sample = strata.of_row[ids].astype(np.int64) if ids.shape[0] else np.zeros(0, np.int64)
+    by = np.argsort(of_sample, kind="stable")
+    start = np.searchsorted(of_sample[by], np.arange(strata.count + 1))
+    dim: list = []
+    tv: list = []
+    tr: list = []
+    left: list = []
+    right: list = []
+    leaf_of: list = []
+    block_strata: list = []
+
+    def new_node() -> int:
+        for a, v in ((dim, 0), (tv, 0.0), (tr, 0), (left, -1), (right, -1), (leaf_of, -1)):
+            a.append(v)
+        return len(dim) - 1
+
+    def graft(node: int, s: int) -> None:
+        """Stratum s's own plan, its root at ``node``."""
+        sel = by[start[s]: start[s + 1]]
+        n_s = int(strata.rows[s])
+        sub = plan_blocks(Zs[sel], ids[sel], n_s, block_size) if n_s > block_size and sel.shape[0] >= 2 else None
+        first = len(block_strata)
+        if sub is None or sub.n_blocks == 1:
+            leaf_of[node] = first
+            block_strata.append(s)
+            return
+        # sub's node 0 is ``node`` (the last one made), its node j > 0 the j-th made after it
+        where = node + np.arange(sub.dim.shape[0])
+        for j in range(sub.dim.shape[0]):
+            target = node if j == 0 else new_node()
+            dim[target] = int(sub.dim[j])
+            tv[target] = float(sub.thr_value[j])
+            tr[target] = int(sub.thr_row[j])
+            if sub.leaf_of[j] >= 0:
+                leaf_of[target] = first + int(sub.leaf_of[j])
+            else:
+                left[target] = int(where[sub.left[j]])
+                right[target] = int(where[sub.right[j]])
+        block_strata.extend([s] * sub.n_blocks)
+
+    def build(lo: int, hi: int) -> int:
+        node = new_node()
+        if hi - lo == 1:
+            graft(node, lo)
+            return node
+        mid = (lo + hi) // 2
+        dim[node] = -1
+        tv[node] = mid - 0.5
+        left[node] = build(lo, mid)
+        right[node] = build(mid, hi)
+        return node
+
+    build(0, strata.count)
+    return Plan(np.array(dim, np.int64), np.array(tv, np.float64), np.array(tr, np.uint64),
+                np.array(left, np.int64), np.array(right, np.int64), np.array(leaf_of, np.int64),
+                len(block_strata), strata, np.array(block_strata, np.int64))
+
+
 def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Plan, store: BlockStore,
                    chunk_rows: int, progress: bool = False, *, moments: Moments | None = None,
                    rows: int | None = None, dist=None) -> None:
@@ -162,12 +261,15 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
     then comes from ``moments``; ``profile`` may be the sample's). With ``dist``
     (``distributions.Distributions``, started), each QI's histogram is counted too.
     A store that expands its records (``store.expand``) is fed compact records: the
-    source is then a ``CodedSource``."""
+    source is then a ``CodedSource``. A plan with strata routes each chunk with its
+    rows' stratum ids as one more column (``Strata.ids_for``)."""
     qi = list(profile.columns)
     order = np.empty(chunk_rows, np.int64)
     leaf = np.empty(chunk_rows, np.int64)
     start = np.empty(plan.n_blocks + 1, np.int64)
     bounds = plan._routing(plan.raw_bounds(profile, cols))
+    strata = plan.strata
+    first_row, of_row = strata.ids_for(source, chunk_rows) if strata is not None else (0, None)
     # mixed-type QIs (``engine.encode.mixed``) into a store of compact records (``BlockStore.expand``):
     # one column a QI (numbers, category codes) is read and spilled; the encoded columns the
     # plan compares are expanded from it for the routing only
@@ -176,6 +278,7 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
         coded = cast(CodedSource, source)
         mixed = coded.mixed
         used = np.unique(np.append(bounds[0], 0))  # (leaves read column 0: ``route_rows``)
+        used = used[used < len(qi)]  # (not the strata's routing column)
         routed = np.empty((len(qi), chunk_rows))
         chunks = ((o, moments.add(f, o) if moments is not None else frame_to_columns(f, f.columns))
                   for o, f in coded.iter_codes(chunk_rows))
@@ -193,9 +296,12 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
             if compact:
                 if routed.shape[1] < h:
                     routed = np.empty((len(qi), h))
-                leaf_h = plan.route(mixed.expand_columns(X, used, routed), offset, bounds, leaf)
+                R = mixed.expand_columns(X, used, routed)
             else:
-                leaf_h = plan.route(X, offset, bounds, leaf)
+                R = X
+            if of_row is not None:
+                R = _with_strata(R, of_row[offset - first_row: offset - first_row + h], len(qi))
+            leaf_h = plan.route(R, offset, bounds, leaf)
             counting_order(leaf_h, plan.n_blocks, order[:h], start)
             # the chunk's records sorted by block once; each block gets a view
             rec = store.buffer(h)
@@ -209,15 +315,55 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
     store.flush()
 
 
-def load_block(source: Source, columns, rows: int, chunk_rows: int, dist=None) -> MemoryBlocks:
+def _with_strata(R: np.ndarray, ids: np.ndarray, d: int) -> np.ndarray:
+    """The routing columns of a chunk (``R``: at least ``d`` rows, column-major) and its
+    rows' stratum ids as column ``d``: (d + 1, h) float64, C-contiguous."""
+    h = R.shape[1]
+    out = np.empty((d + 1, h))
+    out[:d] = R[:d]
+    if ids.shape[0] != h:
+        raise EngineError("internal check failed: the strata of a chunk's rows are missing")
+    out[d] = ids
+    return out
+
+
+def load_block(source: Source, columns, rows: int, chunk_rows: int, dist=None,
+               strata: "Strata | None" = None) -> MemoryBlocks:
     """The partition pass of a table that fits in one block: its ``columns`` read into
-    memory, in row order (with ``dist``, each one's histogram is counted too)."""
+    memory, in row order (with ``dist``, each one's histogram is counted too). With
+    ``strata``: one block per stratum (``MemoryStrata``)."""
     X = np.empty((rows, len(columns)))
     for offset, chunk in source.iter_arrays(list(columns), chunk_rows):
         X[offset: offset + chunk.shape[0]] = chunk
     if dist is not None:
         dist.add(X.T)
-    return MemoryBlocks(X)
+    return MemoryBlocks(X) if strata is None else MemoryStrata(X, strata)
+
+
+class MemoryStrata(MemoryBlocks):
+    """The one block of a small table held in memory, read as one block per stratum
+    (block s: stratum s's rows in row order): the in-memory run of a stratified table
+    runs the method on each stratum whole, as it runs on the whole table without."""
+
+    def __init__(self, X: np.ndarray, strata: "Strata"):
+        super().__init__(X)
+        self.order = np.argsort(strata.of_row, kind="stable")
+        self.rows = np.bincount(strata.of_row, minlength=strata.count).astype(np.int64)
+        self.start = np.concatenate([[0], np.cumsum(self.rows)])
+        self.n_blocks = strata.count
+
+    def read(self, block: int = 0, contiguous: bool = True, expand: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        ids = self.order[self.start[block]: self.start[block + 1]]
+        return ids, self.X[ids]
+
+    def read_many(self, blocks, contiguous: bool = True, expand: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        if len(blocks) == 1:
+            return self.read(blocks[0])
+        ids = np.concatenate([self.order[self.start[b]: self.start[b + 1]] for b in blocks])
+        return ids, self.X[ids]
+
+    def units(self, min_rows: int) -> list[list[int]]:
+        return [[b] for b in range(self.n_blocks) if self.rows[b]]
 
 
 def frame_to_columns(frame, columns) -> np.ndarray:
@@ -278,3 +424,204 @@ def sample_profile(qi, X: np.ndarray) -> Profile:
     sd = X.std(axis=0)
     sd[X.min(axis=0) == X.max(axis=0)] = 0.0
     return Profile(tuple(qi), X.shape[0], np.ones(X.shape[1]), mean, sd, X.min(axis=0), X.max(axis=0))
+
+
+# ------------------------------------------------------------------ strata
+
+_ID = "\x00stratum"  # the strata table's id column (no input column is named so: a NUL)
+
+
+@dataclass
+class Strata:
+    """The strata of a run (``--strata``): ``values`` one row per stratum, sorted by the
+    strata columns' values (nulls first), its row number the stratum id; ``rows`` each
+    stratum's row count; ``of_row`` each input row's stratum (uint8, uint16 or uint32);
+    ``block_strata`` each block's stratum, once planned.
+
+    Pickled (the plan a Dask task receives) without ``of_row``: a worker maps its own
+    rows' values (``ids_for``)."""
+
+    columns: tuple
+    values: pl.DataFrame
+    rows: np.ndarray
+    of_row: np.ndarray | None
+    block_strata: np.ndarray | None = None
+
+    @property
+    def count(self) -> int:
+        return int(self.rows.shape[0])
+
+    def label(self, s: int) -> str:
+        """``region='North', sex=null``: stratum ``s`` as messages name it."""
+        row = self.values.row(int(s))
+        return ", ".join(f"{c}={_shown(v)}" for c, v in zip(self.columns, row))
+
+    def value_dicts(self) -> list[dict]:
+        """Each stratum's values as ``{column: value}`` (JSON-safe: dates etc. as text)."""
+        return [{c: _plain_value(v) for c, v in zip(self.columns, row)} for row in self.values.iter_rows()]
+
+    def ids(self, frame: pl.DataFrame) -> np.ndarray:
+        """The stratum id of each row of ``frame`` (which holds the strata columns)."""
+        table = self.values.with_columns(pl.Series(_ID, np.arange(self.count, dtype=np.int64)))
+        got = frame.select(list(self.columns)).join(table, on=list(self.columns), how="left", nulls_equal=True,
+                                                    maintain_order="left").get_column(_ID)
+        if got.null_count():
+            raise EngineError("internal check failed: a row's strata values are not among the strata")
+        return got.to_numpy()
+
+    def ids_for(self, source: Source, chunk_rows: int) -> tuple[int, np.ndarray]:
+        """``(first row, ids)``: the stratum of every row ``source`` reads (its row
+        numbers from the first): ``of_row`` itself, or (a Dask task's copy of the plan)
+        the source's own rows' strata columns mapped by ``ids``."""
+        if self.of_row is not None:
+            return 0, self.of_row
+        first, parts = None, []
+        for offset, frame in source.base.iter_frames(list(self.columns), chunk_rows):
+            first = offset if first is None else first
+            parts.append(self.ids(frame))
+        return (first or 0), (np.concatenate(parts) if parts else np.zeros(0, np.int64))
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["of_row"] = None
+        return state
+
+
+def _shown(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, str):
+        return repr(v)
+    if isinstance(v, (bool, int, float)):
+        return repr(v)
+    return repr(str(v))
+
+
+def _plain_value(v):
+    return v if v is None or isinstance(v, (str, bool, int)) or (isinstance(v, float) and np.isfinite(v)) else str(v)
+
+
+def strata_columns(cfg) -> tuple:
+    """The strata columns of ``cfg.strata`` (a list of names, or one text ``"a,b"``),
+    checked: names, each once, none a quasi-identifier or the sensitive attribute.
+    ``()`` without strata."""
+    value = cfg.strata
+    if value is None:
+        return ()
+    names = [c.strip() for c in value.split(",")] if isinstance(value, str) else value
+    try:
+        names = list(names)
+    except TypeError:
+        raise EngineError(f"strata (--strata) must be column names, got {value!r}") from None
+    if not names:
+        raise EngineError("strata (--strata) is empty: name at least one column")
+    for c in names:
+        if not isinstance(c, str) or not c:
+            raise EngineError(f"strata (--strata) has an invalid column name: {c!r}")
+    for c in names:
+        if names.count(c) > 1:
+            raise EngineError(f"strata (--strata) names column {c!r} twice")
+        if c in cfg.qi:
+            raise EngineError(f"strata (--strata): column {c!r} is also a quasi-identifier; a strata column "
+                              f"passes through unchanged")
+        if c == cfg.sa:
+            raise EngineError(f"strata (--strata): column {c!r} is also the sensitive attribute")
+        if c == cfg.group_column:
+            raise EngineError(f"strata (--strata): column {c!r} is also the group column")
+    return tuple(names)
+
+
+def strata_pass(source: Source, columns, rows: int, chunk_rows: int, least: int, progress: bool = False,
+                need: str = "k") -> Strata:
+    """The strata of every row: one read of the strata ``columns`` (of ``source.base``,
+    the input's own columns as the write pass passes them through). Each chunk's
+    combinations of values are numbered as they first appear, then the strata are
+    sorted by their values and renumbered (so the ids do not depend on the chunking).
+    A stratum of fewer than ``least`` rows is refused, naming it (``need``: what
+    ``least`` is, for the message)."""
+    cols = list(columns)
+    base = source.base
+    for c in cols:
+        if c not in base.columns:
+            raise EngineError(f"strata (--strata): column {c!r} not found in {source.label}")
+    known = None
+    n = 0
+    of_row = np.zeros(rows, np.uint8)
+    done = 0
+    with Progress("strata", rows, progress) as bar:
+        for offset, frame in base.iter_frames(cols, chunk_rows):
+            f = frame.select(cols)
+            try:
+                u = f.unique(maintain_order=True)
+                if known is not None:
+                    u = u.join(known, on=cols, how="anti", nulls_equal=True, maintain_order="left")
+                if u.height:
+                    u = u.with_columns(pl.Series(_ID, np.arange(n, n + u.height, dtype=np.int64)))
+                    known = u if known is None else pl.concat([known, u])
+                    n += u.height
+                    if n > np.iinfo(of_row.dtype).max + 1:
+                        of_row = of_row.astype(np.uint16 if n <= 1 << 16 else np.uint32)
+                ids = f.join(known, on=cols, how="left", nulls_equal=True,
+                             maintain_order="left").get_column(_ID).to_numpy()
+            except EngineError:
+                raise
+            except Exception as exc:  # a column polars cannot compare (a list, a struct)
+                kinds = ", ".join(f"{c} ({f.schema[c]})" for c in cols)
+                raise EngineError(f"strata (--strata): cannot group rows by {kinds}: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            if offset + f.height > rows:
+                raise EngineError(f"internal check failed: {source.label} has more rows than counted")
+            of_row[offset: offset + f.height] = ids
+            done += f.height
+            bar.update(done)
+    if done != rows or known is None:
+        raise EngineError(f"internal check failed: the strata pass read {done} of {rows} rows")
+    ordered = known.sort(cols, nulls_last=False, maintain_order=True)
+    perm = np.empty(n, of_row.dtype)
+    perm[ordered.get_column(_ID).to_numpy()] = np.arange(n, dtype=of_row.dtype)
+    step = 1 << 22
+    for a in range(0, rows, step):  # renumbered in place, a piece at a time
+        of_row[a: a + step] = perm[of_row[a: a + step]]
+    strata = Strata(tuple(cols), ordered.drop(_ID), np.bincount(of_row, minlength=n).astype(np.int64), of_row)
+    small = np.flatnonzero(strata.rows < least)
+    if small.shape[0]:
+        s = int(small[0])
+        more = f" (and {small.shape[0] - 1} more strata below it)" if small.shape[0] > 1 else ""
+        raise EngineError(f"stratum {strata.label(s)} has {int(strata.rows[s])} rows, fewer than {need} = {least}"
+                          f"{more}; merge or drop small strata, or use fewer strata columns")
+    return strata
+
+
+def strata_units(rows: np.ndarray, block_strata: np.ndarray, least: Callable[[int], int]) -> list[list[int]]:
+    """Units of consecutive blocks within each stratum (``io.spill.units_of`` on each
+    stratum's blocks, at least ``least(stratum rows)`` rows a unit, a stratum of fewer
+    one unit of its own); empty blocks are dropped."""
+    out: list[list[int]] = []
+    edges = np.flatnonzero(np.diff(block_strata)) + 1
+    for a, b in zip(np.concatenate([[0], edges]), np.concatenate([edges, [block_strata.shape[0]]])):
+        part = rows[a:b]
+        if part.sum() == 0:
+            continue
+        out += [[int(a) + x for x in u] for u in units_of(part, least(int(part.sum())))]
+    return out
+
+
+def unit_strata(units, block_strata: np.ndarray) -> np.ndarray:
+    """The stratum of each unit (of blocks of one stratum)."""
+    return np.array([int(block_strata[u[0]]) for u in units], np.int64)
+
+
+def group_strata(labels: np.ndarray, n_groups: int, strata: Strata) -> np.ndarray:
+    """Each group's stratum; raises when a group holds rows of two strata (the
+    independent check of a stratified run, before anything is written)."""
+    gs = np.full(n_groups, -1, np.int64)
+    step = 1 << 22
+    rows = labels.shape[0]
+    for a in range(0, rows, step):
+        lab = np.asarray(labels[a: a + step]).astype(np.int64)
+        gs[lab] = strata.of_row[a: a + step]
+    for a in range(0, rows, step):
+        lab = np.asarray(labels[a: a + step]).astype(np.int64)
+        if (gs[lab] != strata.of_row[a: a + step]).any():
+            raise EngineError("internal check failed: a group holds rows of two strata")
+    return gs

@@ -120,3 +120,46 @@ def groups_from_sums(labels: np.ndarray, sx: np.ndarray, cnt: np.ndarray, profil
     sx /= cnt[:, None]
     sx *= profile.scale
     return Groups(labels, cnt, sx)
+
+
+def strata_loss(store: SpillStore, units, ustrata: np.ndarray, labels: np.ndarray, groups: Groups,
+                profile: Profile, count: int, per_unit=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(SSE, SST)`` of each of ``count`` strata (every unit lies in one: ``ustrata``),
+    summed over the QIs on the run's z-scores (a constant column counts 0 in both, as
+    in the run's figure): SSE of the published centroids within the stratum, SST
+    around the stratum's own mean (its SSE plus its groups' spread around that mean).
+
+    The squared errors per unit are ``per_unit`` (``(first group, groups, errors in
+    units of the scale)`` from the workers, in unit order), or measured here from the
+    blocks (one more read)."""
+    d = len(profile.columns)
+    sd = profile.sd
+    live = sd > 0.0
+    var = np.where(live, sd * sd, 1.0)
+    inv = 1.0 / profile.scale
+    G = groups.sizes.shape[0]
+    sse = np.zeros((count, d))
+    gstr = np.full(G, -1, np.int64)
+    if per_unit is not None:
+        for (first, g, err), s in zip(per_unit, ustrata):
+            sse[s] += err
+            gstr[first: first + g] = s
+    else:
+        C = groups.centroid * inv
+        for unit, s in zip(units, ustrata):
+            ids, X = store.read_many(unit)
+            lab = np.empty(ids.shape[0], labels.dtype)
+            take_labels(ids, labels, lab)
+            E = X * inv - C[lab]
+            sse[s] += np.einsum("ij,ij->j", E, E)
+            gstr[lab] = s
+    sse = np.where(live, sse / var, 0.0)
+    # between the groups: sum over groups of n (centroid - the stratum's mean)^2, z-scores
+    n = groups.sizes.astype(np.float64)
+    Cz = groups.centroid * inv / np.where(live, sd, 1.0)
+    total = np.bincount(gstr, weights=n, minlength=count)
+    ssb = np.zeros((count, d))
+    for j in np.flatnonzero(live):
+        mean = np.bincount(gstr, weights=n * Cz[:, j], minlength=count) / np.maximum(total, 1.0)
+        ssb[:, j] = np.bincount(gstr, weights=n * (Cz[:, j] - mean[gstr]) ** 2, minlength=count)
+    return sse.sum(axis=1), (sse + ssb).sum(axis=1)

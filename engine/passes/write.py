@@ -1,7 +1,8 @@
 """Pass 4, write: stream the input again in order and publish each row's group values.
 
 QI columns are replaced by their group's centroid (Float64); every other column
-passes through untouched. SSE and SST are accumulated on the way from the input's
+passes through untouched, but a derived one (``--derived``: recomputed from its QI's
+published value, ``passes.leak``). SSE and SST are accumulated on the way from the input's
 QI values and the published ones, so the information loss is measured on exactly
 what is written; or, when the blocks' workers already measured the squared error
 of the very centroids published here (``Groups.sse``), the QI columns are not read
@@ -226,8 +227,15 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     chunk's QI values and measures their loss per QI (then returned as SSE and SST).
     A part of the output (``engine.cluster``, the write pass of a range of rows) gives
     its own ``counter`` (merged with the other parts' before the check for ``k``) and
-    ``raw``, a dict that receives the unscaled sums per QI (``sse``, ``s``, ``q``)."""
+    ``raw``, a dict that receives the unscaled sums per QI (``sse``, ``s``, ``q``).
+
+    Derived columns (``--derived``: ``groups`` is a ``passes.leak.DerivedGroups``): each
+    is published recomputed from its QI's published value (``Derive.apply``), in its
+    place, and counted by the self-check among the published columns (a value that
+    did not follow its QI would split a class)."""
     qi = list(profile.columns) if publisher is None else publisher.columns
+    derive = getattr(groups, "derive", None)
+    derived = derive.columns if derive is not None else []
     d = len(qi)
     col_sse = np.zeros(d)
     zs = np.zeros(d)
@@ -239,11 +247,11 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     order = list(source.columns)
     read = None
     if measured:
-        read = [c for c in order if c not in set(qi)] or qi[:1]
+        read = [c for c in order if c not in set(qi) | set(derived)] or qi[:1]
     elif publisher is not None and publisher.unread:  # (mixed-type QIs: published from the groups alone)
-        read = [c for c in order if c not in set(publisher.unread)] or order[:1]
-    writer = Writer(path, fmt, getattr(source.base, "arrow", None), qi)
-    counter = ClassCounter(qi, groups.count) if counter is None else counter
+        read = [c for c in order if c not in set(publisher.unread) | set(derived)] or order[:1]
+    writer = Writer(path, fmt, getattr(source.base, "arrow", None), [*qi, *derived])
+    counter = ClassCounter([*qi, *derived], groups.count) if counter is None else counter
     unit_scale = np.ones(d)
 
     def published():
@@ -274,6 +282,8 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
                             column_sums(numeric_values(frame.get_column(c)).astype(np.float64) * inv,
                                         out[j] * inv, unit_scale, profile.mean, j, col_sse, zs, zq)
                 frame = frame.with_columns(pl.Series(c, out[j], dtype=pl.Float64) for j, c in enumerate(qi))
+            if derive is not None:  # from the published QI values
+                frame = derive.apply(frame)
             if read is not None:
                 frame = frame.select(order)  # the input's column order (no copy)
             if group_column is not None:

@@ -1,0 +1,157 @@
+"""Whether two columns correspond one-to-one, on 64-bit hashes of their values (the
+leak guard: ``engine.passes.leak``).
+
+A pair of columns (C, Q) gives each row the keys ``(c, q)`` of its two values
+(``mix_keys``: the values' hashes, mixed so that every bit is uniform; 0 is kept
+for an empty slot). The pair is one-to-one when each c goes with one q and each q
+with one c. ``pair_rows`` keeps two open-addressing tables (``(slots, 2)`` uint64:
+the key, then its partner), one keyed by c (direction 0), one keyed by q
+(direction 1). A key met again with another partner ends the test: the pair is
+not one-to-one (``flags[0]``, the pair is "dead"). A key met again with the same
+partner: that value repeats (``flags[1 + direction]``).
+
+Bounded memory by sampling values, not rows: a table keeps only the keys at or
+below its ``limit`` (at first every key), with all the rows of a kept key. Before
+each row, a table holding ``max_used`` keys (half its slots) either grows (the
+caller doubles it: ``pair_rows`` returns the row it stopped at) or, at its largest
+size (``at_max``), halves its limit and drops the keys above it (``_halve``). As the
+keys' high bits are uniform, a table then holds a fraction 2^-j of the distinct
+values, whichever they are; slots are probed linearly from the key's low bits
+(independent of the high bits that decide the sample). The decisions depend on the
+rows in their order only, not on how they are cut into calls.
+
+What sampling gives up: a violation (a value going with two partners) is seen only
+when its value is kept, so a pair whose every violating value was dropped looks
+one-to-one; one that is one-to-one always does (no violation is ever invented, but
+by a 64-bit collision merging two values). See ``engine.passes.leak``.
+"""
+
+import numpy as np
+from numba import njit
+
+from .prefetch import prefetch
+
+_AHEAD = 16  # rows prefetched ahead
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mix(z):
+    """splitmix64's finalizer: every output bit depends on every input bit."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def mix_keys(h, out):
+    """``out[i]``: the key of the value hash ``h[i]`` (mixed; never 0, an empty slot)."""
+    for i in range(h.shape[0]):
+        k = _mix(h[i] + np.uint64(0x9E3779B97F4A7C15))
+        out[i] = k if k != np.uint64(0) else np.uint64(1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put(tab, key, val):
+    """Insert ``key`` (absent) with its partner ``val``."""
+    mask = np.uint64(tab.shape[0] - 1)
+    j = np.int64(key & mask)
+    while tab[j, 0] != np.uint64(0):
+        j = np.int64((np.uint64(j) + np.uint64(1)) & mask)
+    tab[j, 0] = key
+    tab[j, 1] = val
+
+
+@njit(cache=True, nogil=True)
+def regrow(old, new):
+    """Every key of the table ``old`` into the (larger, empty) table ``new``; returns
+    the keys moved."""
+    n = 0
+    for j in range(old.shape[0]):
+        if old[j, 0] != np.uint64(0):
+            _put(new, old[j, 0], old[j, 1])
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _halve(tab, limit):
+    """Halve ``limit`` and keep the keys at or below it; returns ``(limit, keys kept)``."""
+    limit = limit >> np.uint64(1)
+    keys = np.empty(tab.shape[0], np.uint64)
+    vals = np.empty(tab.shape[0], np.uint64)
+    n = 0
+    for j in range(tab.shape[0]):
+        k = tab[j, 0]
+        if k != np.uint64(0) and k <= limit:
+            keys[n] = k
+            vals[n] = tab[j, 1]
+            n += 1
+    tab[:, :] = 0
+    for i in range(n):
+        _put(tab, keys[i], vals[i])
+    return limit, n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _visit(tab, key, val):
+    """Look ``key`` up with partner ``val``: 0 when it was absent (now inserted), 1 when
+    present with ``val`` (a repeat), 2 when present with another partner."""
+    mask = np.uint64(tab.shape[0] - 1)
+    j = np.int64(key & mask)
+    while True:
+        k = tab[j, 0]
+        if k == np.uint64(0):
+            tab[j, 0] = key
+            tab[j, 1] = val
+            return 0
+        if k == key:
+            return 1 if tab[j, 1] == val else 2
+        j = np.int64((np.uint64(j) + np.uint64(1)) & mask)
+
+
+@njit(cache=True, nogil=True)
+def pair_rows(kc, kq, start, tab0, tab1, limits, used, flags, at_max):
+    """Run the rows ``start, start + 1, ...`` of the keys ``kc``, ``kq`` (one chunk)
+    through the pair's tables (``tab0`` keyed by c, ``tab1`` by q).
+
+    State, updated in place: ``limits`` (uint64, 2) the largest key each table keeps;
+    ``used`` (int64, 2) the keys each holds; ``flags`` (int64, 3): [0] 1 once a key met
+    another partner (not one-to-one: the rest is skipped), [1] / [2] 1 once a kept c /
+    q value repeated. ``at_max`` (int64, 2): 1 when the table may not grow.
+
+    Returns the row to resume at: ``kc.shape[0]`` when done, else the row before which
+    a table is full and may grow (the caller doubles it with ``regrow``, then calls again)."""
+    n = kc.shape[0]
+    for i in range(start, n):
+        if flags[0]:
+            return n
+        for d in range(2):
+            tab = tab0 if d == 0 else tab1
+            while used[d] >= tab.shape[0] // 2:  # full: grow, else sample (halve the limit)
+                if at_max[d] == 0:
+                    return i
+                limits[d], used[d] = _halve(tab, limits[d])
+        if i + _AHEAD < n:
+            prefetch(tab0, np.int64(kc[i + _AHEAD] & np.uint64(tab0.shape[0] - 1)))
+            prefetch(tab1, np.int64(kq[i + _AHEAD] & np.uint64(tab1.shape[0] - 1)))
+        c = kc[i]
+        q = kq[i]
+        if c <= limits[0]:
+            r = _visit(tab0, c, q)
+            if r == 0:
+                used[0] += 1
+            elif r == 1:
+                flags[1] = 1
+            else:
+                flags[0] = 1
+                return n
+        if q <= limits[1]:
+            r = _visit(tab1, q, c)
+            if r == 0:
+                used[1] += 1
+            elif r == 1:
+                flags[2] = 1
+            else:
+                flags[0] = 1
+                return n
+    return n
