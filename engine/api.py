@@ -219,7 +219,7 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
               select_count: int | None = None, select_measure: str | None = None, width: float | None = None,
               bins: int | None = None, risk: bool = False, sa: str | None = None, epsilon: float | None = None,
               numeric_output: str | None = None, ordinal=None, weights=None, derived=None, strata=None,
-              report: PathLike | None = None, html: PathLike | None = None,
+              report: PathLike | None = None, html: PathLike | None = None, weight_column: str | None = None,
               separator: str | None = None,
               null_values: str | Sequence[str] | None = None,
               encoding: str | None = None, scheduler=None) -> Report:
@@ -233,11 +233,13 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
     pieces are sized to keep the process's peak RSS under it; a limit below what
     the run needs is refused up front with the least limit named (docs/usage.md).
     The output appears at ``sink`` only when complete (temporary file, then
-    rename). Prints nothing unless ``progress``; logs through ``logging``
+    rename; a symbolic link is written through, onto its target; ``sink="-"``: CSV
+    to the standard output, copied there when complete, ``report="-"`` likewise). Prints nothing unless ``progress``; logs through ``logging``
     (logger ``"engine"``); Numba's thread count is restored afterwards.
     With ``risk``, the finished output is compared with ``source`` and the
-    disclosure risk (``engine.audit.risk``: DBRL, interval disclosure) goes into
-    ``report.risk``.
+    disclosure risk (``engine.audit.risk``: DBRL, interval disclosure, the
+    re-identification risks of the release's classes) goes into ``report.risk``;
+    ``weight_column``: the input's sampling weights for those risks (with ``risk``).
 
     The disclosure risk is measured on the finished output before it is renamed into
     place, so a failing risk step leaves nothing at ``sink``.

@@ -148,6 +148,16 @@ def stated(need: float) -> int:
     return -(-int(need + 4 * MiB) // (8 * MiB)) * 8 * MiB
 
 
+ENCODED_SEP = "\x1f"  # in a mixed-type run's encoded column names (``engine.encode.mixed``): QI, then the part
+
+
+def qi_count(columns) -> int:
+    """The QIs the user gave, for a refusal's message: a mixed-type run is planned with its
+    encoded columns (``QI<sep>category``, ``QI<sep>rank``, ...: ``engine.encode.mixed``),
+    each counted once by the QI it encodes."""
+    return len(dict.fromkeys(str(c).split(ENCODED_SEP, 1)[0] for c in columns))
+
+
 def refuse(limit: int, need: int, rows: int, d: int, method: str, why: str = "", tail: str = "") -> EngineError:
     need = stated(need)
     return EngineError(f"--memory-limit {mib(limit)} is below what this run needs (at least {mib(need)} for "
@@ -231,7 +241,7 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     if cfg.memory_limit is None:
         return Budget(block, chunk, False, 2 * block)
     method = method or cfg.method
-    qis = len(cfg.qi) if qis is None else qis
+    qis = qi_count(cfg.qi) if qis is None else qis
     limit = cfg.memory_limit
     fixed = psutil.Process().memory_info().rss
     if kind == "csv" and start_rss is not None:
@@ -396,5 +406,8 @@ def check_verify(limit: int | None, out, orig, rows: int, keys: list, k: int, ch
     sources = [s for s in (out, orig) if s is not None]
     buffered = sum(parquet_buffer(s.paths, s.columns) for s in sources if s.kind == "parquet")
     cells = chunk_rows * sum(len(s.columns) for s in sources)
-    check_command(limit, "verify", rows, len(keys), state, buffered=buffered, chunk_cells=cells,
+    shown = set(keys)  # (the QIs given: a range QI c is published as c_min and c_max)
+    qis = len(dict.fromkeys(c[:-4] if c.endswith(("_min", "_max")) and {c[:-4] + "_min", c[:-4] + "_max"} <= shown
+                            else c for c in keys))
+    check_command(limit, "verify", rows, qis, state, buffered=buffered, chunk_cells=cells,
                   csv=sum(s.kind == "csv" for s in sources))

@@ -6,6 +6,14 @@ temporary files and leave nothing at OUTPUT), 1 unexpected internal error, a run
 whose output failed its own verification (nothing written), or (``verify``) a
 guarantee that does not hold.
 
+Pipelines: ``-`` as an input reads it (CSV; Parquet and gzip are recognized by their
+bytes) from the standard input, which is copied to a private temporary file first and
+read once (``-`` for two inputs is refused); ``-`` as OUTPUT, ``--report``, ``--json``
+or ``--html`` writes to the standard output, only when everything is checked (one of
+them at most); the human summary then goes to stderr. ``-v`` / ``--verbose``
+(repeatable) and ``--log-level`` set the level of the ``engine`` logger, before or
+after the command.
+
 Start-up: this module imports only the option table and the error types (0.04 s);
 each command imports the modules it runs when it starts (Polars and Numba: 0.7 s),
 so that ``--help``, ``--version`` and a bad flag answer at once, and ``anonymize
@@ -24,6 +32,7 @@ import json
 import logging
 import os
 import queue
+import re
 import signal
 import sys
 import threading
@@ -39,6 +48,9 @@ DEMO_EPSILON = 2.5  # demo --method maxent: bits of occupation entropy per class
 DEMO_QI = ("age", "education_years", "hours_per_week", "wage_income", "other_income",
            "property_tax", "household_size", "commute_minutes")
 MEASURES = ("mi-distance", "emim", "chi2", "gaussian")
+STDIO = "-"  # an input read from the standard input, an output written to the standard output
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_IN = "CSV or Parquet file, folder of Parquet files, or glob; - reads CSV from stdin"
 
 
 def _add_bin_args(p: argparse.ArgumentParser) -> None:
@@ -60,21 +72,23 @@ class _VersionAction(argparse.Action):
 
 
 def _anonymize_args(a: argparse.ArgumentParser) -> None:
-    a.add_argument("input", help="CSV or Parquet file, folder of Parquet files, or glob")
-    a.add_argument("output", help="output file (.csv or .parquet); written only when complete")
+    a.add_argument("input", help=_IN)
+    a.add_argument("output", help="output file (.csv or .parquet); written only when complete; - writes CSV "
+                                  "to stdout (after every check passed; the summary goes to stderr)")
     add_arguments(a, "anonymize")
     a.add_argument("--quiet", action="store_true", help="do not print the summary")
 
 
 def _demo_args(d: argparse.ArgumentParser) -> None:
     d.add_argument("--rows", type=int, default=200_000, help="rows to generate (default 200000)")
-    d.add_argument("--output", help="also write the anonymized table here (.csv or .parquet)")
+    d.add_argument("--output", help="also write the anonymized table here (.csv or .parquet; - writes CSV to "
+                                    "stdout)")
     add_arguments(d, "demo")
     d.add_argument("--quiet", action="store_true", help="do not print the summary")
 
 
 def _profile_args(pr: argparse.ArgumentParser) -> None:
-    pr.add_argument("input", help="CSV or Parquet file, folder of Parquet files, or glob")
+    pr.add_argument("input", help=_IN)
     pr.add_argument("--columns", required=True, help="comma-separated columns (any type)")
     pr.add_argument("--measure", choices=MEASURES, default="mi-distance",
                     help="mi-distance: minimum spanning tree (Sun et al.); others: maximum (Oommen & Fayyoumi)")
@@ -82,12 +96,14 @@ def _profile_args(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--binning", choices=("equal", "quantile"), default="equal")
     pr.add_argument("--select-count", type=int, default=None, metavar="N",
                     help="key attributes: top N by degree (EMAD); default Definition 5 of Sun et al.")
-    pr.add_argument("--json", metavar="FILE", help="also write the profile as JSON")
+    pr.add_argument("--json", metavar="FILE", help="also write the profile as JSON (-: to stdout, the profile "
+                                                   "to stderr)")
     add_arguments(pr, "profile")
 
 
 def _verify_args(v: argparse.ArgumentParser) -> None:
-    v.add_argument("output", help="the release: CSV or Parquet file, folder of Parquet files, or glob")
+    v.add_argument("output", help="the release: CSV or Parquet file, folder of Parquet files, or glob; - reads "
+                                  "it from stdin")
     v.add_argument("--qi", required=True, help="comma-separated quasi-identifiers (c, or c_min/c_max ranges)")
     v.add_argument("--k", type=int, required=True, help="minimum class size to check")
     v.add_argument("--sa", default=None, help="sensitive attribute, with --l or --epsilon")
@@ -95,34 +111,38 @@ def _verify_args(v: argparse.ArgumentParser) -> None:
     vg.add_argument("--l", type=int, default=None, help="l-diversity: distinct SA values per class")
     vg.add_argument("--epsilon", type=float, default=None, help="entropy l-diversity: class SA entropy in bits")
     v.add_argument("--original", metavar="INPUT", default=None,
-                   help="the table the release was made from: check rows and non-QI columns, report IL")
+                   help="the table the release was made from: check rows and non-QI columns, report IL "
+                        "(- reads it from stdin)")
     v.add_argument("--mixed", action="store_true",
                    help="a mixed-type MDAV release: categorical QIs hold one category each (not a set); "
                         "with --original, information loss per type (with --original it is read from the "
                         "release when not given)")
     v.add_argument("--ordinal", action="append", default=None, metavar="COL=CAT1,CAT2,...",
                    help="with --mixed: an ordinal QI's order (as for anonymize; implies --mixed)")
-    v.add_argument("--json", metavar="FILE", help="also write the result as JSON")
+    v.add_argument("--json", metavar="FILE", help="also write the result as JSON (-: to stdout, the summary "
+                                                  "to stderr)")
     add_arguments(v, "verify")
 
 
 def _risk_args(r: argparse.ArgumentParser) -> None:
-    r.add_argument("original", help="the original table (CSV/Parquet)")
-    r.add_argument("masked", help="the release (CSV/Parquet), rows in the original's order")
+    r.add_argument("original", help="the original table (CSV/Parquet; -: from stdin)")
+    r.add_argument("masked", help="the release (CSV/Parquet; -: from stdin), rows in the original's order")
     r.add_argument("--qi", required=True, help="comma-separated quasi-identifiers")
     r.add_argument("--p", type=float, default=0.05,
                    help="interval disclosure half-width in standard deviations (default 0.05)")
     r.add_argument("--ordinal", action="append", default=None, metavar="COL=CAT1,CAT2,...",
                    help="an ordinal QI of a mixed-type release and its order (as for anonymize); other "
                         "categorical QIs are compared as categories")
-    r.add_argument("--json", metavar="FILE", help="also write the result as JSON")
+    r.add_argument("--json", metavar="FILE", help="also write the result as JSON (-: to stdout, the summary "
+                                                  "to stderr)")
     add_arguments(r, "risk")
 
 
 def _report_args(h: argparse.ArgumentParser) -> None:
-    h.add_argument("json", metavar="REPORT", help="a JSON report written by microagg anonymize --report")
+    h.add_argument("json", metavar="REPORT", help="a JSON report written by microagg anonymize --report (-: "
+                                                  "from stdin)")
     h.add_argument("--html", metavar="FILE", required=True,
-                   help="write the page here (needs pip install 'microagg-engine[html]')")
+                   help="write the page here (-: to stdout; needs pip install 'microagg-engine[html]')")
 
 
 # each command: its --help line, its description, its arguments
@@ -149,8 +169,18 @@ SUBCOMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="microagg", description="k-anonymity by microaggregation (MDAV family).")
+    parser = argparse.ArgumentParser(
+        prog="microagg", description="k-anonymity by microaggregation (MDAV family).",
+        epilog="In pipelines: - as an input reads CSV from stdin, - as OUTPUT (or --report, --json, --html) writes "
+               "to stdout once every check passed, the summary then on stderr. -v and --log-level may also follow "
+               "the command.")
+    # the global flags (not run options: engine.options holds those)
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log more on stderr: -v INFO, -vv DEBUG (the 'engine' logger)")
+    parser.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, default=None, metavar="LEVEL",
+                        help=f"the 'engine' logger's level: {', '.join(LOG_LEVELS)} (default WARNING; "
+                             f"overrides -v)")
     parser.set_defaults(quiet=False)  # (the commands that print a summary offer --quiet)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (help_line, description, add) in SUBCOMMANDS.items():
@@ -161,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _write_json(path, text: str) -> None:
     from .io.sink import atomic_output  # start-up: every command's heavy module is imported when it runs
 
-    with atomic_output(path) as tmp:
+    with atomic_output(path) as tmp:  # (``-``: to the standard output, when complete)
         with open(tmp, "w") as fh:
             fh.write(text)
 
@@ -174,23 +204,74 @@ def _inputs(*data) -> tuple[str, ...]:
 
 
 def _check_json(args, *inputs) -> None:
-    """``--json`` of verify / risk / profile: checked before any work."""
+    """``--json`` of verify / risk / profile: checked before any work (before the
+    standard input is read: an input ``-`` is no file it could be)."""
     if args.json:
         from .io.sink import check_side_output  # start-up: see the module's docstring
 
-        check_side_output("--json", args.json, _inputs(*inputs))
+        check_side_output("--json", args.json, _inputs(*(i for i in inputs if i != STDIO)))
+
+
+def _summary_stream(*outputs):
+    """Where a command prints its summary: stderr when one of ``outputs`` (``--json``,
+    ``--report``, OUTPUT) writes to the standard output, else stdout."""
+    from .io.sink import is_stdout  # start-up: see the module's docstring
+
+    return sys.stderr if any(is_stdout(o) for o in outputs) else sys.stdout
+
+
+def _one_stdout(*outputs) -> None:
+    """At most one of ``outputs`` (pairs of the option and its value) writes to the
+    standard output: checked before any work (``engine.release`` checks it again)."""
+    from .io.sink import is_stdout  # start-up: see the module's docstring
+
+    taken = [(option, value) for option, value in outputs if is_stdout(value)]
+    if len(taken) > 1:
+        raise EngineError(f"{taken[1][0]} {taken[1][1]}: the standard output is taken by {taken[0][0]} {taken[0][1]}")
+
+
+@contextlib.contextmanager
+def _stdin(args, *inputs, folder=None, suffix=None):
+    """The input among ``inputs`` (pairs of its name in an error line and its attribute
+    of ``args``) given as ``-``: the standard input, copied to a private temporary file
+    in ``folder`` (None: the system's temporary folder) that replaces it in ``args``
+    until the command ends. ``-`` for two inputs is refused: the standard input is
+    read once."""
+    given = [(name, attr) for name, attr in inputs if getattr(args, attr, None) == STDIO]
+    if len(given) > 1:
+        raise EngineError(f"{given[0][0]} and {given[1][0]} are both {STDIO}: the standard input can be read "
+                          f"only once (give one of them as a file)")
+    if not given:
+        yield
+        return
+    # start-up: see the module's docstring
+    from .io.sink import check_tmp_dir
+    from .io.tempfiles import STDIN_LABEL, stdin_copy
+
+    check_tmp_dir(folder)
+    with stdin_copy(folder, suffix) as path:
+        setattr(args, given[0][1], path)
+        try:
+            yield
+        except EngineError as exc:  # a message that names the copy names the standard input
+            if path not in str(exc):
+                raise
+            raise type(exc)(str(exc).replace(path, STDIN_LABEL)) from None
+        finally:
+            setattr(args, given[0][1], STDIO)
 
 
 def _cmd_verify(args) -> int:
     from .audit.verify import verify_release  # start-up: see the module's docstring
 
     _check_json(args, args.output, args.original)
-    res = verify_release(args.output, args.qi, args.k, sa=args.sa, l=args.l, epsilon=args.epsilon,
-                         original=args.original, chunk_rows=args.chunk_rows, mixed=args.mixed,
-                         ordinal=args.ordinal, memory_limit=args.memory_limit, **csv_given(args))
-    if args.json:
-        _write_json(args.json, res.to_json())
-    print(res.summary())
+    with _stdin(args, ("OUTPUT", "output"), ("--original", "original")):
+        res = verify_release(args.output, args.qi, args.k, sa=args.sa, l=args.l, epsilon=args.epsilon,
+                             original=args.original, chunk_rows=args.chunk_rows, mixed=args.mixed,
+                             ordinal=args.ordinal, memory_limit=args.memory_limit, **csv_given(args))
+        if args.json:
+            _write_json(args.json, res.to_json())
+    print(res.summary(), file=_summary_stream(args.json))
     if not res.ok:
         print(f"microagg: verify failed: {'; '.join(c['name'] for c in res.failures)}", file=sys.stderr)
     return 0 if res.ok else 1
@@ -200,12 +281,13 @@ def _cmd_risk(args) -> int:
     from .audit.risk import disclosure_risk  # start-up: see the module's docstring
 
     _check_json(args, args.original, args.masked)
-    res = disclosure_risk(args.original, args.masked, args.qi, p=args.p, chunk_rows=args.chunk_rows,
-                          ordinal=args.ordinal, memory_limit=args.memory_limit,
-                          **csv_given(args))
-    if args.json:
-        _write_json(args.json, res.to_json())
-    print(res.summary())
+    with _stdin(args, ("ORIGINAL", "original"), ("MASKED", "masked")):
+        res = disclosure_risk(args.original, args.masked, args.qi, p=args.p, chunk_rows=args.chunk_rows,
+                              ordinal=args.ordinal, memory_limit=args.memory_limit,
+                              weight_column=getattr(args, "weight_column", None), **csv_given(args))
+        if args.json:
+            _write_json(args.json, res.to_json())
+    print(res.summary(), file=_summary_stream(args.json))
     return 0
 
 
@@ -215,13 +297,14 @@ def _cmd_profile(args) -> int:
     from .report import json_text
 
     _check_json(args, args.input)
-    cols = [c.strip() for c in args.columns.split(",")] if args.columns.strip() else []
-    res = dependency.profile(args.input, cols, args.measure, width=args.width, bins=args.bins,
-                             binning=args.binning, count=args.select_count, threads=args.threads,
-                             memory_limit=args.memory_limit, **csv_given(args))
-    if args.json:
-        _write_json(args.json, json_text(res.to_dict()))
-    print(res.render())
+    with _stdin(args, ("INPUT", "input")):
+        cols = [c.strip() for c in args.columns.split(",")] if args.columns.strip() else []
+        res = dependency.profile(args.input, cols, args.measure, width=args.width, bins=args.bins,
+                                 binning=args.binning, count=args.select_count, threads=args.threads,
+                                 memory_limit=args.memory_limit, **csv_given(args))
+        if args.json:
+            _write_json(args.json, json_text(res.to_dict()))
+    print(res.render(), file=_summary_stream(args.json))
     return 0
 
 
@@ -251,7 +334,16 @@ def _cmd_anonymize(args) -> int:
         from .release import release
 
         cfg = _settings(args)  # every option checked against the method before any work
-        result = release(args.input, args.output, cfg, prerender=prerender)
+        _one_stdout(("OUTPUT", args.output), ("--report", args.report), ("--html", args.html))
+        if args.input == STDIO:  # the destinations, before stdin is read to its end (again by the release)
+            from .io.sink import check_destination, check_side_output  # start-up: (as above)
+
+            check_destination(args.output, folder=cfg.scheduler is not None)
+            for option, side in (("--report", args.report), ("--html", args.html)):
+                if side is not None:
+                    check_side_output(option, side, (), [("OUTPUT", args.output)])
+        with _stdin(args, ("INPUT", "input"), folder=cfg.tmp_dir):
+            result = release(args.input, args.output, cfg, prerender=prerender)
     finally:
         if prerender is not None:
             prerender.close()
@@ -274,6 +366,7 @@ def _cmd_demo(args) -> int:
     if spec.needs_sa and args.sa is None:  # maxent: the demo's occupation (3.27 bits), 2.5 bits per class
         override.update(sa="occupation", epsilon=DEMO_EPSILON if args.epsilon is None else args.epsilon)
     cfg = _settings(args, **override)
+    _one_stdout(("--output", args.output), ("--report", args.report))
     seed = 0 if args.seed is None else args.seed
     t = time.perf_counter()
     frame = census_like(args.rows, seed=seed)
@@ -283,9 +376,11 @@ def _cmd_demo(args) -> int:
     result = release(frame, args.output, cfg, output_option="--output")
     if not args.quiet:
         print(result.report.summary(), file=sys.stderr)
+        # the key figures as JSON on stdout, unless the table or the report went there
         print(json.dumps({k: v for k, v in result.report.to_dict().items()
                           if k in ("rows", "groups", "min_group_size", "max_group_size",
-                                   "information_loss_percent", "wall_seconds", "peak_rss_bytes")}))
+                                   "information_loss_percent", "wall_seconds", "peak_rss_bytes")}),
+              file=_summary_stream(args.output, args.report))
     return 0
 
 
@@ -295,11 +390,12 @@ def _cmd_report(args) -> int:
     from .io.sink import atomic_output, check_side_output
 
     html_report.require_matplotlib()
-    check_side_output("--html", args.html, (args.json,))
-    report = html_report.load_report(args.json)
-    with atomic_output(args.html) as tmp:
-        html_report.write(report, tmp, args.html, saved=args.json)
-    print(f"microagg: wrote {args.html}", file=sys.stderr)
+    with _stdin(args, ("REPORT", "json"), suffix=".json"):
+        check_side_output("--html", args.html, (args.json,))
+        report = html_report.load_report(args.json)
+        with atomic_output(args.html) as tmp:
+            html_report.write(report, tmp, args.html, saved=args.json)
+    print(f"microagg: wrote {'the page to stdout' if args.html == STDIO else args.html}", file=sys.stderr)
     return 0
 
 
@@ -429,16 +525,68 @@ def _interrupted(exc: KeyboardInterrupt) -> int:
     return 130
 
 
+_VERBOSE = re.compile(r"-v+")
+
+
+def _global_flags_first(argv: list[str]) -> list[str]:
+    """``argv`` with the global logging flags given after the command (``-v``, ``-vv``,
+    ``--verbose``, ``--log-level LEVEL``) moved before it, where the parser takes them
+    (up to a ``--``)."""
+    i = 0
+    while i < len(argv) and argv[i] not in SUBCOMMANDS:  # (the command: the first of its names)
+        i += 2 if argv[i] == "--log-level" else 1
+    if i >= len(argv):
+        return argv
+    moved, rest, j = [], argv[:i + 1], i + 1
+    while j < len(argv):
+        a = argv[j]
+        if a == "--":
+            rest += argv[j:]
+            break
+        if a == "--verbose" or a.startswith("--log-level=") or _VERBOSE.fullmatch(a):
+            moved.append(a)
+        elif a == "--log-level" and j + 1 < len(argv):
+            moved += argv[j:j + 2]
+            j += 1
+        else:
+            rest.append(a)
+        j += 1
+    return moved + rest
+
+
+@contextlib.contextmanager
+def _logging(args):
+    """The ``engine`` logger's level from ``-v`` / ``--log-level`` (INFO, then DEBUG; a
+    level above WARNING quiets the other libraries too); without them, WARNING and
+    above, as ``microagg: <message>`` on stderr. Restored when the command ends."""
+    logging.basicConfig(level=logging.WARNING, format="microagg: %(message)s")
+    level = None
+    if args.log_level is not None:
+        level = getattr(logging, args.log_level)
+    elif args.verbose:
+        level = logging.INFO if args.verbose == 1 else logging.DEBUG
+    engine_log, root = logging.getLogger("engine"), logging.getLogger()
+    before = engine_log.level, root.level
+    if level is not None:
+        engine_log.setLevel(level)
+        if level > root.level:
+            root.setLevel(level)
+    try:
+        yield
+    finally:
+        engine_log.setLevel(before[0])
+        root.setLevel(before[1])
+
+
 def main(argv=None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="microagg: %(message)s")
+    args = parser.parse_args(_global_flags_first(list(sys.argv[1:] if argv is None else argv)))
     try:
         # a signal that came before the command (``entry``'s handler, while NumPy was
         # imported: an extension module can turn the interrupt into a swallowed ImportError)
         check_signals()
         # a first run compiles the kernels (seconds, then cached): say so, once
-        with _signals_as_interrupts(), CompileNotice(enabled=not args.quiet):
+        with _logging(args), _signals_as_interrupts(), CompileNotice(enabled=not args.quiet):
             code = COMMANDS[args.command](args)
             check_signals()  # a signal whose exception was swallowed: not a success
             return code

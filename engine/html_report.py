@@ -276,7 +276,16 @@ def check_fields(r: dict):
         found = found or bad(f'"information_loss_by_qi"."{name}"', v, "num")
     for c, d in (r.get("distributions") or {}).items():
         where = f'"distributions"."{c}"'
-        found = found or bad(where, d, "dict") or first(
+        found = found or bad(where, d, "dict")
+        if not found and "categories" in d:  # a categorical QI's bars (mixed-type runs)
+            found = first(bad(f"{where}.\"categories\"", d.get("categories"), "names"),
+                          bad(f"{where}.\"before\"", d.get("before"), "nums"),
+                          bad(f"{where}.\"after\"", d.get("after"), "nums"))
+            if not found and not len(d["categories"]) == len(d["before"]) == len(d["after"]):
+                found = (f"{where}.\"before\"", f"as many values as \"categories\" ({len(d['categories'])})",
+                         d["before"])
+            continue
+        found = found or first(
             bad(f"{where}.\"edges\"", d.get("edges"), "nums"), bad(f"{where}.\"before\"", d.get("before"), "nums"),
             bad(f"{where}.\"after\"", d.get("after"), "nums", True))
         if not found and (len(d["edges"]) != len(d["before"]) + 1 or len(d["before"]) == 0):
@@ -293,6 +302,10 @@ def check_fields(r: dict):
     if risk:
         found = found or first(*(bad(f'"risk"."{name}"', risk.get(name), "num") for name in
                                  ("p", "dbrl", "interval_disclosure")), bad('"risk"."qi"', risk.get("qi"), "names", True))
+        for name in ("prosecutor", "journalist", "marketer", "individual_risk"):  # the classes' risks
+            found = found or bad(f'"risk"."{name}"', risk.get(name), "dict", True)
+            for key, v in (risk.get(name) or {}).items() if not found else ():
+                found = found or bad(f'"risk"."{name}"."{key}"', v, "num")
     metrics = r.get("metrics") or {}
     dep = metrics.get("dependency")
     if dep:
@@ -428,7 +441,7 @@ def _section_run(r: dict) -> str:
             ("quasi-identifiers", ", ".join(r["qi"])), ("method", r["method"]), ("k", r.get("k")),
             ("settings as given", ", ".join(f"{k}={v}" for k, v in settings.items()) or "defaults"),
             ("blocks", r.get("blocks", 1)),
-            ("wall time (s)", r["wall_seconds"]), ("peak memory (MiB)", r["peak_rss_bytes"] / 2 ** 20),
+            ("wall time (s)", r["wall_seconds"]), ("peak memory", _Raw(f"{r['peak_rss_bytes'] / 2 ** 20:,.0f} MiB")),
             ("engine version", r.get("engine_version") or "?")]
     if r.get("gamma") is not None:
         rows.insert(5, ("gamma", r["gamma"]))
@@ -490,14 +503,50 @@ def _draw_group_sizes(counts: dict, k) -> str:
         ax.set_xticks(xs)
     ax.set_xlim(min(xs[0], k or xs[0]) - 1, xs[-1] + 1)
     _style(ax)
-    return _figure(fig, "How to read: each bar counts the groups of one size (rows sharing the same "
-                        "published QI values); every bar must lie right of the dashed k line.")
+    return _figure(fig, "How to read: each bar counts the groups formed of one size; groups that publish the "
+                        "same values are one published class, at least as large (the table above counts them); "
+                        "every bar must lie right of the dashed k line.")
+
+
+# how each kind of QI's loss is measured (a mixed-type run: ``metrics["mixed"]["kinds"]``), and what
+# its bar in the loss figure says
+KIND_LOSS = {
+    "numeric": ("100 · SSE / SST on z-scores", "the share of the column's variance lost by replacing each value by "
+                                               "its group's mean"),
+    "date": ("100 · SSE / SST on z-scores of the epoch value", "the share of the column's variance lost by "
+                                                               "replacing each date by its group's mean date"),
+    "nominal": ("the share of values changed", "the share of rows whose category was replaced by its group's "
+                                               "most frequent one (mode)"),
+    "ordinal": ("the mean rank change, 100 · mean |rank change| / (m − 1)",
+                "the mean distance, in ranks, from a row's category to its group's median category, as a share of "
+                "the scale's m − 1 steps"),
+}
+NO_WEIGHTS = "it needs sampling weights (--weight-column COL)"  # (a saved report's risk without its note)
+RANGE_METHODS = ("maxent", "mnqia")  # methods that publish ranges (and sets), not means
+KIND_COLORS = {"numeric": ACCENT, "date": "#6a8fd0", "nominal": "#5cb85c", "ordinal": "#8e6cc0"}
 
 
 def _section_utility(r: dict) -> str:
     il = r.get("information_loss_percent")
-    body = [f"<p>Information loss IL = 100 · SSE / SST on z-scores: <b>{_num(il)} %</b>"
-            + ("" if r.get("sse") is None else f" (SSE {_num(r['sse'])} / SST {_num(r['sst'])})") + ".</p>"]
+    mixed = (r.get("metrics") or {}).get("mixed") or {}
+    kinds = mixed.get("kinds") or {}
+    if kinds:  # a mixed-type run: each QI's loss by its kind
+        by_kind = mixed.get("information_loss_by_kind") or {}
+        parts = ", ".join(f"{_e(k)} {v:.2f} %" for k, v in by_kind.items())
+        body = [f"<p>Information loss: <b>{_num(il)} %</b>, the mean of the quasi-identifiers' losses, each "
+                f"measured by its kind" + (f" (mean by kind: {parts})" if parts else "") + ".</p>"]
+        rows = []
+        for kind, (measure, _) in KIND_LOSS.items():
+            names = [c for c, k in kinds.items() if k == kind]
+            if names:
+                rows.append((kind, ", ".join(names), measure))
+        body.append(_table(rows, header=("kind", "quasi-identifiers", "its loss")))
+    else:
+        body = [f"<p>Information loss IL = 100 · SSE / SST on z-scores: <b>{_num(il)} %</b>"
+                + ("" if r.get("sse") is None else f" (SSE {_num(r['sse'])} / SST {_num(r['sst'])})")
+                + (" of the numeric QIs around their class means, the loss had each class published its mean "
+                   "(comparable with the MDAV family; the release publishes ranges)"
+                   if r.get("method") in RANGE_METHODS and il is not None else "") + ".</p>"]
     if il is None:
         body.append(_note("No numeric quasi-identifier: the information loss is not defined."))
     if r.get("strata"):
@@ -506,29 +555,121 @@ def _section_utility(r: dict) -> str:
     keys = set(r.get("key_attributes") or [])
     if by_qi:
         names = list(by_qi)[::-1]
-        fig = _fig(7, 0.32 * len(names) + 1.0)
+        fig = _fig(7, 0.32 * len(names) + 1.0, right=1.6)
         ax = fig.add_subplot()
         vals = [by_qi[n] for n in names]
-        ax.barh(names, vals, color=[KEY if n in keys else ACCENT for n in names])
+        colors = [KEY if n in keys else KIND_COLORS.get(kinds.get(n), ACCENT) for n in names]
+        ax.barh(names, vals, color=colors)
         if il is not None:
             ax.axvline(il, color=AFTER, linestyle="--", linewidth=1.2, label=f"overall {il:.2f} %")
-            ax.legend(frameon=False, fontsize=8, loc="lower right")
-        ax.set_xlabel("information loss of the column (% of its variance)")
+        present = [k for k in KIND_LOSS if k in set(kinds.values())]
+        if len(present) > 1:
+            for k in present:
+                ax.barh([names[0]], [0], color=KIND_COLORS[k], label=k)
+        if il is not None or len(present) > 1:  # (beside the bars: inside, it would cover the longest)
+            ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        ax.set_xlabel("information loss of the column (%" + (", by its kind)" if kinds else " of its variance)"))
         ax.set_title("Information loss per quasi-identifier", y=1.0)
         _style(ax)
         extra = " Orange bars are the key attributes the groups were formed on." if keys else ""
-        body.append(_figure(fig, "How to read: each bar is the share of a column's variance lost by replacing "
-                                 "its values by the group means (0 % = untouched); the dashed line is the "
-                                 "loss over all QIs." + extra))
+        if kinds:
+            read = "; ".join(f"{k} bars: {KIND_LOSS[k][1]}" for k in present)
+            caption = (f"How to read: each bar is one quasi-identifier's loss, by its kind ({read}); 0 % = "
+                       f"untouched; the dashed line is the mean over all QIs.")
+        elif r.get("method") in RANGE_METHODS:
+            caption = ("How to read: each bar is the share of a numeric column's variance that would be lost had "
+                       "each class published its mean (this release publishes ranges; 0 % = untouched); the "
+                       "dashed line is the loss over all numeric QIs.")
+        else:
+            caption = ("How to read: each bar is the share of a column's variance lost by replacing its values by "
+                       "the group means (0 % = untouched); the dashed line is the loss over all QIs.")
+        body.append(_figure(fig, caption + extra))
     else:
         body.append(_note("The loss per quasi-identifier is not measured for this method."))
-    dist = r.get("distributions")
-    if dist:
-        body.append(_cached("distributions", {"dist": dist}, _draw_distributions))
-    else:
-        body.append(_note("Distributions before and after are not in this report (they are counted by runs "
-                          "with --html or --report; a single-class release has none)."))
+    dist = r.get("distributions") or {}
+    numeric, cats = _numeric(dist), {c: d for c, d in dist.items() if "categories" in d}
+    if numeric:
+        body.append(_cached("distributions", {"dist": numeric}, _draw_distributions))
+    if cats:
+        body.append(_draw_categories(cats))
+    unseen = [c for c in r.get("qi") or [] if c not in dist]
+    if unseen and not dist:
+        body.append(_note(_no_distributions(r)))
+    elif unseen:
+        body.append(_note(f"No distribution of {_e(', '.join(unseen))}: " + _why_unseen(r, unseen) + "."))
     return _section("utility", "Utility", body)
+
+
+def _numeric(dist: dict) -> dict:
+    """The histograms of ``dist`` (numeric QIs: bins with edges), not the categories' bars."""
+    return {c: d for c, d in dist.items() if "edges" in d}
+
+
+def _no_distributions(r: dict) -> str:
+    """Why a report holds no distribution at all."""
+    if r.get("groups") == 1 or (r.get("verified") or {}).get("classes") == 1:
+        return "No distributions before and after: the release is a single class."
+    if r.get("method") in ("maxent", "mnqia"):
+        return ("No distributions before and after: this range release has no numeric quasi-identifier with a "
+                "histogram (categorical QIs are published as sets).")
+    return ("No distributions before and after in this report: it was written by a run that did not count them "
+            "(a run on a Dask cluster, or an engine before they were counted).")
+
+
+def _why_unseen(r: dict, unseen: list) -> str:
+    kinds = ((r.get("metrics") or {}).get("mixed") or {}).get("kinds") or {}
+    if kinds and all(kinds.get(c) == "date" for c in unseen):
+        return "a date is not drawn as a histogram"
+    if r.get("method") in ("maxent", "mnqia"):
+        return "a categorical QI of a range release is published as sets of categories, not drawn"
+    return "not counted by this run"
+
+
+def _draw_categories(cats: dict) -> str:
+    """The categorical QIs' bars (a mixed-type run): each category's share of the rows
+    before (filled) and after (outline), two panels a row."""
+    names = list(cats)
+    cols = 1 if len(names) == 1 else 2
+    rows = [names[i: i + cols] for i in range(0, len(names), cols)]
+    heights = [max(len(cats[c]["categories"]) for c in row) * 0.2 + 0.45 for row in rows]
+    gap = 1.9  # (room for the second panel's category labels)
+    w = 10.0 if cols == 2 else 7.0
+    left, right = 1.75, 0.3
+    aw = (w - left - right - gap * (cols - 1)) / cols
+    h = sum(heights) + 0.8 * len(rows) + 0.6
+    fig = _fig(w, h, left=left, right=right, bottom=0.45, top=0.6)
+    grid = fig.add_gridspec(len(rows), cols, height_ratios=heights, wspace=gap / aw,
+                            hspace=0.8 / (sum(heights) / len(heights)))
+    for i, row in enumerate(rows):
+        for j, c in enumerate(row):
+            d = cats[c]
+            ax = fig.add_subplot(grid[i, j])
+            total = max(1, sum(d["before"]))
+            ys = list(range(len(d["categories"])))
+            most = max(len(cats[n]["categories"]) for n in row)  # (bars as thick in every panel of the row)
+            ax.barh(ys, [100.0 * v / total for v in d["before"]], height=0.8, color=BEFORE,
+                    label="before (input)")
+            ax.barh(ys, [100.0 * v / total for v in d["after"]], height=0.8, fill=False, edgecolor=AFTER,
+                    linewidth=1.2, label="after (published)")
+            ax.set_yticks(ys)
+            ax.set_yticklabels([_short(t) for t in d["categories"]], fontsize=7)
+            ax.set_ylim(most - 0.5, -0.5)  # (the first category on top)
+            ax.set_title(f"{c} ({d.get('kind', 'categorical')})", fontsize=9, y=1.0)
+            ax.set_xlabel("rows (%)", fontsize=8)
+            ax.tick_params(axis="x", labelsize=7)
+            _style(ax)
+            if i == 0 and j == 0:
+                ax.legend(frameon=False, fontsize=7, loc="lower right")
+    fig.suptitle("Categorical quasi-identifiers before (filled) and after (outline) anonymization", fontsize=10)
+    return _figure(fig, "How to read: each bar is a category's share of the rows, the filled bar in the input and "
+                        "the red outline in the release, where every row carries its group's most frequent "
+                        "category (nominal) or median category (ordinal); equal bars mean the category kept its "
+                        "share. A QI of many categories shows its 20 most frequent and one 'other' bar for the "
+                        "rest.")
+
+
+def _short(text: str, width: int = 24) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 STRATA_SHOWN = 40  # strata listed in the page (all of them are in the JSON report)
@@ -567,7 +708,7 @@ def _ahead(r: dict) -> None:
     """Draw the figures of the partial report ``r`` (``AHEAD``) into the cache. The
     distributions without "after" (known at the end of the partition pass) begin
     their figure: the panels and the "before" areas (``_begin_distributions``)."""
-    dist = r.get("distributions")
+    dist = _numeric(r.get("distributions") or {})
     if dist and not any("after" in d for d in dist.values()):
         _begin_distributions(dist)
     elif dist:
@@ -755,28 +896,102 @@ def _section_risk(r: dict) -> str:
     risk = r.get("risk")
     if not risk:
         return _section("risk", "Disclosure risk", [_note("Not measured: run with --risk to measure record "
-                                                          "linkage and interval disclosure.")])
-    labels = ["record linkage (DBRL)", f"interval disclosure (p = {risk['p']:g})"]
-    vals = [100 * risk["dbrl"], 100 * risk["interval_disclosure"]]
-    fig = _fig(7, 1.9, left=2.4)
+                                                          "linkage, interval disclosure and the re-identification "
+                                                          "risks of the release's classes.")])
+    pro, jour, mark, ind = (risk.get("prosecutor"), risk.get("journalist"), risk.get("marketer"),
+                            risk.get("individual_risk"))
+    thr = risk.get("risk_threshold", 0.2)
+    bars = [("record linkage (DBRL)", risk["dbrl"], ACCENT),
+            (f"interval disclosure (p = {risk['p']:g})", risk["interval_disclosure"], AFTER)]
+    if pro:
+        bars += [(f"records at risk (prosecutor, > {100 * thr:g} %)", pro["records_at_risk"], KEY),
+                 ("prosecutor success rate", pro["success_rate"], KIND_COLORS["ordinal"]),
+                 ("marketer success rate", mark["success_rate"], KIND_COLORS["nominal"])]
+    if ind:
+        bars.append(("individual risk (sdcMicro global)", ind["global_risk_share"], "#555"))
+    labels, vals, colors = [b[0] for b in bars], [100 * b[1] for b in bars], [b[2] for b in bars]
+    fig = _fig(7, 0.3 * len(bars) + 1.3, left=2.6)
     ax = fig.add_subplot()
-    ax.barh(labels[::-1], vals[::-1], color=[ACCENT, AFTER][::-1])
+    ax.barh(labels[::-1], vals[::-1], color=colors[::-1])
     for y, v in enumerate(vals[::-1]):
-        ax.annotate(f"{v:.2f} %", (v, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
+        ax.annotate(f"{v:.2f} %" if v == 0 or v >= 0.01 else f"{v:.2g} %", (v, y), xytext=(3, 0),
+                    textcoords="offset points", va="center", fontsize=8)
     ax.set_xlim(0, max(5.0, 1.2 * max(vals)))
-    ax.set_xlabel("records at risk (% of rows)")
+    ax.set_xlabel("share of records (%)")
     ax.set_title("Disclosure risk", y=1.0)
     _style(ax)
-    body = [_figure(fig, "How to read: record linkage is the share of records an intruder holding the "
-                         "original QIs links to the right original record by nearest distance (at most 1/k for a centroid "
-                         "release); interval disclosure the share whose original values all lie within p "
-                         "standard deviations of the published ones. Lower is safer."),
-            _table([("rows", risk.get("rows")), ("QIs", ", ".join(risk.get("qi") or [])),
-                    ("DBRL", risk["dbrl"]), ("DBRL, linked records", risk.get("dbrl_linked")),
-                    ("interval disclosure", risk["interval_disclosure"]),
-                    ("interval disclosure (sdcMicro's definition)", risk.get("interval_disclosure_sdcmicro")),
-                    ("risk wall time (s)", risk.get("wall_seconds"))])]
+    qi, class_qi = risk.get("qi") or [], risk.get("class_qi") or risk.get("qi") or []
+    body = [f"<p>Record linkage and interval disclosure compare the release with the original "
+            f"({_num(risk.get('rows'))} rows) on {_e(', '.join(qi))}"
+            + (f"; the re-identification risks count the release's equivalence classes (rows with the same "
+               f"published values, a missing value counting as a value) on {_e(', '.join(class_qi))}" if pro else "")
+            + ". Lower is safer for every figure.</p>",
+            _figure(fig, "How to read: each bar is a share of the records: those an intruder links to their own "
+                         "original record, those whose values are all disclosed within p standard deviations"
+                         + (", those whose equivalence class gives an intruder more than a "
+                            f"{100 * thr:g} % chance, and the records re-identified on average"
+                            if pro else "") + "; lower is safer.")]
+    linked = risk.get("dbrl_linked")
+    rows = [("record linkage (DBRL)",
+             _Raw(f"{100 * risk['dbrl']:.3g} %" + (f" — {_e(_linked(linked))}" if linked is not None else "")),
+             "The share of records an intruder holding the original QIs links to their own original record by "
+             "nearest distance (at most 1/k for a centroid release)."),
+            (f"interval disclosure (p = {risk['p']:g})",
+             _Raw(f"{100 * risk['interval_disclosure']:.3g} % (sdcMicro's dRisk: "
+                  f"{_pct(risk.get('interval_disclosure_sdcmicro'))})"),
+             "The share of records whose original values all lie within p standard deviations of the published "
+             "ones (sdcMicro's variant: at most one value outside).")]
+    if pro:
+        weights = risk.get("weight_column")
+        pop = (f"the population the sampling weights {weights!r} stand for ({risk.get('population'):,.0f} people)"
+               if weights else "no population (no weights): the release is taken as the population")
+        rows += [
+            ("prosecutor risk (ARX)", _Raw(_risk_cells(pro)),
+             f"An intruder who knows the person is in the release picks one row of the matching class: the "
+             f"highest risk is 1 / the smallest class, the success rate the share of records re-identified on "
+             f"average (classes / rows), records at risk those in a class giving more than {100 * thr:g} %."),
+            ("journalist risk (ARX)", _Raw(_risk_cells(jour)),
+             f"The same for an intruder who does not know whether the person is in the release, against "
+             f"{pop}."),
+            ("marketer risk (ARX)", _Raw(f"success rate {_pct(mark['success_rate'])}"),
+             "The share of records an intruder matching every record against the population re-identifies on "
+             "average."),
+            ("individual risk (sdcMicro)",
+             _Raw(f"{ind['global_risk']:,.4g} expected re-identifications ({_pct(ind['global_risk_share'])} of "
+                  f"records); highest {_pct(ind['highest_risk'])}" if ind else
+                  f'<span class="note">not measured: {_e(risk.get("individual_risk_note") or NO_WEIGHTS)}</span>'),
+             "The Benedetti-Franconi estimate (sdcMicro's measure_risk) of each record's chance of being "
+             "re-identified given the sampling weights; the global risk is their sum, the expected number of "
+             "re-identifications."),
+        ]
+    body.append(_table(rows, header=("measure", "value", "how to read it")))
+    details = [("rows", risk.get("rows")), ("QIs", ", ".join(risk.get("qi") or []))]
+    if pro:
+        details += [("equivalence classes of the release", risk.get("classes")),
+                    ("classes keyed on", ", ".join(risk.get("class_qi") or risk.get("qi") or [])),
+                    ("sampling weights", risk.get("weight_column") or "none")]
+    details += [("distinct masked points (DBRL)", risk.get("masked_points")),
+                ("points with tied nearest originals", risk.get("tied_points")),
+                ("risk wall time (s)", risk.get("wall_seconds"))]
+    body.append(_table(details))
+    if not pro:
+        body.append(_note("This report predates the re-identification risks of the release's classes: measure "
+                          "again with --risk for them."))
     return _section("risk", "Disclosure risk", body)
+
+
+def _pct(x) -> str:
+    return "—" if x is None else f"{100 * x:.3g} %"
+
+
+def _linked(x: float) -> str:
+    """DBRL's linked records as a count (ties split a record's credit: shown, not as a fraction)."""
+    return f"{x:,.0f} records" + ("" if float(x).is_integer() else " (ties shared)")
+
+
+def _risk_cells(m: dict) -> str:
+    return (f"highest {_pct(m['highest_risk'])}, success rate {_pct(m['success_rate'])}, records at risk "
+            f"{_pct(m['records_at_risk'])}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -289,14 +289,23 @@ class RunConfig:
                                        "(transcoded to a private temporary file first)")
     # what the release writes beside OUTPUT (engine.release)
     tmp_dir: Any = option(kind="given", commands=ANONYMIZE, in_report=False,
-                          help="folder for temporary files (default: beside OUTPUT)")
+                          help="folder for temporary files (default: beside OUTPUT; the system's for - as INPUT "
+                               "or OUTPUT)")
     risk: bool = option(False, kind="flag", commands=ANONYMIZE, in_report=False,
-                        help="after writing, measure disclosure risk (DBRL, interval disclosure) into the report")
+                        help="after writing, measure disclosure risk into the report (record linkage, interval "
+                             "disclosure, re-identification risk from class sizes; --weight-column for "
+                             "sdcMicro's individual risk)")
+    weight_column: str | None = option(kind="name", commands=frozenset({"anonymize", "risk"}), metavar="COL",
+                                       in_report=False,
+                                       help="the input's column of sampling weights (numbers of at least 1): "
+                                            "the journalist and marketer risks against the population they "
+                                            "stand for, and sdcMicro's individual risk, which needs them "
+                                            "(anonymize: with --risk)")
     report: Any = option(commands=RUN, metavar="FILE", in_report=False,
-                         help="also write the report as JSON to FILE")
+                         help="also write the report as JSON to FILE (-: to stdout)")
     html: Any = option(commands=ANONYMIZE, metavar="FILE", in_report=False,
                        help="also write the release report as one self-contained HTML page with figures "
-                            "(needs pip install 'microagg-engine[html]')")
+                            "(-: to stdout; needs pip install 'microagg-engine[html]')")
 
     @property
     def spec(self):

@@ -8,10 +8,16 @@ and the page are written to temporary files and renamed together
 (``io.sink.CommitGroup``): after a successful return all are in place; after an
 error or an interrupt none was written (a file any of them replaced is restored).
 The disclosure risk is measured on the finished output before it is renamed, so a
-failing risk step leaves nothing either. So does the run's leak guard
+failing risk step leaves nothing either (its ``weight_column`` is checked up front:
+given with ``risk`` only, a numeric column of the input and no QI). So does the run's leak guard
 (``passes.leak``: a pass-through column that corresponds one-to-one with a QI is
 refused before any heavy work), and the write pass's self-check, which counts the
 classes with the ``--derived`` columns among the published ones.
+
+OUTPUT ``-`` (``io.sink.STDOUT``): the output is written as CSV to a private file
+in a private folder (in ``tmp_dir``, else the system's temporary folder) and copied
+to the standard output by the commit, after every check passed; ``report`` or
+``html`` ``-`` write to the standard output the same way (one of them at most).
 """
 
 from __future__ import annotations
@@ -23,9 +29,12 @@ from . import html_report
 from .audit import risk
 from .audit.verify import is_numeric
 from .coordinator import RunResult, run
-from .io.sink import CommitGroup, check_destination, check_side_output, input_files, written_source
+from .io.sink import (STDOUT, CommitGroup, check_destination, check_side_output, check_tmp_dir, input_files,
+                      written_source)
 from .io.source import open_source
-from .options import RunConfig
+from .io.tempfiles import input_label, private_folder
+from .errors import EngineError
+from .options import OPTIONS, RunConfig
 from .report import PeakRSS
 
 
@@ -37,17 +46,28 @@ def release(data, dest, cfg: RunConfig, *, output_option: str = "OUTPUT",
     ``output_option``: how the caller names ``dest`` in an error line; ``prerender``: the page's worker, if the caller started it early (its imports then
     overlap the caller's)."""
     inputs = input_files(data)
+    _check_weight_column(data, cfg)
+    shown = None if dest is None else os.fspath(dest)  # OUTPUT as given (``-``), for the error lines
     if dest is not None:
         dest = os.fspath(dest)
+        if dest == STDOUT and cfg.scheduler is not None:
+            raise EngineError(f"{output_option} {STDOUT}: the standard output takes CSV; scheduler "
+                              f"(--scheduler) writes Parquet files (name a .parquet OUTPUT)")
         check_destination(dest, inputs, folder=cfg.scheduler is not None)
     with CommitGroup() as group, contextlib.ExitStack() as stack:
         report_tmp = html_tmp = None
         if cfg.report is not None:
-            check_side_output("--report", cfg.report, inputs, [(output_option, dest)])
-            report_tmp = group.add(cfg.report, side=True)
+            check_side_output("--report", cfg.report, inputs, [(output_option, shown)])
         if cfg.html is not None:
             html_report.require_matplotlib("--html")
-            check_side_output("--html", cfg.html, inputs, [(output_option, dest), ("--report", cfg.report)])
+            check_side_output("--html", cfg.html, inputs, [(output_option, shown), ("--report", cfg.report)])
+        if dest == STDOUT:  # a private file, copied to the standard output by the commit
+            check_tmp_dir(cfg.tmp_dir)
+            dest = os.path.join(stack.enter_context(private_folder(cfg.tmp_dir)), "stdout.csv")
+            group.redirect(dest)
+        if cfg.report is not None:
+            report_tmp = group.add(cfg.report, side=True)
+        if cfg.html is not None:
             html_tmp = group.add(cfg.html, side=True)
             if prerender is None:
                 prerender = html_report.Prerender()
@@ -56,7 +76,8 @@ def release(data, dest, cfg: RunConfig, *, output_option: str = "OUTPUT",
             result = run(data, cfg, dest, tmp_dir=cfg.tmp_dir, group=group,
                          distributions=prerender.ahead if html_tmp is not None else cfg.report is not None)
             rep = result.report
-            rep.input = html_report.describe_input(data)
+            rep.input = input_label(data) if isinstance(data, (str, os.PathLike)) else \
+                html_report.describe_input(data)
             if cfg.risk:
                 rep.risk = _disclosure_risk(data, dest, cfg, group)
         rep.peak_rss_bytes = max(rep.peak_rss_bytes, int(peak.peak))
@@ -80,7 +101,22 @@ def _disclosure_risk(data, dest, cfg: RunConfig, group: CommitGroup) -> dict | N
     masked = written_source(group.temp(dest), dest)
     return risk.disclosure_risk(data, masked, qi, chunk_rows=cfg.chunk_rows,
                            ordinal=cfg.ordinal if cfg.spec.centroids else None, separator=cfg.separator,
-                           null_values=cfg.null_values, encoding=cfg.encoding).to_dict()
+                           null_values=cfg.null_values, encoding=cfg.encoding, weight_column=cfg.weight_column,
+                           classes_on=list(cfg.qi)).to_dict()
+
+
+def _check_weight_column(data, cfg: RunConfig) -> None:
+    """``weight_column``: with ``risk`` only, and a numeric column of the input that is no
+    QI (its values are checked as the risk reads them): before any work."""
+    if cfg.weight_column is None:
+        return
+    if not cfg.risk:
+        raise EngineError(f"{OPTIONS['weight_column'].label} takes effect only with risk (--risk): the sampling "
+                          f"weights are read by the disclosure risk")
+    if cfg.encoding not in (None, "utf8", "utf8-lossy"):  # (a transcoded CSV: checked by the risk step, at the end)
+        return
+    with open_source(data, csv=cfg.csv, tmp_dir=cfg.tmp_dir) as src:
+        risk.check_weight_column(src, cfg.weight_column, list(cfg.qi))
 
 
 def risk_qi(data, cfg: RunConfig) -> list[str]:

@@ -143,7 +143,8 @@ class Report:
     metrics: dict = field(default_factory=dict)  # what only this method measures (maxent: entropy, NCP; ...)
     # per QI, 100 * SSE / SST of that column alone (None: the method does not measure it)
     information_loss_by_qi: dict | None = None
-    # with --html / --report: per QI {"edges", "before", "after"} histograms (passes/distributions.py)
+    # with --html / --report: per QI {"edges", "before", "after"} histograms, or (a mixed-type run's nominal and
+    # ordinal QIs) {"kind", "categories", "before", "after", "other"} category counts (passes/distributions.py)
     distributions: dict | None = None
     # with --strata: per stratum {"values": {column: value}, "rows", "groups", "information_loss_percent"}
     # (100 SSE / SST of the QIs within the stratum, on the run's z-scores; None: not measured per stratum)
@@ -235,6 +236,14 @@ class Report:
             lines.append(f"refine {r['mode']}: SSE {r['sse_before']:.4f} -> {r['sse_after']:.4f}, "
                          f"{r['moves']:,} moves in {r['rounds']} rounds")
         if self.risk:
-            lines.append(f"disclosure risk: DBRL {100 * self.risk['dbrl']:.4f} %, interval disclosure "
-                         f"(p={self.risk['p']:g}) {100 * self.risk['interval_disclosure']:.4f} %")
+            r = self.risk
+            more = ""
+            if r.get("prosecutor"):  # the release's classes (engine.audit.risk)
+                ind = r.get("individual_risk")
+                more = (f"; prosecutor risk highest {100 * r['prosecutor']['highest_risk']:.3g} %, success rate "
+                        f"{100 * r['prosecutor']['success_rate']:.3g} %; individual risk "
+                        + (f"{ind['global_risk']:,.4g} expected re-identifications" if ind else
+                           "not measured (needs --weight-column)"))
+            lines.append(f"disclosure risk: DBRL {100 * r['dbrl']:.4f} %, interval disclosure "
+                         f"(p={r['p']:g}) {100 * r['interval_disclosure']:.4f} %{more}")
         return "\n".join(lines)

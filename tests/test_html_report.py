@@ -534,3 +534,100 @@ def test_every_edited_field_is_drawn_or_named(monkeypatch):
                 pytest.fail(f"{path} = {value!r}: passed the check, then {type(exc).__name__}: {exc}")
             drawn += 1
     assert named > 50 and drawn > 20
+
+
+# ---------------------------------------------------------------- mixed-type runs, wording (issue: risk measures)
+
+def _mixed(**kw):
+    """A mixed-type run of Adult (ordinal education in its education_num order; nominal
+    sex and native_country, 41 countries: more than 21 bars) and its published table."""
+    src = pl.read_csv(ADULT)
+    order = src.group_by("education").agg(pl.col("education_num").min()).sort("education_num")["education"]
+    cfg = RunConfig.make(qi="age,education,sex,native_country,hours_per_week", k=3,
+                         ordinal={"education": order.to_list()}, **kw)
+    res = run(src.drop("education_num"), cfg, None, distributions=True)
+    return res.report.to_dict(), res.table, src
+
+
+def test_mixed_run_counts_its_categories_before_and_after():
+    """A categorical QI's bars: "before" the input's category counts, "after" the
+    release's (each group's category by its size); a QI of more than 21 categories shows
+    its 20 most frequent and one "other" bar; the numeric QIs' histograms too; the
+    same counts whatever the chunk size and the threads."""
+    r, table, src = _mixed()
+    dist = r["distributions"]
+    assert list(dist) == ["age", "education", "sex", "native_country", "hours_per_week"]
+    for c in ("education", "sex", "native_country"):
+        d = dist[c]
+        before = dict(src[c].value_counts().iter_rows())
+        after = dict(table[c].value_counts().iter_rows())
+        shown = d["categories"][:-1] if d["other"] else d["categories"]
+        assert [before[k] for k in shown] == d["before"][:len(shown)]
+        assert [after.get(k, 0) for k in shown] == d["after"][:len(shown)]
+        assert sum(d["before"]) == sum(d["after"]) == r["rows"]
+    assert dist["education"]["kind"] == "ordinal" and dist["education"]["categories"][:3] == \
+        ["Preschool", "1st-4th", "5th-6th"]  # (in its order)
+    nc = dist["native_country"]
+    assert nc["kind"] == "nominal" and nc["other"] == 21 and len(nc["categories"]) == 21
+    assert nc["categories"][-1] == "other (21 categories)" and nc["before"][0] == max(nc["before"][:-1])
+    for c in ("age", "hours_per_week"):  # counted by the write pass: the values and the published ones
+        d, x = dist[c], src[c].to_numpy().astype(float)
+        inv = 1.0 / (x.max() / 40 - x.min() / 40)  # the engine's bin of a value (its documented rule)
+        ref = np.bincount(np.clip(np.floor(x * inv - x.min() * inv), 0, 39).astype(int), minlength=40)
+        assert d["before"] == ref.tolist() and sum(d["after"]) == r["rows"]
+    for kw in (dict(chunk_rows=777, threads=1), dict(chunk_rows=50_000, threads=2)):
+        assert _mixed(**kw)[0]["distributions"] == dist
+
+
+def test_mixed_page_words_the_loss_by_kind_and_draws_the_categories():
+    from engine import html_report
+
+    r, _, _ = _mixed()
+    text = html_report.render(r)
+    assert "the share of values changed" in text and "the mean rank change" in text
+    assert "nominal bars: the share of rows whose category was replaced" in text
+    assert "Categorical quasi-identifiers before (filled) and after (outline)" in text
+    assert "they are counted by runs with --html or --report" not in text
+    assert re.search(r"<th>peak memory</th><td>[\d,]+ MiB</td>", text)
+    assert "z-scores" not in text.split('id="utility"')[1].split("nominal")[1].split("</tr>")[0]
+
+
+def test_a_report_without_distributions_says_why():
+    from engine import html_report
+
+    r = _report()
+    r["distributions"] = None
+    text = html_report.render(r)
+    assert "counted by runs with --html or --report" not in text
+    assert "did not count them" in text
+
+
+def test_risk_page_shows_linked_records_as_a_count_and_the_class_risks():
+    from engine import html_report
+
+    r = _report()
+    r["risk"] = {"p": 0.05, "dbrl": 0.1426, "interval_disclosure": 0.01, "rows": 30162, "qi": ["a"],
+                 "dbrl_linked": 4300.1395, "interval_disclosure_sdcmicro": 0.02, "wall_seconds": 0.1,
+                 "classes": 10054, "class_qi": ["a"], "risk_threshold": 0.2,
+                 "prosecutor": {"highest_risk": 1 / 3, "success_rate": 0.3333, "records_at_risk": 1.0},
+                 "journalist": {"highest_risk": 1 / 3, "success_rate": 0.3333, "records_at_risk": 1.0},
+                 "marketer": {"success_rate": 0.3333}, "weight_column": None, "population": None,
+                 "individual_risk": None, "individual_risk_note": "needs sampling weights"}
+    text = html_report.render(r)
+    assert "4,300 records (ties shared)" in text and "4,300.1395" not in text
+    for name in ("prosecutor risk (ARX)", "journalist risk (ARX)", "marketer risk (ARX)", "individual risk (sdcMicro)",
+                 "not measured: needs sampling weights", "how to read it"):
+        assert name in text, name
+    assert html_report.check_fields(r) is None
+    r["risk"]["prosecutor"]["highest_risk"] = "high"
+    assert html_report.check_fields(r)[0] == '"risk"."prosecutor"."highest_risk"'
+
+
+def test_entropy_bins_end_at_the_sensitive_attributes_maximum():
+    """A binary SA's entropy is at most 1 bit: the last bin is [0.75, 1.0] (a class at
+    the maximum falls into it), no 1.0-1.25 bin."""
+    cfg = RunConfig.make(method="maxent", qi="age,education_num", sa="income", epsilon=0.5, k=5, seed=None)
+    m = run(_adult("age,education_num"), cfg, None).report.to_dict()["metrics"]
+    hist = m["entropy_hist"]
+    assert hist["edges"] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert sum(hist["classes"]) > 0 and sum(hist["tuples"]) == 30162

@@ -68,6 +68,46 @@ missing value):
 * **Distinct masked points** (the classes of the first pass) count a missing value
   as a value: missing equals missing, and differs from every value.
 
+**Re-identification risk of the release's equivalence classes** (beside the two
+measures above, which need the original; these read the release's classes). A class
+is a set of rows with identical published values of the QIs (``classes_on``: the QIs
+whose published columns key the classes, default ``qi``; ``anonymize --risk`` keys
+them on every QI, a range method's sets included), a missing value counting as a
+value (a float ``-0.0`` apart from ``0.0``, as ``microagg verify`` counts them). Class
+``k`` has ``f_k`` rows of the release; its population size ``F_k`` is the sum of its
+rows' sampling weights (``weight_column``, read from the original, each a finite
+number of at least 1: a record stands for itself and possibly others), else
+``F_k = f_k`` (no population known: the release is taken as the population).
+
+* ARX's risks (Prasser et al.; ``RiskModelSampleSummary`` after El Emam, "Guide to
+  the De-Identification of Personal Health Information", ch. "Measuring the
+  Probability of Re-Identification"), with the record threshold ``threshold``
+  (ARX's default highest acceptable risk of a record, 0.2):
+  *prosecutor* (the intruder knows the person is in the release): highest risk
+  ``1 / min f_k``, success rate ``classes / n`` (the mean over records of ``1 / f_k``),
+  records at risk the share of records with ``1 / f_k > threshold``;
+  *journalist* (the intruder knows only the population): highest risk
+  ``1 / min F_k``, records at risk the share of records with ``1 / F_k > threshold``,
+  success rate ``max(classes / sum F_k, sum_k (f_k / F_k) / n)``;
+  *marketer* (re-identify as many as possible): success rate
+  ``sum_k (f_k / F_k) / n``. Without weights the journalist's figures are the
+  prosecutor's and the marketer's is ``classes / n``.
+* sdcMicro's individual risk (``measure_risk``, which calls ``indivRisk`` with its
+  default ``method="approx"``; Benedetti & Franconi 1998, Franconi & Polettini 2004),
+  with ``p_k = f_k / F_k``: ``1 / f_k`` when ``f_k = F_k``; else for ``f_k = 1``
+  ``p/(1-p) log(1/p)``, for ``f_k = 2`` ``p/(1-p) - (p/(1-p))^2 log(1/p)``, for
+  ``f_k > 2`` ``p / (f_k - (1-p))`` (``engine.kernels.risk.individual_risk``). The
+  global risk is their sum over records (the expected number of re-identifications,
+  sdcMicro's ``global_risk_ER``) and its share of ``n`` (``global_risk``). It needs
+  sampling weights: without ``weight_column`` it is reported as null with the reason.
+  sdcMicro's ``freqCalc`` reads a missing key value as "any category"; here it is a
+  value of its own, as everywhere in the engine.
+
+The classes are counted in the first pass over the release (Polars' group-by on the
+published columns), numbered in sorted order, and each record is looked up in that
+table in the second pass (``find_rows``), its weight added to its class in row order
+(``class_totals``): counts and sums do not depend on the chunk size.
+
 Which QIs hold a missing value is read before the passes: a Parquet file's footers
 (each row group's null count), else one more read of the QI columns.
 
@@ -84,7 +124,10 @@ floats per class) and its column moments; the queries then run in parallel
 (Numba); the second pass walks the original and the release side by side and
 scores each record by looking its masked point up in the sorted table of points
 (binary search, exact values) and comparing its own original's distance to the
-least distance, computed by the same expression, so ties are exact.
+least distance, computed by the same expression, so ties are exact. The release's
+classes add their counter (Polars, on the published key columns) and their key matrix
+(float64, sorted), about 48 bytes a key column and class, counted in the state
+``check_command`` is given (n / 2 classes at most, as the masked points).
 """
 
 from __future__ import annotations
@@ -105,7 +148,8 @@ from ..checks import check_whole
 from ..errors import EngineError
 from ..io.source import TableSource, csv_options, open_source
 from ..kernels.kdtree import build_kdtree
-from ..kernels.risk import find_rows, nearest_all, nearest_all_patterns, score_rows
+from ..kernels.risk import (class_summary, class_totals, find_rows, individual_risk, nearest_all,
+                            nearest_all_patterns, score_rows)
 from ..options import parse_ordinal
 from ..parallel import interruptible
 from ..report import json_text
@@ -113,6 +157,9 @@ from .verify import ClassCounter, PresentMoments, aligned_frames, is_numeric, is
     parse_columns, published_columns
 
 LEAF_SIZE = 32
+RISK_THRESHOLD = 0.2  # a record is at risk above this re-identification probability (ARX's default)
+NO_WEIGHTS = ("needs sampling weights: give the column of the original that holds them "
+              "(--weight-column COL; weight_column= in the API)")
 
 
 @dataclass
@@ -130,6 +177,19 @@ class RiskResult:
     interval_disclosure_sdcmicro: float
     range_qis: list[str] = field(default_factory=list)
     missing_qis: list[str] = field(default_factory=list)  # QIs with a missing value (original or release)
+    # the release's equivalence classes (the module docstring): ARX's re-identification risks
+    classes: int = 0
+    class_qi: list[str] = field(default_factory=list)  # the QIs whose published values key the classes
+    risk_threshold: float = RISK_THRESHOLD
+    prosecutor: dict = field(default_factory=dict)  # highest_risk, success_rate, records_at_risk
+    journalist: dict = field(default_factory=dict)  # the same, against the population (weights)
+    marketer: dict = field(default_factory=dict)  # success_rate
+    weight_column: str | None = None
+    population: float | None = None  # the sum of the sampling weights (the estimated population size)
+    # sdcMicro's individual risk (global_risk: expected re-identifications, global_risk_share: of n,
+    # highest_risk, records_at_risk); None without weights, ``individual_risk_note`` saying why
+    individual_risk: dict | None = None
+    individual_risk_note: str | None = None
     wall_seconds: float = 0.0
 
     def to_dict(self) -> dict:
@@ -143,12 +203,13 @@ class RiskResult:
             f"disclosure risk of {self.masked} against {self.original} ({self.rows:,} rows, "
             f"QIs {', '.join(self.qi)})",
             f"  DBRL: {100 * self.dbrl:.4f} % of records linked to their own original "
-            f"({self.dbrl_linked:,.2f} records; {self.masked_points:,} distinct masked points, "
+            f"({linked_records(self.dbrl_linked)}; {self.masked_points:,} distinct masked points, "
             f"{self.tied_points:,} with tied nearest originals)",
             f"  interval disclosure (p={self.p:g}): {100 * self.interval_disclosure:.4f} % of records "
             f"have every original value within p sd of the masked value "
             f"(sdcMicro dRisk variant: {100 * self.interval_disclosure_sdcmicro:.4f} %)",
         ]
+        lines += self.class_lines()
         if self.range_qis:
             lines.append(f"  ranges scored at their midpoints: {', '.join(self.range_qis)}")
         if self.missing_qis:
@@ -157,10 +218,53 @@ class RiskResult:
         lines.append(f"  wall {self.wall_seconds:.2f} s")
         return "\n".join(lines)
 
+    def class_lines(self) -> list[str]:
+        """The summary's lines on the release's classes (ARX, sdcMicro)."""
+        return class_lines(self.to_dict())
+
     def brief(self) -> str:
         """One line for the anonymize report."""
         return (f"disclosure risk: DBRL {100 * self.dbrl:.4f} %, interval disclosure (p={self.p:g}) "
                 f"{100 * self.interval_disclosure:.4f} %")
+
+
+def linked_records(linked: float) -> str:
+    """DBRL's linked records as a count: ``4,300 records``, with ``(ties shared)`` when a
+    tie split a record's credit (its ``t`` tied nearest originals count ``1 / t`` each)."""
+    whole = float(linked).is_integer()
+    return f"{linked:,.0f} records" + ("" if whole else " (ties shared)")
+
+
+def percent(share: float) -> str:
+    """A share as a percentage of 3 significant digits: ``33.3 %``, ``0.00104 %``, ``100 %``."""
+    return f"{100.0 * share:.3g} %"
+
+
+def class_lines(risk: dict) -> list[str]:
+    """Lines on the classes' risks of a ``RiskResult.to_dict()`` (also a saved
+    report's ``risk``); none for a result without them."""
+    pro, jour, mark = risk.get("prosecutor"), risk.get("journalist"), risk.get("marketer")
+    if not pro:
+        return []
+    thr = risk.get("risk_threshold", RISK_THRESHOLD)
+    pop = (f"population {risk['population']:,.0f}, the sum of the weights {risk['weight_column']!r}"
+           if risk.get("weight_column") else "no weights: the release is the population, the prosecutor's figures")
+    lines = [f"  re-identification (ARX) over {risk.get('classes', 0):,} equivalence classes of the release; "
+             f"a record is at risk above {percent(thr)}:",
+             f"    prosecutor: highest risk {percent(pro['highest_risk'])}, success rate "
+             f"{percent(pro['success_rate'])}, records at risk {percent(pro['records_at_risk'])}",
+             f"    journalist ({pop}): highest risk {percent(jour['highest_risk'])}, success rate "
+             f"{percent(jour['success_rate'])}, records at risk {percent(jour['records_at_risk'])}",
+             f"    marketer: success rate {percent(mark['success_rate'])}"]
+    ind = risk.get("individual_risk")
+    if ind:
+        lines.append(f"  individual risk (sdcMicro measure_risk, weights {risk['weight_column']!r}): global risk "
+                     f"{ind['global_risk']:,.4g} expected re-identifications ({percent(ind['global_risk_share'])} "
+                     f"of records), highest {percent(ind['highest_risk'])}, records at risk "
+                     f"{percent(ind['records_at_risk'])}")
+    else:
+        lines.append(f"  individual risk (sdcMicro): not measured: {risk.get('individual_risk_note') or NO_WEIGHTS}")
+    return lines
 
 
 def _standardize(X: np.ndarray, scale: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
@@ -236,8 +340,12 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
                     masked: str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | TableSource,
                     qi: str | Sequence[str], *, p: float = 0.05, chunk_rows: int = 100_000,
                     separator: str | None = None, null_values: str | Sequence[str] | None = None,
-                    encoding: str | None = None, ordinal=None, memory_limit: int | str | None = None) -> RiskResult:
-    """DBRL and interval disclosure of ``masked`` against ``original`` on ``qi``.
+                    encoding: str | None = None, ordinal=None, memory_limit: int | str | None = None,
+                    weight_column: str | None = None, classes_on: str | Sequence[str] | None = None,
+                    threshold: float = RISK_THRESHOLD) -> RiskResult:
+    """DBRL and interval disclosure of ``masked`` against ``original`` on ``qi``, and
+    the re-identification risks of the release's equivalence classes (ARX's prosecutor,
+    journalist and marketer risks; sdcMicro's individual risk with sampling weights).
 
     ``original`` and ``masked``: CSV/Parquet paths (or anything ``open_source``
     takes), with the same number of rows in the same order. ``qi``: numeric QI
@@ -248,25 +356,35 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
     ``"@numcol"``, or None for an Enum), as for ``anonymize``; other categorical
     QIs are nominal. ``memory_limit`` (``"1GiB"``, bytes): refused up front (one line
     naming the least limit) when the measure would not fit (``engine.budget.check_command``);
-    CSV inputs are then read in pieces.
+    CSV inputs are then read in pieces. ``weight_column``: the original's column of
+    sampling weights (numbers of at least 1, none missing): the population sizes of the
+    classes; without it the individual risk is null (it needs weights). ``classes_on``:
+    the QIs whose published columns key the classes (default ``qi``). ``threshold``:
+    a record's risk above it counts the record as at risk (default 0.2, ARX's).
     See the module docstring for the definitions, ties, and memory.
     Raises ``EngineError`` on bad input.
     """
     limit = parse_limit(memory_limit)
     osrc = open_source(original, csv=csv_options(separator, null_values, encoding))
     try:
-        return _disclosure_risk(osrc, masked, qi, p, chunk_rows, ordinal, limit)
+        return _disclosure_risk(osrc, masked, qi, p, chunk_rows, ordinal, limit, weight_column, classes_on,
+                                threshold)
     finally:
         osrc.close()
 
 
-def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=None) -> RiskResult:
+def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=None, weight_column=None,
+                     classes_on=None, threshold=RISK_THRESHOLD) -> RiskResult:
     t0 = time.perf_counter()
     qi = parse_columns(qi)
+    kqi = qi if classes_on is None else parse_columns(classes_on, "classes_on")
     chunk_rows = check_whole(chunk_rows, "chunk_rows", 1)
     if isinstance(p, bool) or not isinstance(p, numbers.Real) or not math.isfinite(p) or p <= 0:
         raise EngineError(f"p must be a positive number of standard deviations, got {p!r}")
     p = float(p)
+    bad = isinstance(threshold, bool) or not isinstance(threshold, numbers.Real)
+    if bad or not 0 < threshold < 1:
+        raise EngineError(f"threshold must be a probability between 0 and 1 (exclusive), got {threshold!r}")
     # (under a limit a CSV is read in pieces: Polars' streaming reader grows with the file)
     osrc: TableSource = open_source(original).bounded(early_piece(limit))
     msrc: TableSource = open_source(masked).bounded(early_piece(limit))
@@ -274,8 +392,11 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=No
         if c not in osrc.columns:
             raise EngineError(f"column {c!r} not found in {osrc.label}")
     pub = published_columns(msrc, qi)
-    osrc.check_reconciled(qi)
-    msrc.check_reconciled([m for c in qi for m in pub[c]])
+    kpub = published_columns(msrc, kqi)
+    kcols = list(dict.fromkeys(m for c in kqi for m in kpub[c]))  # the columns that key the classes
+    wcol = check_weight_column(osrc, weight_column, list(dict.fromkeys(qi + kqi)))
+    osrc.check_reconciled(qi + ([wcol] if wcol else []))
+    msrc.check_reconciled(list(dict.fromkeys([m for c in qi for m in pub[c]] + kcols)))
     n = osrc.count_rows()
     if n == 0:
         raise EngineError(f"{osrc.label} has no rows")
@@ -301,12 +422,16 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=No
         raise EngineError(f"{msrc.label} has {nm:,} rows but {osrc.label} has {n:,}; "
                           f"the release must keep the original's rows in order")
     mcols = list(dict.fromkeys(c for c in qi for c in pub[c]))
+    rcols = list(dict.fromkeys(mcols + kcols))  # what the passes read of the release
     released = _null_columns(msrc, mcols, chunk_rows)
     layout.lay_out({c for c in qi if any(m in released for m in pub[c])})
     d = layout.width
     if limit is not None:  # the masked points of a release of classes of 2 rows or more: n / 2 at most
         masked_buffer = parquet_buffer(msrc.paths, mcols) if msrc.kind == "parquet" else None
-        check_command(limit, "risk", n, d, risk_state(n, d, n // 2 + 1, masked_buffer), chunk_cells=3 * chunk_rows * d,
+        # (+ the classes' table: their keys as Polars and as floats, sorted, and their sums)
+        keys = 2 * len(kcols) + 2
+        state = risk_state(n, d, n // 2 + 1, masked_buffer) + 48 * keys * (n // 2 + 1)
+        check_command(limit, "risk", n, len(qi), state, chunk_cells=3 * chunk_rows * (d + keys),  # (QIs as given)
                       buffered=parquet_buffer(osrc.paths, qi) if osrc.kind == "parquet" else 0,
                       csv=(osrc.kind == "csv") + (msrc.kind == "csv"))
 
@@ -341,14 +466,30 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=No
     tree = interruptible(build_kdtree, X, LEAF_SIZE)  # (seconds: on a thread, so a signal stops it at once)
     del X
 
-    # pass 1 over the release: its distinct masked points and its column moments
+    # pass 1 over the release: its distinct masked points, its column moments, its classes
     counter = ClassCounter([str(j) for j in range(d)], max(chunk_rows, 1 << 16))
+    keyed = _key_columns(msrc.schema, kcols)
+    classes = ClassCounter(keyed, max(chunk_rows, 1 << 16))
     mmom = PresentMoments(d)
-    for offset, frame in msrc.iter_frames(mcols, chunk_rows):
+    for offset, frame in msrc.iter_frames(rcols, chunk_rows):
         M = layout.expand(_published(frame, pub, qi, offset, msrc.label), layout.names(pub), offset, msrc.label)
         mmom.add(M, None, _present(M))
         counter.add(pl.DataFrame({str(j): M[:, j] for j in range(d)}))
+        classes.add(_key_frame(frame, kcols))
     points = counter.finish()
+    table = classes.finish()
+    del classes
+    # (a sign column that is 0 in every class tells nothing apart: left out of the key matrix)
+    keyed = [c for c in keyed if c in kcols or table.get_column(c).max()]
+    table = table.select(keyed)
+    coded = {c: pl.Enum(sorted(table.get_column(c).drop_nulls().cast(pl.String).unique().to_list()))
+             for c in kcols if _coded(msrc.schema[c])}
+    K = _key_matrix(table, coded)
+    del table
+    K = np.ascontiguousarray(K[np.lexsort(K.T[::-1])])  # (NaN, a missing value, last: as find_rows)
+    f = np.zeros(K.shape[0], np.int64)
+    W = np.zeros(K.shape[0]) if wcol else np.zeros(0)
+    no_weights = np.zeros(0)
     U = points.select([str(j) for j in range(d)]).to_numpy().astype(np.float64)
     U = np.ascontiguousarray(U[np.lexsort(U.T[::-1])])  # (NaN, a missing value, last: as find_rows)
     Uz = _standardize(U[:, vals], zs, zm, zd)
@@ -370,13 +511,16 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=No
     half_m = np.where(hot, 0.0, half_m)
     counted = (~flag).astype(np.uint8)  # (a missing value is scored on its value's column)
     credit, inside, inside_sdc = 0.0, 0, 0
-    for offset, fo, fm in aligned_frames(osrc, msrc, qi, mcols, chunk_rows):
+    for offset, fo, fm in aligned_frames(osrc, msrc, qi + ([wcol] if wcol else []), rcols, chunk_rows):
         x = layout.expand([fo.get_column(c) for c in qi], qi, offset, osrc.label)
         M = layout.expand(_published(fm, pub, qi, offset, msrc.label), layout.names(pub), offset, msrc.label)
         idx = np.empty(M.shape[0], np.int64)
         find_rows(U, M, idx)
-        if (idx < 0).any():  # pragma: no cover - the first pass saw every point
+        kidx = np.empty(M.shape[0], np.int64)
+        find_rows(K, _key_matrix(_key_frame(fm, kcols).select(keyed), coded), kidx)
+        if (idx < 0).any() or (kidx < 0).any():  # pragma: no cover - the first pass saw every point
             raise EngineError(f"{msrc.label} changed while it was read")
+        class_totals(kidx, _weights(fo.get_column(wcol), offset, osrc.label) if wcol else no_weights, f, W)
         c, a, b = score_rows(_standardize(x[:, vals], zs, zm, zd), Uz, idx, d2, ties,
                              np.ascontiguousarray(x / scale), np.ascontiguousarray(M / scale), half, half_m, counted,
                              np.ascontiguousarray(x[:, inds] != 0, dtype=np.uint8), Up, R2)
@@ -387,7 +531,123 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=No
                       dbrl_linked=float(credit), masked_points=int(U.shape[0]), tied_points=int((ties > 1).sum()),
                       interval_disclosure=inside / n, interval_disclosure_sdcmicro=inside_sdc / n,
                       range_qis=[c for c in qi if len(pub[c]) == 2], missing_qis=sorted(layout.nulls, key=qi.index),
+                      **class_risks(f, W if wcol else None, float(threshold), wcol), class_qi=kqi,
                       wall_seconds=time.perf_counter() - t0)
+
+
+def class_risks(f: np.ndarray, W: np.ndarray | None, threshold: float, weight_column: str | None = None) -> dict:
+    """The class-based fields of ``RiskResult`` from each class's rows ``f`` and sum of
+    sampling weights ``W`` (None: no weights, ``F = f``); see the module docstring."""
+    F = f.astype(np.float64) if W is None else W
+    r = np.empty(f.shape[0])
+    if W is None:
+        r[:] = 1.0 / np.maximum(f, 1)
+    else:
+        individual_risk(f, F, r)
+    n, k, fmin, Fmin, risky_f, risky_F, share, total_F, expected, rmax, risky_r = class_summary(f, F, r, threshold)
+    out = dict(classes=int(k), risk_threshold=threshold,
+               prosecutor={"highest_risk": 1.0 / fmin, "success_rate": k / n, "records_at_risk": risky_f / n},
+               journalist={"highest_risk": 1.0 / Fmin, "success_rate": max(k / total_F, share / n),
+                           "records_at_risk": risky_F / n},
+               marketer={"success_rate": share / n},
+               weight_column=weight_column, population=None if W is None else float(total_F),
+               individual_risk=None, individual_risk_note=NO_WEIGHTS)
+    if W is not None:
+        out.update(individual_risk={"global_risk": float(expected), "global_risk_share": expected / n,
+                                    "highest_risk": float(rmax), "records_at_risk": risky_r / n},
+                   individual_risk_note=None)
+    return out
+
+
+def check_weight_column(src: TableSource, name: str | None, qi: Sequence[str]) -> str | None:
+    """``name`` when it is a numeric column of ``src`` and no QI (one line otherwise);
+    its values are checked as they are read (``_weights``)."""
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name:
+        raise EngineError(f"weight_column (--weight-column) must be a column name, got {name!r}")
+    if name in qi:
+        raise EngineError(f"weight column {name!r} is also a quasi-identifier; sampling weights are a column "
+                          f"of their own")
+    if name not in src.columns:
+        raise EngineError(f"weight column {name!r} not found in {src.label}")
+    if not is_numeric(src.schema[name]):
+        raise EngineError(f"weight column {name!r} of {src.label} is not numeric ({src.schema[name]}); "
+                          f"sampling weights are numbers of at least 1")
+    return name
+
+
+def _weights(s: pl.Series, offset: int, label: str) -> np.ndarray:
+    """A chunk's sampling weights as float64: one line naming the first row whose
+    weight is missing, not finite or below 1 (a record stands for itself at least)."""
+    if s.null_count():
+        i = int(s.is_null().arg_true()[0])
+        raise EngineError(f"weight column {s.name!r} of {label} has a missing value at row {offset + i + 1} "
+                          f"(rows counted from 1); every record needs its sampling weight")
+    w = s.cast(pl.Float64).to_numpy()
+    bad = ~(np.isfinite(w) & (w >= 1.0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise EngineError(f"weight column {s.name!r} of {label} has the value {s[i]!r} at row {offset + i + 1} "
+                          f"(rows counted from 1); a sampling weight is a finite number of at least 1 (the "
+                          f"record stands for itself and possibly others)")
+    return np.ascontiguousarray(w)
+
+
+def _sign_name(c: str) -> str:
+    return f"__microagg_risk_sign__{c}"
+
+
+def _coded(dtype) -> bool:
+    """A class key column compared as text (coded by the sorted texts of the classes)."""
+    return not (dtype.is_float() or dtype.is_integer() or dtype.is_temporal() or dtype == pl.Boolean)
+
+
+def _key_columns(schema, kcols: list[str]) -> list[str]:
+    """The columns of ``_key_frame``: the release's, then a sign column per float one."""
+    return kcols + [_sign_name(c) for c in kcols if schema[c].is_float()]
+
+
+def _key_frame(frame: pl.DataFrame, kcols: list[str]) -> pl.DataFrame:
+    """The columns that key the classes, and per float column one more: 1 for
+    ``-0.0``, 2 for NaN, else 0 (``-0.0 == 0.0`` and a NaN would match a missing value in
+    the key matrix; a release shows them apart)."""
+    extra = [pl.when(pl.col(c).is_nan()).then(2).when((pl.col(c) == 0.0) & ((1.0 / pl.col(c)) < 0.0)).then(1)
+             .otherwise(0).fill_null(0).cast(pl.Int8).alias(_sign_name(c))
+             for c in kcols if frame.schema[c].is_float()]
+    return frame.select(kcols).with_columns(extra)
+
+
+_NARROW = (pl.Boolean, pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt16, pl.UInt32)
+
+
+def _key_matrix(frame: pl.DataFrame, coded: dict) -> np.ndarray:
+    """A key frame (``_key_frame``) as float64 columns that are equal exactly when the
+    values are, a missing value NaN: a float as it is; an integer of up to 32 bits, a
+    Boolean, as it is; a wider one (64-bit integers, dates, datetimes: their physical
+    value) as its high and low 32 bits; a text (``coded``: the column's sorted texts as
+    an Enum) as its code."""
+    parts = []
+    for c in frame.columns:
+        s = frame.get_column(c)
+        if c in coded:
+            parts.append(s.cast(pl.String).cast(coded[c]).to_physical().cast(pl.Float64).to_numpy())
+            continue
+        if s.dtype.is_float():
+            parts.append(s.cast(pl.Float64).to_numpy())
+            continue
+        if s.dtype in _NARROW:
+            parts.append(s.cast(pl.Float64).to_numpy())
+            continue
+        v = s.to_physical() if s.dtype.is_temporal() else s
+        x = v.fill_null(0).to_numpy()
+        x = x.view(np.int64) if x.dtype == np.uint64 else x.astype(np.int64, copy=False)
+        hi, lo = (x >> 32).astype(np.float64), (x & 0xFFFFFFFF).astype(np.float64)
+        if s.null_count():
+            missing = s.is_null().to_numpy()
+            hi[missing] = lo[missing] = np.nan
+        parts += [hi, lo]
+    return np.ascontiguousarray(np.column_stack(parts)) if parts else np.zeros((frame.height, 0))
 
 
 def _present(X: np.ndarray) -> np.ndarray | None:

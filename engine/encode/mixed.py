@@ -90,6 +90,7 @@ class QI:
     first: int = 0  # its first encoded column
     width: int = 1  # its encoded columns
     table: np.ndarray | None = None  # nominal: (codes, width) each code's coordinates
+    counts: np.ndarray | None = None  # each category's rows, as the dictionary pass counted them (``plan(counts=)``)
 
     _enum: object = field(default=None, init=False, repr=False, compare=False)
     _index: tuple | None = field(default=None, init=False, repr=False, compare=False)
@@ -134,9 +135,11 @@ class QI:
         return pl.Series(self.name, cats, dtype=pl.String).cast(self.dtype)
 
 
-def plan(source, cfg, chunk_rows: int, passes: dict | None = None):
+def plan(source, cfg, chunk_rows: int, passes: dict | None = None, counts: bool = False):
     """The mixed path of a run, or None when every QI is numeric and complete and
     neither ``ordinal`` nor ``weights`` is given (the numeric path, unchanged).
+    ``counts``: the dictionary pass also counts a nominal QI's categories (an ordinal
+    QI's always are), kept as ``QI.counts`` (the report's distributions).
 
     Finds the numeric and date QIs' missing values (``encode.missing``), learns each
     categorical QI's dictionary in one pass over those columns (and an ``@column``
@@ -170,7 +173,7 @@ def plan(source, cfg, chunk_rows: int, passes: dict | None = None):
     cats = []
     for q in qis:
         if q.kind == "nominal":
-            cats.append(Categorical(q.name, q.dtype, missing=True))
+            cats.append(Categorical(q.name, q.dtype, missing=True, count=counts))
         elif q.kind == "ordinal":
             order, by = ordinal[q.name]
             cats.append(Categorical(q.name, q.dtype, ordinal=True, order=None if order is None else tuple(order),
@@ -187,6 +190,8 @@ def plan(source, cfg, chunk_rows: int, passes: dict | None = None):
             d = found[q.name]
             q.categories = d.categories(source.label).to_list()
             q.nulls = d.nulls
+            if d.spec.count:
+                q.counts = d.counts()
             if not q.categories or (q.kind == "ordinal" and not d.counts().sum()):
                 raise EngineError(f"column {q.name!r} is missing in every row: a quasi-identifier needs values "
                                   f"(drop it from --qi)")

@@ -133,6 +133,9 @@ class Publisher:
         # numeric and date QIs: the write pass's row-order sums (``kernels.groups.column_sums``)
         # by encoded column, over the values present. They do not depend on the chunking.
         self.sums = (np.zeros(e), np.zeros(e), np.zeros(e))
+        # numeric QIs' histograms, before and after (``passes.distributions.Distributions``, and
+        # each QI's column in them), of the values present: set by the flow for the report
+        self.histograms = None
 
     def publish(self, frame: pl.DataFrame, lab: np.ndarray, offset: int) -> pl.DataFrame:
         """``frame`` (the input's columns but ``unread``) with the QIs replaced by, or (the
@@ -148,6 +151,11 @@ class Publisher:
                 x = numeric_values(s if q.kind == "numeric" else s.to_physical()).astype(np.float64, copy=False)
                 if q.name in self.exact:  # (the loss of the exact means published)
                     p = np.where(np.isnan(p), np.nan, self.exact[q.name][lab].astype(np.float64))
+                if self.histograms is not None and q.name in self.histograms[2]:
+                    have = ~np.isnan(x) if q.nulls else slice(None)
+                    before, after, at = self.histograms
+                    before.add_column(at[q.name], x[have])
+                    after.add_column(at[q.name], p[have])
                 if q.nulls:
                     miss = np.isnan(x)
                     none = np.isnan(p)

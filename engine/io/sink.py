@@ -3,14 +3,31 @@
 Output goes to a private temporary file beside the destination (or in a given
 temporary folder on the same file system) and is renamed into place only when
 complete. On any error, or Ctrl-C, the temporary file is removed.
+
+Where the bytes go (``output_target``):
+
+* a regular file, or a missing path: a temporary file beside it, renamed onto it;
+* a symbolic link: written *through* the link, to its final target (a temporary
+  file beside the target, renamed onto the target); the link itself stays;
+* ``-`` (``STDOUT``), ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``,
+  ``/proc/self/fd/N`` (or a link to one): the open descriptor itself, written only
+  at the commit, after every check, from a temporary file in the temporary folder;
+* another file that is not a regular file (a FIFO, ``/dev/null``, a terminal):
+  opened and written in place at the commit (from a temporary file, as above),
+  never replaced.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import shutil
 import stat
+import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -20,9 +37,88 @@ from ..errors import EngineError, check_signals
 from .source import TableSource, expand_path, open_csv
 from .tempfiles import TMP_SUFFIX, clean_stale, io_errno, os_reason, private_file
 
-__all__ = ["PARQUET_OPTIONS", "TMP_SUFFIX", "CommitGroup", "atomic_output", "check_csv_columns", "check_destination", "check_side_output",
-           "check_tmp_dir", "input_files", "output_format", "same_file", "write_frame",
-           "written_source"]
+__all__ = ["PARQUET_OPTIONS", "STDOUT", "TMP_SUFFIX", "CommitGroup", "Target", "atomic_output", "check_csv_columns",
+           "check_destination", "check_side_output", "check_tmp_dir", "input_files", "is_stdout", "output_format",
+           "output_target", "same_file", "write_frame", "written_source"]
+
+log = logging.getLogger("engine")
+
+STDOUT = "-"  # as OUTPUT, --report, --json, --html: the standard output
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a destination's bytes go (``output_target``). ``kind``: "file" (a
+    temporary file beside ``path``, renamed onto it), "stream" (the open descriptor
+    ``fd``, written at the commit) or "special" (``path``, not a regular file: opened
+    and written at the commit, never replaced). ``name``: how errors name it."""
+
+    path: Path
+    kind: str = "file"
+    fd: int | None = None
+    name: str = ""
+
+    @property
+    def direct(self) -> bool:
+        """Written in place at the commit (a stream or a special file), not renamed."""
+        return self.kind != "file"
+
+
+_FD_PATH = re.compile(r"/dev/fd/(\d+)|/proc/(?:self|thread-self|(\d+))/fd/(\d+)")
+_STD_PATHS = {"/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _stream_fd(path: str) -> int | None:
+    """The descriptor of this process a path names (``/dev/stdout``, ``/dev/fd/N``,
+    ``/proc/self/fd/N``), else None."""
+    if path in _STD_PATHS:
+        return _STD_PATHS[path]
+    m = _FD_PATH.fullmatch(path)
+    if m is None or (m.group(2) is not None and int(m.group(2)) != os.getpid()):
+        return None
+    return int(m.group(1) or m.group(3))
+
+
+def output_target(dest: str | os.PathLike) -> Target:
+    """Where the bytes written for ``dest`` go: ``dest`` itself, the final target of a
+    symbolic link (followed link by link), an open descriptor (``-``, ``/dev/stdout``:
+    the links to ``/proc/self/fd/N`` are not followed further, so that a redirection
+    to a file is written as the shell opened it, not replaced), or a special file."""
+    text = os.fspath(dest)
+    if text == STDOUT:
+        return Target(Path(text), "stream", 1, "standard output")
+    if is_folder_output(text):
+        return Target(Path(text), name=text)
+    path = Path(text)
+    for _ in range(40):  # (the kernel's own limit on links in a path)
+        fd = _stream_fd(os.fspath(path))
+        if fd is not None:
+            return Target(path, "stream", fd, text)
+        try:
+            st = os.lstat(path)
+        except OSError:  # missing (a dangling link's target is created), or for the checks to name
+            return Target(path, name=text)
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                path = path.parent / os.readlink(path)
+            except OSError:
+                return Target(path, name=text)
+            continue
+        if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+            return Target(path, name=text)
+        return Target(path, "special", name=text)
+    raise EngineError(f"cannot use {text}: {os.strerror(40)}")  # ELOOP
+
+
+def is_stdout(dest) -> bool:
+    """``dest`` writes to this process's standard output (``-``, ``/dev/stdout``, ...)."""
+    if dest is None:
+        return False
+    try:
+        target = output_target(dest)
+    except EngineError:
+        return False
+    return target.kind == "stream" and target.fd == 1
 
 
 def output_format(dest: str | os.PathLike) -> str:
@@ -30,6 +126,8 @@ def output_format(dest: str | os.PathLike) -> str:
     folder of Parquet part files, written by ``--scheduler`` runs: ``engine.cluster``)."""
     if is_folder_output(dest):
         return "folder"
+    if os.fspath(dest) == STDOUT:
+        return "csv"
     suffix = Path(dest).suffix.lower()
     if suffix in (".parquet", ".pq", ".parq"):
         return "parquet"
@@ -65,7 +163,24 @@ def input_files(data) -> tuple[str, ...]:
     return ()
 
 
-def _check_folder(path: Path, what: str, allow_dir: bool = False) -> None:
+def _check_folder(path: Path, what: str, allow_dir: bool = False) -> Target:
+    """``path`` can be written: its target's folder exists and is writable, it is not a
+    folder, its name fits (a stream or special file: it is open, or writable). Returns
+    the target (``output_target``)."""
+    target = output_target(path)
+    if target.kind == "stream":
+        try:
+            os.fstat(target.fd)
+        except OSError as exc:
+            raise EngineError(f"{what} cannot be used: {path}: {os_reason(exc)}") from None
+        return target
+    if target.kind == "special":
+        if not os.access(target.path, os.W_OK):
+            raise EngineError(f"{what} is not writable: {path}")
+        return target
+    if target.path != path:
+        log.debug("%s %s: a symbolic link, written through to %s", what, path, target.path)
+    path = target.path
     folder = path.parent if str(path.parent) else Path(".")
     try:
         is_dir = folder.is_dir()
@@ -84,6 +199,26 @@ def _check_folder(path: Path, what: str, allow_dir: bool = False) -> None:
     except OSError as exc:  # a name too long, say
         raise EngineError(f"{what} cannot be used: {path}: {os_reason(exc)}") from None
     check_name(path, what)
+    return target
+
+
+def _check_stream(what: str, dest, fd: int, inputs: Sequence[str]) -> None:
+    """A destination written to the open descriptor ``fd`` (``-``, ``/dev/stdout``) that
+    is an input file (``>> INPUT``) is refused: the input is never modified."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return  # (``_check_folder`` names it)
+    if not stat.S_ISREG(st.st_mode):
+        return
+    for src in inputs:
+        try:
+            other = os.stat(src)
+        except (OSError, ValueError):
+            continue
+        if (st.st_dev, st.st_ino) == (other.st_dev, other.st_ino):
+            raise EngineError(f"{what} {dest}: the file it writes to is an input file ({src}); refusing to "
+                              f"write into it")
 
 
 def check_name(path: Path, what: str = "output") -> None:
@@ -104,13 +239,19 @@ def check_destination(dest: str | os.PathLike, inputs: Sequence[str] = (), folde
     output (a name ending in "/") only with ``folder`` (a ``--scheduler`` run), and
     only where nothing is, or an empty folder."""
     path = Path(dest)
+    if os.fspath(dest) == STDOUT:
+        _check_stream("output", dest, 1, inputs)
+        return path
     if output_format(dest) == "folder":
         if not folder:
             raise EngineError(f"output {dest} is a folder: folders of part files are written by --scheduler "
                               f"runs only (name a .parquet or .csv file)")
         if path.is_dir() and any(path.iterdir()) or path.exists() and not path.is_dir():
             raise EngineError(f"output folder {dest} already exists and is not an empty folder")
-    _check_folder(path, "output", allow_dir=output_format(dest) == "folder")
+    target = _check_folder(path, "output", allow_dir=output_format(dest) == "folder")
+    if target.kind == "stream":
+        _check_stream("output", dest, target.fd, inputs)
+        return path
     for src in inputs:
         if same_file(src, path):
             raise EngineError(f"output is the input file: {dest}" +
@@ -122,9 +263,17 @@ def check_side_output(option: str, dest: str | os.PathLike, inputs: Sequence[str
                       outputs: Sequence[tuple[str, str | os.PathLike]] = ()) -> Path:
     """Validate a side output (``--report``, ``--json``) before any work: its folder
     exists and is writable, it is not a folder, and it is not the same file (path or
-    inode) as an input or as another output (``outputs``: pairs of option and path)."""
+    inode) as an input or as another output (``outputs``: pairs of option and path).
+    ``-`` (the standard output) may not be another output's too."""
     path = Path(dest)
-    _check_folder(path, option)
+    if is_stdout(dest):
+        for other, where in outputs:
+            if where is not None and is_stdout(where):
+                raise EngineError(f"{option} {dest}: the standard output is taken by {other} {where}")
+    target = _check_folder(path, option)
+    if target.kind == "stream":
+        _check_stream(option, dest, target.fd, inputs)
+        return path
     for src in inputs:
         if same_file(src, path):
             raise EngineError(f"{option} {dest}: is an input file ({src}); refusing to overwrite it")
@@ -203,6 +352,28 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+@dataclass(frozen=True)
+class _Item:
+    """One output of a commit group: ``dest`` as given, where its bytes go
+    (``target``), its temporary file, the folder it is renamed in (``parent``) and the
+    folder of the temporary file."""
+
+    dest: Path
+    target: Target
+    tmp: str
+    parent: Path
+    folder: Path
+
+    @property
+    def name(self) -> str:
+        """The destination in an error line (and the link's target, for a link)."""
+        if self.target.kind == "stream":  # ("standard output" for ``-`` and a redirected OUTPUT)
+            return self.target.name
+        if self.target.path != self.dest:
+            return f"{self.dest} (the link's target {self.target.path})"
+        return str(self.dest)
+
+
 class CommitGroup:
     """Several outputs (OUTPUT and its report, say) written to private temporary files
     and made visible together: after ``commit`` either every destination holds its new
@@ -217,11 +388,19 @@ class CommitGroup:
     until every rename has succeeded, so that a failed rename puts back what each
     earlier one replaced. Leaving the ``with`` block without ``commit`` (an error,
     Ctrl-C) removes the temporary files.
+
+    A destination that is a symbolic link is written through it: the temporary file
+    goes beside the link's final target and is renamed onto the target. One that is
+    written in place (``Target.direct``: the standard output, ``/dev/stdout``, a FIFO)
+    is copied from its temporary file after every rename succeeded (a failed copy puts
+    back what the renames replaced); ``redirect(dest)`` sends ``dest``'s bytes to the
+    standard output instead (``engine.release``: OUTPUT ``-``).
     """
 
     def __init__(self) -> None:
-        self._items: list[tuple[Path, str, Path, Path]] = []  # (dest, tmp, parent, temporary folder)
+        self._items: list[_Item] = []
         self._main = 0  # the main outputs come first in ``_items``, the side outputs after
+        self._redirects: dict[str, Target] = {}
         self.committed = False
 
     def __enter__(self) -> "CommitGroup":
@@ -233,23 +412,41 @@ class CommitGroup:
         return False
 
     def __contains__(self, dest) -> bool:
-        return any(same_file(d, dest) for d, *_ in self._items)
+        return any(same_file(i.dest, dest) for i in self._items)
+
+    def redirect(self, dest: str | os.PathLike) -> None:
+        """Write ``dest``'s file to the standard output at the commit, in place of a
+        rename (the temporary file stays in ``dest``'s folder, a private one)."""
+        self._redirects[os.fspath(dest)] = output_target(STDOUT)
 
     def add(self, dest: str | os.PathLike, tmp_dir: str | os.PathLike | None = None, *, side: bool = False) -> str:
         """Create and return a private temporary path (mode 0600) for ``dest``. It goes
         to ``tmp_dir`` only if that is on the same file system as ``dest`` (a rename
-        cannot cross file systems), otherwise beside ``dest``. Temporaries of dead runs
-        in that folder and beside ``dest`` are removed first (``tempfiles``). A ``side``
-        output (a report) is renamed after the others."""
+        cannot cross file systems), otherwise beside ``dest`` (beside a link's target);
+        for a destination written in place, to ``tmp_dir`` or the system's temporary
+        folder. Temporaries of dead runs in that folder and beside ``dest`` are removed
+        first (``tempfiles``). A ``side`` output (a report) is renamed after the others."""
         if self.committed:
             raise RuntimeError("this commit group is already committed")
         path = Path(dest)
-        parent = path.parent if str(path.parent) else Path(".")
-        folder = Path(tmp_dir) if tmp_dir is not None and _same_device(Path(tmp_dir), parent) else parent
+        target = self._redirects.get(os.fspath(dest)) or output_target(dest)
+        if target.kind == "stream":
+            for other in self._items:
+                if other.target.kind == "stream" and other.target.fd == target.fd:
+                    raise EngineError(f"{dest}: {target.name} is taken by {other.dest} (write one of them there)")
+        if target.direct:
+            parent = Path(tmp_dir) if tmp_dir is not None else \
+                path.parent if os.fspath(dest) in self._redirects else Path(tempfile.gettempdir())
+            folder = parent
+            name = "stdout" if target.kind == "stream" else target.path.name
+        else:
+            parent = target.path.parent if str(target.path.parent) else Path(".")
+            folder = Path(tmp_dir) if tmp_dir is not None and _same_device(Path(tmp_dir), parent) else parent
+            name = target.path.name
         for used in {folder, parent}:  # a killed run may have used either
             clean_stale(used)
-        tmp = private_file(folder, path.name)
-        item = (path, tmp, parent, folder)
+        tmp = private_file(folder, name)
+        item = _Item(path, target, tmp, parent, folder)
         if side:
             self._items.append(item)
         else:
@@ -258,23 +455,34 @@ class CommitGroup:
         return tmp
 
     def temp(self, dest: str | os.PathLike) -> str:
-        for d, tmp, *_ in self._items:
-            if d == Path(dest) or same_file(d, dest):
-                return tmp
+        for i in self._items:
+            if i.dest == Path(dest) or same_file(i.dest, dest):
+                return i.tmp
         raise KeyError(str(dest))
+
+    def where(self, tmp: str) -> str:
+        """How an error line names the destination of the temporary file ``tmp``, and
+        where that file is when not beside it."""
+        for i in self._items:
+            if i.tmp == tmp:
+                return i.name + ("" if i.folder == i.parent or i.target.direct else
+                                 f" (temporary file in {i.folder})")
+        return tmp
 
     def discard(self) -> None:
         """Remove every temporary file (the destinations are not touched)."""
-        for _, tmp, *_ in self._items:
-            _remove_temp(tmp)
+        for i in self._items:
+            _remove_temp(i.tmp)
 
     def commit(self) -> None:
-        """Flush every temporary file to disk and rename them all into place; on any
-        failure (or an interrupt) restore every destination already replaced and
-        remove the temporary files; errors become one-line EngineErrors."""
+        """Flush every temporary file to disk and rename them all into place, then write
+        the destinations written in place; on any failure (or an interrupt) restore
+        every destination already replaced and remove the temporary files; errors
+        become one-line EngineErrors."""
         try:
             check_signals()  # a signal whose exception was swallowed: commit nothing
-            for path, tmp, parent, folder in self._items:  # durable before any becomes visible
+            for i in self._items:  # durable before any becomes visible
+                path, tmp = i.target.path, i.tmp
                 try:
                     if os.path.isdir(tmp):  # a folder output (engine.cluster): its files, then itself
                         for name in sorted(os.listdir(tmp)):
@@ -284,6 +492,8 @@ class CommitGroup:
                         os.chmod(tmp, 0o777 & ~_umask())
                         _fsync_dir(Path(tmp))
                         continue
+                    if i.target.direct:  # read back at once: no need to be durable
+                        continue
                     try:
                         mode = stat.S_IMODE(os.stat(path).st_mode)
                     except OSError:
@@ -292,21 +502,26 @@ class CommitGroup:
                         os.fsync(fh.fileno())
                     os.chmod(tmp, mode)
                 except OSError as exc:
-                    where = "" if folder == parent else f" (temporary file in {folder})"
-                    raise EngineError(f"cannot write {path}{where}: {os_reason(exc)}") from None
-            done: list[tuple[Path, str | None]] = []  # (dest, backup of the file it replaced)
+                    where = "" if i.folder == i.parent else f" (temporary file in {i.folder})"
+                    raise EngineError(f"cannot write {i.name}{where}: {os_reason(exc)}") from None
+            renamed = [i for i in self._items if not i.target.direct]
+            done: list[tuple[Path, str | None]] = []  # (target, backup of the file it replaced)
             try:
-                for path, tmp, parent, _ in self._items:
+                for i in renamed:
+                    path = i.target.path
                     backup, moved = _keep_previous(path) if len(self._items) > 1 else (None, False)
                     try:
-                        os.replace(tmp, path)
+                        os.replace(i.tmp, path)
                     except BaseException as exc:
                         if backup is not None:  # ``path`` was not replaced: its link goes, or it comes back
                             _restore(path, backup) if moved else _unlink(backup)
                         if isinstance(exc, OSError):
-                            raise EngineError(f"cannot move the result to {path}: {os_reason(exc)}") from None
+                            raise EngineError(f"cannot move the result to {i.name}: {os_reason(exc)}") from None
                         raise
                     done.append((path, backup))
+                for i in self._items:
+                    if i.target.direct:
+                        _write_in_place(i)
             except BaseException:
                 for path, backup in reversed(done):
                     _restore(path, backup)
@@ -316,11 +531,42 @@ class CommitGroup:
                     with contextlib.suppress(OSError):
                         os.unlink(backup)
             self.committed = True
-            for parent in {p for _, _, p, _ in self._items}:
+            for parent in {i.parent for i in renamed}:
                 _fsync_dir(parent)
         finally:
-            if not self.committed:
+            if self.committed:
+                for i in self._items:
+                    if i.target.direct:
+                        _remove_temp(i.tmp)
+            else:
                 self.discard()
+
+
+_COPY_PIECE = 1 << 20
+
+
+def _write_in_place(item: _Item) -> None:
+    """Copy ``item``'s temporary file to its stream or special file (never replaced)."""
+    target = item.target
+    if target.kind == "stream":
+        for stream in (sys.stdout, sys.stderr):  # what was printed before comes first
+            with contextlib.suppress(Exception):
+                stream.flush()
+    try:
+        fd = target.fd if target.kind == "stream" else \
+            os.open(target.path, os.O_WRONLY | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            with open(item.tmp, "rb") as fh:
+                while piece := fh.read(_COPY_PIECE):
+                    view = memoryview(piece)
+                    while view:
+                        view = view[os.write(fd, view):]
+        finally:
+            if target.kind != "stream":
+                os.close(fd)
+    except OSError as exc:
+        raise EngineError(f"cannot write {item.name}: {os_reason(exc)}") from None
+    log.debug("wrote %s in place", item.name)
 
 
 def _remove_temp(tmp: str) -> None:
@@ -384,13 +630,13 @@ def atomic_output(dest: str | os.PathLike, tmp_dir: str | os.PathLike | None = N
     renamed by the group's ``commit``, with the group's other files.
 
     The temporary file goes to ``tmp_dir`` only if that is on the same file system
-    as ``dest``, otherwise beside ``dest`` (see ``CommitGroup.add``).
+    as ``dest``, otherwise beside ``dest`` (see ``CommitGroup.add``). A symbolic link
+    is written through, to its target; the standard output (``-``) and other files
+    that are not regular files are written in place when committed (``output_target``).
     """
     own = group is None
     if own:
         group = CommitGroup()
-    path = Path(dest)
-    parent = path.parent if str(path.parent) else Path(".")
     with contextlib.ExitStack() as stack:
         if own:
             stack.enter_context(group)
@@ -398,7 +644,6 @@ def atomic_output(dest: str | os.PathLike, tmp_dir: str | os.PathLike | None = N
         if is_folder_output(dest):  # a folder of part files (engine.cluster) in place of the file
             os.unlink(tmp)
             os.mkdir(tmp, 0o700)
-        folder = Path(tmp).parent
         try:
             try:
                 yield tmp
@@ -407,8 +652,7 @@ def atomic_output(dest: str | os.PathLike, tmp_dir: str | os.PathLike | None = N
             except Exception as exc:
                 if not (isinstance(exc, OSError) or io_errno(exc)):  # a bug, not the file system
                     raise
-                where = "" if folder == parent else f" (temporary file in {folder})"
-                raise EngineError(f"cannot write {path}{where}: {os_reason(exc)}") from None
+                raise EngineError(f"cannot write {group.where(tmp)}: {os_reason(exc)}") from None
         except BaseException:
             _remove_temp(tmp)
             raise

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from ..errors import EngineError, first_line
 from ..parallel import read_ahead
 from .schema import FolderSchema, adapt, adapt_lazy, check_reconciled, reconcile_parquet, unreadable_column, unsupported_field
-from .tempfiles import os_reason, private_file
+from .tempfiles import input_label, os_reason, private_file
 
 _PARQUET = (".parquet", ".pq", ".parq")
 _CSV = (".csv", ".tsv", ".txt")
@@ -1070,7 +1070,7 @@ def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | N
     if csv is not None:
         is_csv = isinstance(data, (str, os.PathLike)) and all(_kind(f) == "csv" for f in expand_path(os.fspath(data)))
         if not is_csv:
-            what = os.fspath(data) if isinstance(data, (str, os.PathLike)) else f"a {type(data).__name__}"
+            what = input_label(data) if isinstance(data, (str, os.PathLike)) else f"a {type(data).__name__}"
             raise EngineError(f"{', '.join(csv.given())}: CSV options apply to CSV input only, not {what}")
     if isinstance(data, pl.LazyFrame):
         return TableSource(data, "input frame")
@@ -1094,8 +1094,8 @@ def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | N
             raise EngineError(f"cannot convert the NumPy array ({data.dtype}): {first_line(exc)}") from None
         return TableSource(frame.lazy(), "input array")
     if isinstance(data, (str, os.PathLike)):
-        text = os.fspath(data)
-        files = expand_path(text)
+        files = expand_path(os.fspath(data))
+        text = input_label(data)  # (a copy of the standard input: "stdin")
         kinds = {_kind(f) for f in files}
         if len(kinds) > 1:
             raise EngineError(f"input mixes CSV and Parquet files: {text}")

@@ -10,6 +10,9 @@ several machines (or containers with their own process ids) is never cleaned by
 the wrong one. Files are created with mode 0600, folders with 0700 (also the files
 inside spill folders).
 
+Standard input given as ``-`` is read to its end into a file of its own in such a
+spill folder (``stdin_copy``), then read as any input, and removed at the end.
+
 A run killed with SIGKILL cannot clean up after itself. The next run that uses
 the same folder removes the temporaries of *dead* runs: names that match the
 patterns above exactly, with this host's tag, owned by this user, whose process
@@ -19,6 +22,7 @@ files and anything else are never touched.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -26,7 +30,9 @@ import re
 import shutil
 import socket
 import stat
+import sys
 import tempfile
+from typing import Iterator
 
 from ..errors import EngineError
 
@@ -153,3 +159,78 @@ def clean_stale(folder) -> list[str]:
     if removed:
         log.info("removed %d temporary file(s) of dead runs in %s", len(removed), folder)
     return removed
+
+
+@contextlib.contextmanager
+def private_folder(folder=None) -> Iterator[str]:
+    """A private folder (``private_dir``: mode 0700, cleaned as a dead run's spill
+    folder if this process is killed) in ``folder``, removed with its files at the end."""
+    path = private_dir(folder)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+STDIN = "-"  # as an input: the standard input
+STDIN_LABEL = "stdin"  # how messages and reports name it
+_labels: dict[str, str] = {}  # a copy of the standard input -> STDIN_LABEL
+_PIECE = 1 << 20
+
+
+def input_label(path) -> str:
+    """How messages name the input ``path``: ``stdin`` for a copy of the standard input
+    (``stdin_copy``), else the path as given."""
+    text = os.fspath(path)
+    return _labels.get(text, text)
+
+
+def _sniffed_suffix(head: bytes, tail: bytes) -> str:
+    """A table's file name suffix from its first and last bytes: gzip, Parquet, else CSV."""
+    if head[:2] == b"\x1f\x8b":
+        return ".csv.gz"
+    if head[:4] == b"PAR1" and tail[-4:] == b"PAR1":
+        return ".parquet"
+    return ".csv"
+
+
+@contextlib.contextmanager
+def stdin_copy(folder=None, suffix: str | None = None, stream=None) -> Iterator[str]:
+    """The standard input (``stream``: its binary buffer by default), read to its end into
+    a private file in a private folder in ``folder`` (None: the system's temporary
+    folder); yields the file's path and removes it at the end. ``suffix``: the file's
+    (``.json``); None: a table's, from its bytes (``.csv.gz`` for gzip, ``.parquet`` for
+    Parquet, else ``.csv``), so that it is read as that file would be. Messages name it
+    ``stdin`` (``input_label``)."""
+    if stream is None:
+        stream = getattr(sys.stdin, "buffer", sys.stdin)
+    if stream is None:
+        raise EngineError("cannot read stdin: it is closed")
+    with private_folder(folder) as where:
+        path = os.path.join(where, "stdin")
+        head = tail = b""
+        try:
+            with open(path, "wb", opener=private_opener) as out:
+                while True:
+                    try:
+                        piece = stream.read(_PIECE)
+                    except (OSError, ValueError) as exc:
+                        raise EngineError(f"cannot read stdin: {os_reason(exc)}") from None
+                    if not piece:
+                        break
+                    if isinstance(piece, str):  # (a text stream without a buffer)
+                        piece = piece.encode()
+                    if len(head) < 4:
+                        head += piece[:4 - len(head)]
+                    tail = (tail + piece[-4:])[-4:]
+                    out.write(piece)
+        except OSError as exc:
+            raise EngineError(f"cannot copy stdin to a temporary file in {where}: {os_reason(exc)}") from None
+        named = path + (suffix if suffix is not None else _sniffed_suffix(head, tail))
+        os.rename(path, named)
+        log.debug("read %d bytes of stdin into %s", os.path.getsize(named), named)
+        _labels[named] = STDIN_LABEL
+        try:
+            yield named
+        finally:
+            _labels.pop(named, None)

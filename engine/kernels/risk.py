@@ -13,9 +13,15 @@
   patterns, whose differences add a fixed amount each (``pattern_offset``).
 * ``score_rows``: per record, the DBRL credit (``1 / ties`` when the record's own
   original is among the nearest, else 0) and the interval-disclosure tests.
+* ``class_totals``, ``individual_risk``, ``class_summary``: the re-identification
+  risks of the release's equivalence classes (ARX's prosecutor, journalist and
+  marketer risks; sdcMicro's individual risk with sampling weights).
 
-The slow references are ``tests/reference.py``: ``nearest_with_ties`` and ``dbrl``.
+The slow references are ``tests/reference.py`` (``nearest_with_ties``, ``dbrl``) and
+``tests/reference_risk.py`` (the class-based measures, record by record).
 """
+
+import math
 
 import numpy as np
 from numba import njit, prange
@@ -236,3 +242,108 @@ def score_rows(Zo, Uz, idx, d2, ties, Xs, Ms, half_width, half_width_m, counted,
         if out_m <= 1:
             inside_sdc += 1
     return credit, inside, inside_sdc
+
+
+# ---------------------------------------------------------------- class-based risks
+
+
+@njit(cache=True, nogil=True)
+def class_totals(idx, w, f, W):
+    """Add one chunk's rows to their classes: ``f[c] += 1`` and (``w`` not empty)
+    ``W[c] += w[i]`` for row ``i`` of class ``c = idx[i]``. The rows are added in row
+    order, one after the other, so each class's sum of weights is the same whatever
+    the chunks are (no partial sums to round differently)."""
+    weighted = w.shape[0] > 0
+    for i in range(idx.shape[0]):
+        c = idx[i]
+        f[c] += 1
+        if weighted:
+            W[c] += w[i]
+
+
+@njit(cache=True, nogil=True)
+def _risk_of_pair(a, x):
+    """sdcMicro's risk of a class of two rows, ``p/(1-p) - (p/(1-p))^2 log(1/p)``, with
+    ``a = p/(1-p)`` and ``x = 1/p - 1`` (``log(1/p) = log1p(x)``). For a large ``a`` (a
+    population class barely larger than 2) the two terms nearly cancel: the series
+    ``sum_{m>=2} (-1)^m a^(2-m) / m`` (the same value, -> 1/2 as a grows) instead."""
+    if a > 1e3:
+        r = 0.0
+        t = 1.0
+        for m in range(2, 11):
+            r += t / m if m % 2 == 0 else -t / m
+            t /= a
+        return r
+    return a - a * a * math.log1p(x)
+
+
+@njit(cache=True, nogil=True)
+def individual_risk(f, F, out):
+    """sdcMicro's individual (re-identification) risk of each class, the approximation
+    ``indivRisk(method="approx")`` that ``measure_risk`` uses (Benedetti & Franconi
+    1998; Franconi & Polettini 2004), from the sample frequency ``f`` and the estimated
+    population frequency ``F`` (the class's sum of sampling weights), ``p = f / F``:
+
+    * ``f == F``: ``1 / f`` (the class is the whole population);
+    * ``f = 1``: ``p / (1 - p) * log(1 / p)``;
+    * ``f = 2``: ``p / (1 - p) - (p / (1 - p))^2 * log(1 / p)``;
+    * ``f > 2``: ``p / (f - (1 - p))``.
+
+    Computed as ``a = p / (1 - p) = f / (F - f)`` and ``log(1 / p) = log1p((F - f) / f)``
+    (no cancellation as ``p`` nears 1). ``F >= f`` (every weight is at least 1)."""
+    for k in range(f.shape[0]):
+        fk = float(f[k])
+        Fk = F[k]
+        if Fk == fk:
+            out[k] = 1.0 / fk
+            continue
+        a = fk / (Fk - fk)
+        x = (Fk - fk) / fk
+        if f[k] == 1:
+            out[k] = a * math.log1p(x)
+        elif f[k] == 2:
+            out[k] = _risk_of_pair(a, x)
+        else:
+            p = fk / Fk
+            out[k] = p / (fk - (1.0 - p))
+
+
+@njit(cache=True, nogil=True)
+def class_summary(f, F, r, threshold):
+    """The sums over the classes (``f`` rows each, population ``F``, individual risk
+    ``r``; a class of no row is skipped) behind ARX's and sdcMicro's figures:
+
+    ``(rows, classes, least f, least F, rows with 1/f > threshold, rows with 1/F >
+    threshold, sum of f/F, sum of F, sum of f r, largest r, rows with r > threshold)``.
+    The classes are summed in their order (the sorted table's): the same for any
+    chunking."""
+    n = 0
+    classes = 0
+    fmin = np.inf
+    Fmin = np.inf
+    risky_f = 0
+    risky_F = 0
+    share = 0.0
+    total_F = 0.0
+    expected = 0.0
+    rmax = 0.0
+    risky_r = 0
+    for k in range(f.shape[0]):
+        fk = f[k]
+        if fk == 0:
+            continue
+        n += fk
+        classes += 1
+        fmin = min(fmin, float(fk))
+        Fmin = min(Fmin, F[k])
+        if 1.0 / fk > threshold:
+            risky_f += fk
+        if 1.0 / F[k] > threshold:
+            risky_F += fk
+        share += fk / F[k]
+        total_F += F[k]
+        expected += fk * r[k]
+        rmax = max(rmax, r[k])
+        if r[k] > threshold:
+            risky_r += fk
+    return n, classes, fmin, Fmin, risky_f, risky_F, share, total_F, expected, rmax, risky_r

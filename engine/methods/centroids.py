@@ -39,7 +39,7 @@ from ..io.sink import check_csv_columns
 from ..io.spill import BlockStore, MemoryBlocks
 from ..parallel import ordered_map
 from ..passes.aggregate import UnitPlan, aggregate_block, aggregate_blocks
-from ..passes.distributions import Distributions
+from ..passes.distributions import Distributions, category_distribution
 from ..passes.partition import sample_row_groups, sample_stride, strata_units, unit_strata
 from ..passes.results import Profiled, Written, release_memory, timed
 from ..passes.profile import Moments, check_columns, profile_columns
@@ -80,6 +80,7 @@ class CentroidFlow:
         self.threads = 1
         self.mixed = None  # mixed-type QIs (``engine.encode.mixed.Mixed``): self.cfg is then its encoded config
         self.missing = None  # mixed-type QIs: the missing cells imputed or kept (``Publisher.missing``)
+        self.mixed_dist = None  # mixed-type QIs with distributions asked for: filled by the write pass
         # --strata (``passes.partition.Strata``, set by the coordinator): units, seam polish and
         # refinement within a stratum; per stratum 100 SSE / SST (``strata_loss``: (sse, sst) per stratum)
         self.strata = None
@@ -114,12 +115,14 @@ class CentroidFlow:
         the encoded source, on the grouping columns; the write pass publishes from the
         input's own QI columns. None of it when every QI is numeric (and no ``ordinal``
         or ``weights``)."""
-        self.mixed = mixed_types.plan(source, self.cfg, self.cfg.chunk_rows, passes)
+        self.mixed = mixed_types.plan(source, self.cfg, self.cfg.chunk_rows, passes, counts=self.dist is not None)
         if self.mixed is None:
             return source
         self.cfg = self.budget_cfg = self.mixed.cfg
         self.cols = self.mixed.grouping
-        self.dist = None  # (histograms of the numeric path only)
+        # (the numeric path's histograms are not counted: the write pass fills ``mixed_dist``)
+        self.mixed_dist = {} if self.dist is not None else None
+        self.dist = None
         return self.mixed.source
 
     @property
@@ -351,21 +354,60 @@ class CentroidFlow:
         raise AssertionError("a centroid method always partitions")
 
     def distributions_after(self, groups):
+        if self.mixed is not None:  # (filled by the write pass: ``_mixed_distributions``)
+            return self.mixed_dist
         return self.dist.finish(groups.centroid, groups.sizes) if self.dist is not None else None
 
     def write(self, source, path, fmt, groups, chunk_rows, profile):
 
         cfg, publisher = self.cfg, None
         if self.mixed is not None:  # published per QI kind, from the input's own QI columns
+            sizes = groups.sizes
             source, cfg, publisher = source.base, self.mixed.original, self.mixed.publisher(groups)
             self.missing = publisher.missing  # (counted by the write pass: read at the report)
+            if self.mixed_dist is not None and self.backend is None:  # numeric QIs: counted by the write pass
+                publisher.histograms = self._numeric_histograms()
         verified: dict = {}  # the write pass's own count of the published classes
         write = write_pass if self.backend is None else self.backend.write_pass
         extra = {} if publisher is None else {"publisher": publisher}
         sse, sst, table, col_sse, col_sst = write(source, path, fmt, profile, groups,
                                                   cfg.group_column, chunk_rows, cfg.progress,
                                                   k=cfg.k, verified=verified, **extra)
+        if publisher is not None and self.mixed_dist is not None:
+            self.mixed_dist.update(self._mixed_distributions(publisher, sizes))
         return Written(table, verified, col_sse, col_sst, list(cfg.qi))
+
+    def _numeric_histograms(self):
+        """``Publisher.histograms`` of a mixed-type run's numeric QIs: bins over their
+        measured ranges (``Mixed.raw``), "before" and "after" counted by the write pass."""
+        mixed = self.mixed
+        names = [q.name for q in mixed.qis if q.kind == "numeric"]
+        if not names:
+            return None
+        first = [q.first for q in mixed.qis if q.kind == "numeric"]
+        before, after = Distributions(names), Distributions(names)
+        for d in (before, after):
+            d.start(mixed.raw.min[first], mixed.raw.max[first])
+        return before, after, {c: j for j, c in enumerate(names)}
+
+    def _mixed_distributions(self, publisher, sizes) -> dict:
+        """A mixed-type run's distributions, in QI order: a categorical QI's category counts
+        before (the dictionary's) and after (the published categories by group size:
+        ``passes.distributions.category_distribution``); a numeric QI's histograms as
+        the write pass counted them (``Publisher.histograms``)."""
+        out = {}
+        hist = publisher.histograms
+        for j, q in enumerate(self.mixed.qis):
+            if q.kind in ("nominal", "ordinal") and q.counts is not None:
+                out[q.name] = category_distribution(q.kind, q.categories, q.counts, q.nulls, publisher.table[:, j],
+                                                    sizes)
+            elif hist is not None and q.name in hist[2]:
+                before, after, at = hist
+                i = at[q.name]
+                out[q.name] = {"edges": [float(v) for v in before.edges(i)],
+                               "before": [int(v) for v in before.counts[i]],
+                               "after": [int(v) for v in after.counts[i]]}
+        return out
 
     def report_fields(self, inp, blocks, groups, written) -> dict:
         cfg, cols = self.cfg, self.cols

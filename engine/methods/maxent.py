@@ -428,9 +428,18 @@ def discernibility(sizes, k=None, n=None):
     return int((sizes[big] ** 2).sum() + n * sizes[~big].sum())
 
 
-def entropy_histogram(ent, sizes, width=0.25):
-    top = max(width, math.ceil((float(ent.max()) + 1e-12) / width) * width) if ent.size else width
-    edges = np.round(np.arange(0.0, top + width / 2, width), 10)
+def entropy_histogram(ent, sizes, width=0.25, m=None):
+    """Classes and tuples per entropy bin of ``width`` bits. With ``m`` (the sensitive
+    attribute's categories) the bins end at its largest entropy ``log2(m)`` (the last one
+    narrower when it is no multiple of ``width``, and closed: a class at the maximum
+    falls into it, no bin beyond the maximum); else at the next multiple of ``width``
+    above the largest class entropy."""
+    if m is not None and m > 1:
+        top = math.log2(m)
+        edges = np.round(np.append(np.arange(0.0, top - 1e-9, width), top), 10)
+    else:
+        top = max(width, math.ceil((float(ent.max()) + 1e-12) / width) * width) if ent.size else width
+        edges = np.round(np.arange(0.0, top + width / 2, width), 10)
     idx = np.clip(np.floor(ent / width + 1e-9).astype(np.int64), 0, len(edges) - 2)
     classes = np.bincount(idx, minlength=len(edges) - 1)
     tuples = np.bincount(idx, weights=sizes, minlength=len(edges) - 1).astype(np.int64)
@@ -539,7 +548,7 @@ def maxent_partition(Q, sa_codes, epsilon=None, k=None, seed=0, som_units=None, 
         labels=labels, n_classes=G, class_sizes=sizes, class_entropy=ent, epsilon=eps, table_entropy=H,
         entropy_min=float(ent.min()), entropy_mean=float(ent.mean()),
         entropy_mean_weighted=float((ent * sizes).sum() / n),
-        entropy_hist=entropy_histogram(ent, sizes, hist_width),
+        entropy_hist=entropy_histogram(ent, sizes, hist_width, m),
         ncp=ncp, ncp_normalized=ncp / (n * float(w.sum())) if w.sum() > 0 else 0.0,
         cdm=discernibility(sizes, k, n), k=k, merges=int(merges), forced_single_class=bool(forced), leftover_joins=int(joins),
         dissolved=int(dissolved), incorporated=int(moved), intermediate_classes=nc,

@@ -490,7 +490,7 @@ class RangeFlow:
                 "unit_fusions": m["unit_fusions"],
                 **({"units_forced_single_class": m["units_forced_single_class"]}
                    if "units_forced_single_class" in m else {}),
-                "entropy_hist": _plain(entropy_histogram(ent, size, 0.25))}
+                "entropy_hist": _plain(entropy_histogram(ent, size, 0.25, c.sacnt.shape[1]))}
 
     def check_stitched(self, c: RangeClasses) -> None:
         """maxent: every class at or above epsilon, re-checked from the spilled SA codes."""

@@ -9,6 +9,14 @@ two bins can be wider than the others: the edges say so). "After" needs no pass:
 the published value of a row is its group's centroid, so the group centroids
 weighted by group sizes fall into the same bins. Counts are integers: they do not
 depend on the chunk size or the threads.
+
+Mixed-type runs (``engine.encode.mixed``): a nominal or ordinal QI's distribution is
+its categories' counts (``categories``): "before" the dictionary pass's count of each
+category, "after" each group's published category counted by the group's size
+(``category_distribution``); a QI of many categories shows the ``TOP`` most frequent
+and one "other" bar for the rest. A numeric QI's histogram is counted by the write
+pass, which reads its values and publishes them (``encode.publish.Publisher``): the
+values present, before and as published (``Distributions.add_column``).
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ import numba
 import numpy as np
 
 BINS = 40
+TOP = 20  # a categorical QI's bars: its TOP most frequent categories, the rest as one "other" bar
+MISSING = "(missing)"  # the bar of a categorical QI's missing values
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -127,6 +137,13 @@ class Distributions:
         else:
             _count(*args)
 
+    def add_column(self, j: int, x: np.ndarray) -> None:
+        """Count the values ``x`` (1-d, no missing value) of column ``j`` alone, in this thread."""
+        self.wait()
+        if x.shape[0]:
+            _count(np.ascontiguousarray(x, np.float64)[None, :], self.lo[j: j + 1], self.width[j: j + 1], self.bins,
+                   self.counts[j: j + 1], self.vmin[j: j + 1], self.vmax[j: j + 1])
+
     def wait(self) -> None:
         """Until the chunk counted in the background is done."""
         pending, self._pending = self._pending, None
@@ -195,3 +212,37 @@ class Distributions:
                 F = np.clip((e[None, :] - a[wide, None]) / w[wide, None], 0.0, 1.0)
                 out += (n[wide, None] * np.diff(F, axis=1)).sum(axis=0)
         return out
+
+
+def category_distribution(kind: str, categories: list, before: np.ndarray, missing: int, published: np.ndarray,
+                          sizes: np.ndarray, top: int = TOP) -> dict:
+    """A categorical QI's bars, JSON-ready: ``{"kind", "categories", "before", "after",
+    "other"}``. ``before``: each category's rows in the input (the dictionary's counts,
+    in code order), ``missing`` the rows without a value; ``published``: each group's
+    published code (NaN or ``len(categories)``: missing), counted ``sizes`` times. With
+    more than ``top + 1`` bars, the ``top`` largest before (ties: the first code) are
+    kept and the rest summed into one bar "other (N categories)" (``other`` = N). A
+    nominal QI's bars run from the most frequent down, an ordinal QI's in its order;
+    the missing value's bar comes last."""
+    m = len(categories)
+    code = np.where(np.isnan(published), m, published).astype(np.int64)
+    after = np.bincount(code, weights=sizes.astype(np.float64), minlength=m + 1)[: m + 1]
+    counts = np.append(np.asarray(before, np.int64), np.int64(missing))
+    after = np.rint(after).astype(np.int64)  # (sums of whole numbers below 2^53: exact)
+    labels = [str(c) for c in categories] + [MISSING]
+    shown = [i for i in range(m + 1) if counts[i] or after[i]]
+    rest = []
+    if len(shown) > top + 1:
+        by_count = sorted(shown, key=lambda i: (-counts[i], i))
+        shown, rest = by_count[:top], by_count[top:]
+    if kind == "nominal":
+        shown.sort(key=lambda i: (i == m, -counts[i], i))
+    else:
+        shown.sort()
+    out = {"kind": kind, "categories": [labels[i] for i in shown], "before": [int(counts[i]) for i in shown],
+           "after": [int(after[i]) for i in shown], "other": len(rest)}
+    if rest:
+        out["categories"].append(f"other ({len(rest):,} categories)")
+        out["before"].append(int(counts[rest].sum()))
+        out["after"].append(int(after[rest].sum()))
+    return out
