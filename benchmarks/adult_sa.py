@@ -24,7 +24,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.methods.maxent import encode_table, entropy_bits, maxent_partition  # noqa: E402
+from engine.kernels.entropy import entropy  # noqa: E402
+from engine.methods.maxent import encode_table, maxent_partition  # noqa: E402
 from engine.methods.mnqia import mdav_range_loss, mnqia_partition  # noqa: E402
 
 EXPERIMENTS = [
@@ -57,7 +58,7 @@ def run_maxent(df: pl.DataFrame) -> None:
            f"{'C_DM':>12}{'merges':>8}{'wall s':>8}{'RSS MiB':>9}")
     for sa, qi in EXPERIMENTS:
         enc = encode_table(df, qi, sa)
-        H = entropy_bits(enc.sa_codes)
+        H = entropy(np.bincount(enc.sa_codes))
         print(f"\nSA {sa}: {len(enc.sa_categories)} values, initial entropy {H:.4f} bits"
               + ("  (Tsiafoulis et al. (maximum entropy): 3.4)" if sa == "occupation" else "") + f"; QIs {', '.join(qi)}")
         print(hdr)

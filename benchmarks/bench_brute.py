@@ -1,18 +1,18 @@
-"""Brute force (engine/kernels/brute.py) against the bucket index, where the engine picks one.
+"""Brute force (engine/kernels/mdav/brute.py) against the bucket index, where the engine picks one.
 
     python benchmarks/bench_brute.py [--rows 100000] [--leaves 256,1024,4096,8192,32768]
                                      [--tables 4096,16384,30162,60000] [--repeats 3]
 
 1. Leaves (``leaf.aggregate_leaves``' V-MDAV / IV-MDAV): one unit of ``--rows``
    census-like rows (``engine.synth.census_like``, 8 QIs, z-scores) cut into leaves of
-   each size, the index's leaf kernel (``leaf._leaves_vmdav`` / ``_leaves_ivmdav``,
+   each size, the index's leaf kernel (``leaf.leaves_by_index``,
    the baseline) against ``brute.leaves_vmdav`` / ``leaves_ivmdav``. The engine uses
-   brute force up to ``brute.LEAF_BRUTE_MAX_ROWS`` rows.
+   brute force up to ``pick.LEAF_BRUTE_MAX_ROWS`` rows.
 2. Whole tables (mnqia's MDAV baseline, ``mnqia.mdav_range_loss``): the first n rows
    of Adult's age, education_num, hours_per_week (tests/data/adult.csv; z-scores),
    MDAV k = 5, ``mdav.microaggregate`` (the index, the baseline) against
-   ``brute.small_block_labels``. The engine uses brute force up to
-   ``brute.MDAV_BRUTE_MAX_ROWS`` rows.
+   ``pick.small_block_labels``. The engine uses brute force up to
+   ``pick.TABLE_BRUTE_MAX_ROWS`` rows.
 
 Medians of ``--repeats`` runs after a warm-up call (compilation or cache load), labels
 checked equal first; information loss (100 SSE / SST on the z-scores) of the labels and
@@ -22,6 +22,7 @@ the process's peak RSS at the end.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import resource
 import statistics
@@ -35,7 +36,8 @@ import psutil
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from engine.kernels import brute, leaf, mdav  # noqa: E402
+from engine.kernels.mdav import brute, leaf, pick  # noqa: E402
+from engine.kernels.mdav import indexed as mdav  # noqa: E402
 from engine.synth import census_like  # noqa: E402
 
 QI = ["age", "education_years", "hours_per_week", "wage_income", "other_income", "property_tax",
@@ -80,23 +82,23 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
     Z = zscores(census_like(a.rows, seed=0).select(QI).to_numpy().astype(np.float64))
-    print(f"leaves of one unit of {a.rows:,} census-like rows (brute force up to {brute.LEAF_BRUTE_MAX_ROWS:,})")
+    print(f"leaves of one unit of {a.rows:,} census-like rows (brute force up to {pick.LEAF_BRUTE_MAX_ROWS:,})")
     print(f"{'leaf rows':>9} {'method':>10} {'k':>2} {'index s':>8} {'brute s':>8} {'ratio':>6} {'IL %':>8}")
     for lf in (int(x) for x in a.leaves.split(",")):
         for name, code, gamma, k in (("vmdav", mdav.VMDAV, 0.2, 3), ("ivmdav", mdav.IVMDAV, 1.16, 3),
                                      ("ivmdav", mdav.IVMDAV, 1.16, 5)):
-            old = leaf._leaves_vmdav if code == mdav.VMDAV else leaf._leaves_ivmdav
+            old = functools.partial(lambda c, *args: leaf.leaves_by_index(args[0], c, *args[1:]), code)
             new = brute.leaves_vmdav if code == mdav.VMDAV else brute.leaves_ivmdav
             tb, tn, lab = compare(lambda: old(Z, k, gamma, lf), lambda: new(Z, k, gamma, lf), a.repeats)
             print(f"{lf:>9} {name:>10} {k:>2} {tb:8.3f} {tn:8.3f} {tn / tb:6.2f} {il(Z, lab):8.4f}", flush=True)
     X = pl.read_csv(os.path.join(HERE, "..", "tests", "data", "adult.csv"))
     X = X.select(["age", "education_num", "hours_per_week"]).to_numpy().astype(np.float64)
-    print(f"MDAV k=5 on the first n rows of Adult (3 QIs; brute force up to {brute.MDAV_BRUTE_MAX_ROWS:,})")
+    print(f"MDAV k=5 on the first n rows of Adult (3 QIs; brute force up to {pick.TABLE_BRUTE_MAX_ROWS:,})")
     print(f"{'rows':>9} {'index s':>8} {'brute s':>8} {'ratio':>6} {'IL %':>8}")
     for n in (int(x) for x in a.tables.split(",")):
         Zn = zscores(X[:n])
         tb, tn, lab = compare(lambda: mdav.microaggregate(Zn, mdav.MDAV, 5, 0.0),
-                              lambda: brute.small_block_labels(Zn, mdav.MDAV, 5, 0.0), a.repeats)
+                              lambda: pick.small_block_labels(Zn, mdav.MDAV, 5, 0.0, Zn.shape[0]), a.repeats)
         print(f"{Zn.shape[0]:>9} {tb:8.3f} {tn:8.3f} {tn / tb:6.2f} {il(Zn, lab):8.4f}", flush=True)
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB, now "
           f"{psutil.Process().memory_info().rss / 2**20:.0f} MiB")

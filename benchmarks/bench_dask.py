@@ -1,7 +1,8 @@
 """The streamed passes on a 2-worker Dask LocalCluster against the single-machine run.
 
     python benchmarks/bench_dask.py [--rows 10000000] [--repeats 3] [--memory-limit 1GiB]
-    python benchmarks/bench_dask.py --transfer   # blocks: shared file vs through Dask
+    python benchmarks/bench_dask.py --rows 10000000 --moved   # only the write pass's bytes moved
+    python benchmarks/bench_dask.py --transfer   # blocks: a file vs through Dask
 
 Data: ``make_census.py`` (10 Parquet files of 1M rows, row groups of 100,000), made
 once under benchmarks/data/. In one run, alternating (so both see the same load on
@@ -22,6 +23,15 @@ the client's peak RSS (``/usr/bin/time``), the workers' peak RSS (sampled) again
 byte-identical, each pass's seconds, and the measured per-block costs that
 docs/scaling.md extrapolates from. On a 2-core machine no speed-up is expected:
 the two workers share the cores the single-machine run already uses.
+
+Then the write pass's bytes moved (``moved``): one more Dask run, with a group column
+and ``-v``, gives the bytes the client sent its write tasks (the engine's log line:
+each range's labels and the published values of its groups) and the row -> group map;
+from that map, for the same cut into ranges and for a cut into 50 ranges
+(docs/scaling.md's 50 workers), what those tasks receive (labels, 4 bytes a row, and
+8d bytes a group of the range) against what they would read if they shared one
+memory-mapped centroid file instead (labels, and every 4 KiB page of that ``.npy``
+file that their rows' groups lie in).
 """
 
 from __future__ import annotations
@@ -32,7 +42,9 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
+import types
 import tempfile
 import time
 from pathlib import Path
@@ -179,13 +191,64 @@ def transfer(blocks: int, rows: int, d: int) -> None:
           f"(runs {', '.join(f'{x:.2f}' for x in dasks)})")
 
 
+def _pages_read(g: np.ndarray, d: int) -> int:
+    """4 KiB pages of a (groups, d) float64 ``.npy`` file (128-byte header) that the rows
+    of groups ``g`` lie in: what a task gathering their centroids from it reads."""
+    return 4096 * np.unique((128 + 8 * d * g.astype(np.int64)) // 4096).shape[0]
+
+
+def _cut(data: Path, count: int) -> list[tuple[int, int]]:
+    """``(first row, rows)`` of the input cut into ``count`` ranges of whole row groups,
+    as the write pass cuts it (``engine.cluster.ranges``)."""
+    from engine.cluster.ranges import cut_ranges, row_groups
+
+    source = types.SimpleNamespace(paths=[str(p) for p in sorted(data.glob("*.parquet"))], folder=None, label="",
+                                   schema=None)
+    return [(r.first, r.rows) for r in cut_ranges(source, row_groups(source), count)]
+
+
+def moved(data: Path, work: Path, dask: list[str], workers: int) -> None:
+    """The write pass's bytes moved (module docstring): this design, measured (the log),
+    and both designs computed from the run's row -> group map, for its cut and for 50 ranges."""
+    import polars as pl
+
+    out = work / "moved.parquet"
+    cmd = [sys.executable, "-m", "engine", "anonymize", str(data), str(out), "--qi", QI, "--k", "5",
+           "--group-column", "g", "--quiet", "--no-progress", "-v", *dask]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr)
+    line = next(x for x in proc.stderr.splitlines() if "Dask write pass" in x)
+    g = pl.read_parquet(out, columns=["g"]).get_column("g").to_numpy()
+    out.unlink()
+    d = len(QI.split(","))
+    groups = int(g.max()) + 1
+
+    def both(count):
+        cut = _cut(data, count)
+        labels = sum(4 * n for _, n in cut)
+        shared = labels + sum(_pages_read(g[a: a + n], d) for a, n in cut)
+        by_range = labels + sum(8 * d * np.unique(g[a: a + n]).shape[0] for a, n in cut)
+        return len(cut), shared, by_range
+
+    mb = 1e6
+    print(f"write pass, bytes the tasks receive ({g.shape[0]:,} rows, {groups:,} groups, {d} QIs):")
+    print(f"  measured, this run: {line.split('microagg: ')[-1]}")
+    for count in sorted({workers, 50}):
+        n, shared, by_range = both(count)
+        print(f"  {n} ranges: one shared centroid file {shared / mb:,.1f} MB (labels and the file's pages each "
+              f"task's rows hit), by range {by_range / mb:,.1f} MB (labels and the range's groups' centroids): "
+              f"{shared / by_range:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--memory-limit", default="1GiB")
     ap.add_argument("--transfer", action="store_true",
-                    help="only measure moving blocks between workers: shared file vs through Dask")
+                    help="only measure moving blocks between workers: a file vs through Dask")
+    ap.add_argument("--moved", action="store_true", help="only measure the write pass's bytes moved")
     args = ap.parse_args()
     import distributed
 
@@ -206,6 +269,10 @@ def main() -> None:
     with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, memory_limit=limit,
                                   dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
         dask = extra + ["--scheduler", cluster.scheduler_address]
+        if args.moved:
+            moved(data, work, dask, 2)
+            os.rmdir(work)
+            return
         warm = HERE / "data" / "census_warm"
         if not warm.exists():
             make(warm, 50_000, 50_000)
@@ -225,6 +292,7 @@ def main() -> None:
             folders.append(run(data, work / "parts", dask, work / "single.parquet"))
             print(f"  round: single {local[-1]['wall']:.2f} s, dask {remote[-1]['wall']:.2f} s, dask to a folder "
                   f"{folders[-1]['wall']:.2f} s, floor {floors[-1]:.2f} s", flush=True)
+        moved(data, work, dask, 2)
     (work / "floor.parquet").unlink(missing_ok=True)
     med = statistics.median
     lw, dw, fl = med(r["wall"] for r in local), med(r["wall"] for r in remote), med(floors)

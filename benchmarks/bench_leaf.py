@@ -32,7 +32,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from engine.kernels import leaf, split  # noqa: E402
+from engine.kernels.index import split  # noqa: E402
+from engine.kernels.mdav import leaf  # noqa: E402
 from engine.synth import census_like  # noqa: E402
 from reference_leaf import _aggregate_leaves_old, _mdav_brute_old, _split_leaves_old  # noqa: E402
 

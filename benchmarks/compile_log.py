@@ -45,8 +45,8 @@ def specializations():
     from numba.core.dispatcher import Dispatcher
 
     out = {}
-    for info in pkgutil.iter_modules(engine.kernels.__path__):
-        mod = importlib.import_module(f"engine.kernels.{info.name}")
+    for info in pkgutil.walk_packages(engine.kernels.__path__, "engine.kernels."):
+        mod = importlib.import_module(info.name)
         for name, obj in vars(mod).items():
             if isinstance(obj, Dispatcher) and obj.__module__ == mod.__name__:
                 sigs = obj.signatures

@@ -43,7 +43,7 @@ if stage == "worker":  # what the worker process does, in its order
     html_report.render(report)
     out["worker: the page after the run (times per pass, loss per QI)"] = time.process_time() - t
 elif stage == "figures":  # each figure alone, drawn again (warm), split into artists and SVG
-    from engine import html_report
+    from engine import html_report, html_sections
     html_report._import_matplotlib()
     report = json.load(open(path))
     html_report.render(report)
@@ -51,7 +51,7 @@ elif stage == "figures":  # each figure alone, drawn again (warm), split into ar
     fig, caption = html_report._distributions_figure(report["distributions"])
     out["distributions figure: artists"] = time.process_time() - t
     t = time.process_time()
-    html_report._figure(fig, caption)
+    html_sections.figure(fig, caption)
     out["distributions figure: layout + SVG"] = time.process_time() - t
     t = time.process_time()
     html_report._draw_group_sizes(report["group_size_counts"], report["k"])
@@ -60,7 +60,7 @@ elif stage == "figures":  # each figure alone, drawn again (warm), split into ar
         html_report._drawn.clear()
         html_report._ahead({k: report[k] for k in html_report.AHEAD})
         t = time.process_time()
-        getattr(html_report, f"_section_{name}")(report)
+        getattr(html_sections, f"section_{name}")(report, html_report.FIGURES)
         out[f"section {name} (figures drawn ahead excluded)"] = time.process_time() - t
 elif stage == "count":  # the run's own additions (main thread)
     import numpy as np

@@ -1,15 +1,12 @@
 """CPU and wall seconds per pass of one mixed-type run (issue 17), in this process.
 
-    python benchmarks/mixed_pass_cpu.py DATA [--qi ...] [--memory-limit 1GiB] [--block-size N] [--onehot]
+    python benchmarks/mixed_pass_cpu.py DATA [--qi ...] [--memory-limit 1GiB] [--block-size N]
 
 Runs as the ``microagg`` command does (``OMP_WAIT_POLICY=PASSIVE``). Wraps the
 passes' entry points (the dictionary pass, pass 1, the partition pass, the
 aggregate pass, the stitch, the write pass) with ``time.process_time`` (CPU of
 every thread of the process) and ``time.perf_counter``: on a shared machine the CPU
-seconds move much less with the other jobs than the wall time. ``--onehot`` spills
-the encoded columns (``engine.encode.mixed.SPILL_CODES = False``, the earlier layout; it
-also runs pass 1 on a Parquet input the row-group sample would spare) for a
-same-run comparison; on the same plan the output is the same either way.
+seconds move much less with the other jobs than the wall time.
 """
 
 from __future__ import annotations
@@ -35,7 +32,6 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--memory-limit", default="1GiB")
     ap.add_argument("--block-size", type=int, default=None)
-    ap.add_argument("--onehot", action="store_true", help="spill the encoded (one-hot) columns")
     args = ap.parse_args()
     os.environ.setdefault("NUMBA_CACHE_DIR", str(HERE.parent / "build" / "numba-cache"))
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the microagg command (engine.cli.entry)
@@ -44,7 +40,6 @@ def main() -> None:
     from engine.encode import mixed
     from engine.methods import centroids
 
-    mixed.SPILL_CODES = not args.onehot
     spent: dict = {}
 
     def wrap(owner, name, label):
@@ -71,7 +66,7 @@ def main() -> None:
         res = engine.anonymize(args.data, os.path.join(tmp, "out.parquet"), args.qi.split(","), args.k,
                                memory_limit=args.memory_limit, block_size=args.block_size)
         total = (time.process_time() - c, time.perf_counter() - w)
-    print(f"{'onehot' if args.onehot else 'codes'} spill: total CPU {total[0]:.2f} s, wall {total[1]:.2f} s; "
+    print(f"total CPU {total[0]:.2f} s, wall {total[1]:.2f} s; "
           f"IL {res.information_loss_percent:.4f} %; block size {res.block_size}")
     for label, (cpu, wall) in spent.items():
         print(f"  {label:11s} CPU {cpu:6.2f} s  wall {wall:6.2f} s")

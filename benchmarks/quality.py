@@ -32,7 +32,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.kernels import mdav as _mdav  # noqa: E402
+from engine.kernels.mdav import indexed as _mdav  # noqa: E402
 from engine.passes.refine import refine_partition  # noqa: E402
 from engine.synth import NUMERIC_QI, census_like  # noqa: E402
 

@@ -11,7 +11,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from engine.errors import EngineError
-from engine.kernels import mdav
+from engine.kernels.mdav import indexed as mdav
 
 
 def standardize(X: np.ndarray) -> np.ndarray:

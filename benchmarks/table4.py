@@ -45,7 +45,7 @@ import make_tree_data  # noqa: E402
 
 import research as R  # noqa: E402
 from engine import select as D  # noqa: E402
-from engine.kernels import mdav  # noqa: E402
+from engine.kernels.mdav import indexed as mdav  # noqa: E402
 
 DATA = os.path.join(HERE, "..", "tests", "data")
 K = 3

@@ -12,7 +12,7 @@ import pyarrow as pa
 from .coordinator import RunResult, run
 from .errors import EngineError
 from .io.schema import ArrowTarget
-from .io.source import input_kind
+from .io.memory import input_kind
 from .options import OPTIONS, RunConfig
 from .release import release
 from .report import Report
@@ -126,7 +126,7 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
         ``col = a + b * qi``, and the column becomes Float64.
     separator, null_values, encoding : optional
         How a CSV input is read: e.g. ``separator=";"``, ``null_values=["NA"]``,
-        ``encoding="latin-1"`` (``engine.io.source.CsvOptions``); refused for other inputs.
+        ``encoding="latin-1"`` (``engine.io.csvfile.CsvOptions``); refused for other inputs.
 
     Returns
     -------

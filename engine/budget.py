@@ -14,6 +14,14 @@ measured on census-like tables (docs/benchmarks.md, "Memory limit"):
   a quarter of the budget (counted either way: a mapped file's written pages are resident);
 * the groups: about 2 * 8 * d + 8 per group for centroids in original units and
   z-scores, with at most rows / k groups, and 8 per row for the compaction;
+* neither of these two in a row-ordered run (``row_ordered``: the published values go
+  to the write pass in row order, on disk, ``passes.published``): instead the records'
+  spill buffers, a range of published values in the write pass, the self-check's
+  counter spilled, and the windows of the spill files' indexes read (``row_ordered_bytes``,
+  which grow with rows / spill buffer only: 2 MiB at 100M rows). Nothing else held
+  grows with the rows, so the least limit at 100M rows is within 2 % of 10M's;
+* making the plan (``partition.sample_bytes``): its sample (at most ``SAMPLE_ROWS`` aimed
+  at), standardized and sorted; a phase of its own;
 * a chunk in flight: ``CELL`` bytes per cell of the chunk (the read frame, its float
   copy, the output frame, its Arrow form, the read-ahead and the background writer);
 * a block in flight: about 8 * (5d + 6) per row (spill record, values, z-scores,
@@ -27,9 +35,11 @@ measured on census-like tables (docs/benchmarks.md, "Memory limit"):
   which its allocator keeps: the read columns' compressed bytes of the largest file
   (``parquet_buffer``, from the footers), counted for the whole run;
 * the polish (MDAV family, streamed, ``RunConfig.effective_polish_rounds`` > 0): while
-  the units are aggregated, every standardized row (8 d a row, for the seam polish) and
-  two polished units in flight (``polish_state`` a row beside the block's record); then
-  the seam polish (``seam_bytes``: the rows, the kernel's slot copy, the near lists).
+  the units are aggregated, two polished units in flight (``polish_state`` a row beside
+  the block's record) and, up to ``POLISH_MAX_ROWS`` rows, every standardized row (8 d
+  a row) for the seam polish that follows (``seam_bytes``: the rows, the kernel's slot
+  copy, the near lists); above, the seam stage's spill buffers (``SEAM_SPILL``), its
+  blocks polished as units are.
   The polish never depends on the limit: a limit too small for it is refused (the
   refusal says ``or --polish-rounds 0``);
 * ``--risk`` (after the run, in the same process; the label map is still held): the
@@ -39,7 +49,10 @@ measured on census-like tables (docs/benchmarks.md, "Memory limit"):
 * a margin: ``MARGIN_SHARE`` of the limit plus ``MARGIN_FIXED``.
 
 The phases do not overlap: the least limit is the fixed part plus the largest phase
-(the passes with their floors, the polished aggregate pass, the seam polish, the risk).
+(the plan, the passes with their floors, the polished aggregate pass, the seam polish,
+the risk). A refusal names what holds the memory when it is per-row state an option
+keeps (``--strata``, ``--refine``, ``--scheduler``, non-numeric QIs: the flow's
+``per_row``) or ``--risk``.
 
 Below the minimum (every size at its floor: ``MIN_CHUNK`` rows, two blocks of the
 block size, ``MIN_SPILL`` buffers, ``MIN_PIECE`` pieces) the run is refused up front
@@ -59,8 +72,11 @@ from dataclasses import dataclass
 import psutil
 import pyarrow.parquet as pq
 
+from .io.spill import RunFile
 from .options import OPTIONS, RunConfig
-from .tuning import DEFAULT_BLOCK_SIZE, POLISH_UNIT_ROWS, polish_near
+from .passes.partition import sample_bytes
+from .passes.published import RANGE_ROWS, range_bytes, range_rows
+from .tuning import DEFAULT_BLOCK_SIZE, POLISH_MAX_ROWS, POLISH_UNIT_ROWS, SEAM_SPILL, polish_near
 from .errors import EngineError
 
 MiB = 1 << 20
@@ -76,6 +92,7 @@ MIN_PIECE = 2 * MiB
 MAX_PIECE = 16 * MiB
 DEFAULT_SPILL = 32 * MiB
 PHASE_FACTOR = 1.15          # the seam polish and the risk: measured peak over the estimate (1M rows: 1.07, 0.97)
+MIN_RANGE = 1 << 16          # rows of a range of row-ordered published values at the least limit
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,12 @@ class Budget:
     rows: int = 0  # for the refusal's message: the table's rows, QIs and method
     qis: int = 0
     method: str = ""
+    # the published values reach the write pass in row order, on disk (``passes.published``):
+    # no row -> group map, no table of groups; ``range_rows`` a range of them (about);
+    # ``counter_room``: bytes the self-check may hold in memory (None: any), else it spills
+    row_ordered: bool = False
+    range_rows: int = RANGE_ROWS
+    counter_room: int | None = None
 
 
 def rss() -> int:
@@ -141,6 +164,23 @@ def _state(rows: int, k: int, d: int) -> tuple[int, int]:
     return (rows // k + 1) * (16 * d + 8) + 8 * rows, 4 * rows
 
 
+def row_ordered_bytes(rows: int, d: int, block: int, chunk: int, spill: int, target: int = MIN_RANGE) -> int:
+    """What a row-ordered run (``passes.published``) holds beyond the passes' floors, with
+    spill buffers of ``spill`` bytes: the windows of the partition store's index read
+    (``io.spill.RunFile``: two of 4 bytes a run and bucket, ``WINDOW`` buckets), the
+    published records' buffers and windows of their index, a range of
+    ``range_rows(chunk, target)`` rows of published values in the write pass, the
+    self-check's counter spilled (two buffers of hashes). The windows grow with the
+    runs, that is with rows / spill: 2 MiB at 100M rows and 4 MiB buffers."""
+    def windows(record: int, buckets: int) -> int:
+        return 2 * 4 * -(-rows * record // spill) * (min(buckets, RunFile.WINDOW) + 1)
+
+    ranged = range_rows(chunk, target)
+    store = windows(4 * (1 + d), 2 * -(-rows // block))  # (the plan's leaves: at most twice rows / block)
+    records = 2 * spill + windows(8 * (1 + d), -(-rows // ranged))
+    return store + records + range_bytes(d, ranged) + 2 * spill
+
+
 def stated(need: float) -> int:
     """The least limit as stated: ``need`` plus 4 MiB (the process's RSS when planned
     varies by a MiB or two from run to run), rounded up to 8 MiB, so that a limit set
@@ -158,10 +198,43 @@ def qi_count(columns) -> int:
     return len(dict.fromkeys(str(c).split(ENCODED_SEP, 1)[0] for c in columns))
 
 
-def refuse(limit: int, need: int, rows: int, d: int, method: str, why: str = "", tail: str = "") -> EngineError:
+class Refusal(EngineError):
+    """A limit below what the run needs; ``least``: the figure stated (bytes)."""
+
+    def __init__(self, message: str, least: int):
+        super().__init__(message)
+        self.least = least
+
+
+def refuse(limit: int, need: int, rows: int, d: int, method: str, why: str = "", tail: str = "") -> Refusal:
     need = stated(need)
-    return EngineError(f"--memory-limit {mib(limit)} is below what this run needs (at least {mib(need)} for "
-                       f"{rows:,} rows of {d} QIs with method {method}{why}); raise it{tail}")
+    return Refusal(f"--memory-limit {mib(limit)} is below what this run needs (at least {mib(need)} for "
+                   f"{rows:,} rows of {d} QIs with method {method}{why}); raise it{tail}", need)
+
+
+# A run that may go row-ordered (``passes.published``) keeps the row -> group map and the
+# groups when they fit the limit (or without a limit): its published values then make no
+# trip through the disk (64 bytes a row: at 10M rows 25 % more time). False: row-ordered
+# whenever it may be (the tests, to run that path on small tables).
+PREFER_MAP = True
+
+
+def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, row_ordered: bool = False,
+                **kw) -> Budget:
+    """The run's ``Budget`` (``plan``). ``row_ordered``: the run may hand its published
+    values to the write pass in row order, on disk (``passes.published``: no row -> group
+    map, no table of groups, so nothing held grows with the rows but the spill files'
+    small index windows); it then does when the map and the groups do not fit the limit
+    (``PREFER_MAP``), and a refusal states the smaller of the two least limits."""
+    if not row_ordered or PREFER_MAP and cfg.memory_limit is None:
+        return plan(cfg, rows, d, columns, threads, **kw)
+    refusals = []
+    for ordered in ((False, True) if PREFER_MAP else (True,)):
+        try:
+            return plan(cfg, rows, d, columns, threads, row_ordered=ordered, **kw)
+        except Refusal as exc:
+            refusals.append(exc)
+    raise min(refusals, key=lambda r: r.least)
 
 
 def seam_bytes(rows: int, d: int, k: int) -> int:
@@ -214,10 +287,10 @@ def csv_rows(paths) -> int:
     return rows
 
 
-def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind: str = "parquet",
-                method: str | None = None, state: int | None = None, qis: int | None = None,
-                start_rss: int | None = None, buffered: int = 0, polish: bool | None = None,
-                risk: bool = False) -> Budget:
+def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind: str = "parquet",
+         method: str | None = None, state: int | None = None, qis: int | None = None,
+         start_rss: int | None = None, buffered: int = 0, polish: bool | None = None,
+         risk: bool = False, row_ordered: bool = False, per_row: str = "") -> Budget:
     """``d``: the columns a block row holds (the QIs, or more for the sensitive
     methods); ``columns``: the input's columns; ``kind``: the input's ("csv" reads in
     pieces); ``state``: the bytes the run keeps for the whole table beside the row
@@ -228,7 +301,10 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     always, so that the figure stated before those passes is the one after them);
     ``buffered``: what pyarrow pre-buffers of a Parquet input (``parquet_buffer``);
     ``polish``: the run polishes (default: from ``cfg``, a streamed MDAV-family run
-    with ``effective_polish_rounds`` > 0); ``risk``: ``--risk`` follows the run.
+    with ``effective_polish_rounds`` > 0); ``risk``: ``--risk`` follows the run;
+    ``row_ordered``: a streamed run hands its published values to the write pass in row
+    order, on disk (``passes.published``; ``plan_budget`` decides); else ``per_row`` names
+    what keeps the map (an option, for the refusal's message).
 
     The block size, which decides the partition and so the output, never depends on
     the limit, the thread count or the process's memory: it is the one asked for, or
@@ -238,8 +314,9 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     block at a time (and the polish, the risk), the run is refused."""
     block = cfg.block_size or DEFAULT_BLOCK_SIZE
     chunk = cfg.chunk_rows
+    row_ordered = row_ordered and rows > block
     if cfg.memory_limit is None:
-        return Budget(block, chunk, False, 2 * block)
+        return Budget(block, chunk, False, 2 * block, DEFAULT_SPILL, row_ordered=row_ordered, range_rows=RANGE_ROWS)
     method = method or cfg.method
     qis = qi_count(cfg.qi) if qis is None else qis
     limit = cfg.memory_limit
@@ -249,9 +326,8 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     held = fixed
     fixed += RUNTIME - resident_runtime() + buffered
     margin = int(MARGIN_SHARE * limit) + MARGIN_FIXED
-    groups, labels = _state(rows, cfg.k, d)
-    if state is not None:
-        groups = int(state)
+    groups, labels = _state(rows, cfg.k, d) if not row_ordered else (0, 0)
+    groups = int(state) if state is not None else groups
     csv = kind == "csv"
     cell = CELL * max(columns, 1)
     row = 8 * (5 * d + 6)  # bytes per row of a block in flight
@@ -267,14 +343,20 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     floor_units = 2 * min(block, max(rows, 2 * cfg.k)) * row
     floor_chunk = min(MIN_CHUNK, chunk)
     floors = floor_chunk * cell + floor_units + 2 * MIN_SPILL + (PIECE_FACTOR * MIN_PIECE if csv else 0)
+    if row_ordered:
+        floors += row_ordered_bytes(rows, d, block, floor_chunk, MIN_SPILL)
     # the phases after the passes' floors (they do not overlap): the polished aggregate
     # pass (every standardized row kept for the seams, two polished units in flight),
     # the seam polish, the disclosure risk
     unit_row = row + (polish_state(d, cfg.k) if polish else 0)
     phases = {"passes": groups + floors}
-    if polish:
+    if rows > block:  # making the plan: its sample, standardized, sorted (``partition.sample_bytes``)
+        phases["plan"] = sample_bytes(rows, block, len(cfg.qi))
+    if polish and rows <= POLISH_MAX_ROWS:  # the seams polished in memory, every standardized row at once
         phases["polish"] = 8 * rows * d + pair * unit_row + floor_chunk * cell + 2 * MIN_SPILL
         phases["seams"] = int(PHASE_FACTOR * seam_bytes(rows, d, cfg.k))
+    elif polish:  # the seams as blocks of their own (``passes.seams``): its store's two buffers
+        phases["polish"] = pair * unit_row + floor_chunk * cell + 2 * MIN_SPILL + 2 * SEAM_SPILL
     if risk:
         phases["risk"] = risk_state(rows, d, rows // cfg.k + 1 if cfg.k else rows) + floor_chunk * cell
     top = max(phases.values())
@@ -282,15 +364,8 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     # of what is left; counted either way (the pages of a mapped file written count in RSS)
     least = (fixed + MARGIN_FIXED + labels + top) / (1 - MARGIN_SHARE)
     if limit < least:
-        # the blocks a large share of it: say how to need less
-        tail = ""
-        if phases.get("polish", 0) == top or phases.get("seams", 0) == top:
-            tail = " or set --polish-rounds 0"
-        elif floor_units > (least - fixed) / 4:
-            tail = f" or lower --block-size (now {block:,} rows)"
-        # (the process's own memory counts: in a long-lived process that ran other work, say so)
-        raise refuse(limit, least, rows, qis, method, f": {mib(held)} of it held by this "
-                     "process before the run", tail=tail)
+        raise _refusal(limit, least, rows, qis, method, held, phases, top, block,
+                       floor_units > (least - fixed) / 4, labels + groups if per_row else 0, per_row)
     free = limit - fixed - margin - groups
     on_disk = labels > (free - labels - floors) / 4
     # what is left above the least: a third each to the chunk and the units in flight,
@@ -304,23 +379,50 @@ def plan_budget(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *
     else:
         piece = None
     spill = int(min(DEFAULT_SPILL, MIN_SPILL + rest / 2))
+    ranged, room = _row_ordered_shares(d, chunk, floor_chunk, left) if row_ordered else (MIN_RANGE, None)
     # once the table is spilled no chunk, piece or spill buffer is in flight: the units
     # (blocks, or maxent's fused units) may take what the floors and the left-over hold
     # (polished: beside every standardized row, kept for the seams)
     if polish:
         unit_floor = pair * unit_row + floor_chunk * cell + 2 * MIN_SPILL
-        unit_room = unit_floor + (top - phases["polish"]) + left
+        unit_room = unit_floor + (top - phases["polish"]) + left - (2 * SEAM_SPILL if rows > POLISH_MAX_ROWS else 0)
     else:
         unit_floor = floor_units + floor_chunk * cell + 2 * MIN_SPILL
         unit_room = unit_floor + (top - phases["passes"]) + left
     return Budget(block, chunk, on_disk, 2 * block, spill, piece, int(least), unit_room, unit_row, unit_floor,
-                  rows, qis, method)
+                  rows, qis, method, row_ordered, ranged, room)
 
 
-def check_csv(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, start_rss: int, risk: bool) -> None:
+def _row_ordered_shares(d: int, chunk: int, floor_chunk: int, left: float) -> tuple[int, int]:
+    """A row-ordered run's ``(range rows aimed at, counter_room)`` from what is left above the
+    least: longer ranges when they fit; the self-check's counter in memory when it fits."""
+    more = range_bytes(d, range_rows(chunk, RANGE_ROWS)) - range_bytes(d, range_rows(floor_chunk, MIN_RANGE))
+    return (RANGE_ROWS if more <= left / 6 else MIN_RANGE), int(left / 3) + 2 * MIN_SPILL
+
+
+def _refusal(limit, least, rows, qis, method, held, phases, top, block, blocks_large, per_row_bytes, per_row):
+    """The refusal of ``plan_budget``, saying what takes the memory and how to need less."""
+    tail = ""
+    if phases.get("polish", 0) == top or phases.get("seams", 0) == top:
+        tail = " or set --polish-rounds 0"
+    elif blocks_large:
+        tail = f" or lower --block-size (now {block:,} rows)"
+    # (the process's own memory counts: in a long-lived process that ran other work, say so)
+    why = f": {mib(held)} of it held by this process before the run"
+    if phases.get("risk", 0) == top:
+        why += f", {mib(top)} by --risk"
+    if per_row_bytes > (least - held) / 4:  # (what grows with the rows: name what keeps it)
+        why += f", {mib(per_row_bytes)} by the row -> group map and the groups that {per_row} keeps"
+    return refuse(limit, least, rows, qis, method, why, tail=tail)
+
+
+def check_csv(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, start_rss: int, risk: bool,
+              **flow) -> None:
     """The plan of a CSV input before its first pass (``rows``: ``csv_rows``): refused
-    there, with the figure the plan after the passes would state, when below."""
-    plan_budget(cfg, rows, d=d, columns=columns, threads=threads, kind="csv", start_rss=start_rss, risk=risk)
+    there, with the figure the plan after the passes would state, when below.
+    ``flow``: ``row_ordered`` and ``per_row`` as the flow plans them (``plan_budget``)."""
+    plan_budget(cfg, rows, d=d, columns=columns, threads=threads, kind="csv", start_rss=start_rss, risk=risk,
+                **flow)
 
 
 def workers(budget: Budget, limit: int | None, units: list[int], threads: int) -> int:

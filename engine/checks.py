@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 from .errors import EngineError
@@ -10,6 +11,11 @@ from .errors import EngineError
 def is_int(x) -> bool:
     """A whole number given as an integer (not a bool, not a float)."""
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def is_finite_number(x) -> bool:
+    """A finite real number (an integer or a float, not a bool, not NaN or infinite)."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def check_whole(value, name: str, minimum: int) -> int:

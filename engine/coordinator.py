@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import logging
 import os
 import time
@@ -65,12 +66,14 @@ from .methods.ranges import RangeFlow
 from .options import RunConfig
 from .errors import EngineError
 from .io.sink import CommitGroup, atomic_output, check_destination, check_tmp_dir, input_files, output_format
+from .io.remote import is_remote
 from .io.source import open_source
 from .kernels.groups import count_labels
 from .parallel import numba_threads
 from .passes.partition import (group_strata, load_block, partition_pass, plan_blocks, sample_profile, sample_stride,
                                standardized, strata_columns, strata_pass)
 from .passes.leak import attach, guard
+from .passes.published import PublishedGroups, RowRecords
 from .passes.profile import profile_columns
 from .passes.results import Profiled, Written, release_memory, timed
 from .progress import Progress
@@ -85,7 +88,7 @@ FLOWS: dict[str, type] = {"centroids": CentroidFlow, "ranges": RangeFlow}
 @dataclass
 class RunResult:
     report: Report
-    labels: np.ndarray
+    labels: np.ndarray | None  # each row's group; None when a streamed run wrote a file (``passes.published``)
     # a Polars DataFrame; ``microaggregate`` gives a pandas DataFrame or pyarrow Table for those inputs
     table: pl.DataFrame | Any | None = None
 
@@ -98,6 +101,7 @@ class Blocks:
     units: list
     profile: Any
     single: bool
+    sample: tuple | None = None  # the plan's sample: (raw rows, row ids), for a second plan (``passes.seams``)
 
     @property
     def unit_rows(self) -> list[int]:
@@ -165,19 +169,21 @@ def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0
         release_memory()
         if callable(distributions) and cfg.spec.centroids and flow.dist is not None and flow.dist.counts is not None:
             distributions({"distributions": flow.dist.before()})  # (its figure is begun meanwhile)
-        labels, stitched = _aggregate_and_stitch(inp, cfg, flow, blocks, passes)
+        labels, stitched = _aggregate_and_stitch(inp, cfg, flow, blocks, passes, cleanup, dest)
         release_memory()
         dist = flow.distributions_after(stitched)
-        size_counts = _size_counts(stitched.sizes)
+        size_counts = _size_counts(stitched)
         if callable(distributions):
             distributions({"k": cfg.k, "group_size_counts": size_counts, "distributions": dist})
         with timed(passes, "write"):
-            written = _write(inp, flow, attach(stitched, derive), blocks.profile if blocks else prof.profile, dest,
+            written = _write(inp, flow, _attach(stitched, derive), blocks.profile if blocks else prof.profile, dest,
                              tmp_dir, group)
         rss.sample()
     report = _report(cfg, flow, inp, blocks, stitched, written, passes, dist, size_counts,
                      wall=time.perf_counter() - t0, peak=int(rss.peak))
     log.info("done: %d groups, IL %s %%", report.groups, report.information_loss_percent)
+    if labels is None:  # (row-ordered published values: filled by the write pass for a result in memory)
+        labels = stitched.labels
     out_labels = labels.astype(np.int64) if inp.single else labels
     return RunResult(report, out_labels, written.table)
 
@@ -218,7 +224,7 @@ def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rs
                          start_rss=start_rss, buffered=buffered, risk=risk, **flow.budget_args(source, rows))
     source = source.bounded(budget.piece_bytes)
     single = rows <= budget.block_size and not force_blocks
-    folder = tmp_dir if tmp_dir is not None else (os.path.dirname(os.path.abspath(dest)) if dest else None)
+    folder = tmp_dir if tmp_dir is not None else _tmp_folder(None, dest)  # (spill: beside a local output)
     return _Input(source, fmt, rows, budget, threads, single, folder, start_rss, backend)
 
 
@@ -240,8 +246,10 @@ def _check_csv_limit(data, cfg, flow, start_rss, risk) -> None:
         return
     if not header:
         return
-    check_csv(flow.budget_cfg, max(csv_rows(files), 1), d=len(cfg.qi), columns=len(header),
-              threads=cfg.threads or numba.get_num_threads(), start_rss=start_rss, risk=risk)
+    rows = max(csv_rows(files), 1)
+    per_row = flow.per_row(rows) if hasattr(flow, "per_row") else ""  # (the centroid flow's plan: row-ordered?)
+    check_csv(flow.budget_cfg, rows, d=len(cfg.qi), columns=len(header), threads=cfg.threads or numba.get_num_threads(),
+              start_rss=start_rss, risk=risk, row_ordered=per_row is None, per_row=per_row or "")
 
 
 def _open_backend(cfg, flow, dest, tmp_dir, cleanup):
@@ -274,7 +282,7 @@ def _partition(inp: _Input, cfg, flow, prof: Profiled, cleanup, passes) -> Block
             units = flow.units(store, budget, prof.profile)
         return Blocks(store, units, prof.profile, True)
     t = time.perf_counter()
-    store, profile = None, prof.profile
+    store, profile, sample = None, prof.profile, prof.sampled
     if prof.sampled is not None:
         store, profile = _partition_sampled(inp, cfg, flow, prof, cleanup, passes)
     if store is None:
@@ -282,6 +290,7 @@ def _partition(inp: _Input, cfg, flow, prof: Profiled, cleanup, passes) -> Block
             with timed(passes, "profile"):
                 profile = profile_columns(prof.source, prof.columns, budget.chunk_rows, cfg.progress, rows=inp.rows,
                                           sample_stride=sample_stride(inp.rows, budget.block_size))
+        sample = (profile.sample, profile.sample_ids)
         plan = plan_blocks(standardized(profile.sample, profile, prof.cols), profile.sample_ids, profile.rows,
                            budget.block_size, flow.strata)
         _planned_strata(flow, plan)
@@ -290,7 +299,7 @@ def _partition(inp: _Input, cfg, flow, prof: Profiled, cleanup, passes) -> Block
             flow.dist.start(profile.min, profile.max)
         _partition_fn(inp)(prof.source, profile, prof.cols, plan, store, budget.chunk_rows, cfg.progress,
                            dist=flow.dist)
-    blocks = Blocks(store, None, profile, False)
+    blocks = Blocks(store, None, profile, False, sample)
     blocks.units = flow.units(store, budget, profile)
     # (a pass 1 run meanwhile, after a row-group sample, has its own time)
     passes["partition"] = time.perf_counter() - t - (passes.get("profile", 0.0) if prof.profile is None else 0.0)
@@ -343,17 +352,30 @@ def _partition_fn(inp: _Input):
     return partition_pass if inp.backend is None else inp.backend.partition_pass
 
 
-def _aggregate_and_stitch(inp: _Input, cfg, flow, blocks: Blocks | None, passes):
+def _aggregate_and_stitch(inp: _Input, cfg, flow, blocks: Blocks | None, passes, cleanup, dest):
     """Pass 3 (the method's block function on every unit, then its polish or
-    refinement) and the stitch; the independent recount of the row -> group map."""
+    refinement) and the stitch; the independent recount of the row -> group map.
+
+    A run planned ``row_ordered`` (``engine.budget``) keeps no row -> group map: its
+    units' published values go to ``passes.published.RowRecords`` (on disk, in row
+    order), which recounts each unit as it comes; the write pass checks that every row
+    comes exactly once, before the output is renamed. Returns ``(labels or None,
+    groups)``."""
     rows = inp.rows
+    records = None
     if blocks is None:  # the whole table is one class
         labels = np.zeros(rows, np.int32)
         stitched = flow.one_class()
     else:
-        labels = np.empty(rows, np.int32) if inp.single or not inp.budget.labels_on_disk else \
-            np.memmap(blocks.store.private_file("labels.i32", 4 * rows), dtype=np.int32, mode="r+", shape=(rows,))
-        labels[:] = -1  # a row no unit assigns stays -1 and fails the recount
+        if inp.budget.row_ordered and not inp.single:
+            labels = records = RowRecords(inp.folder, rows, len(flow.cfg.qi), cfg.k, inp.budget.chunk_rows,
+                                          inp.budget.spill_buffer, flow.dist, inp.budget.range_rows)
+            cleanup.callback(records.close)
+        else:
+            labels = np.empty(rows, np.int32) if inp.single or not inp.budget.labels_on_disk else \
+                np.memmap(blocks.store.private_file("labels.i32", 4 * rows), dtype=np.int32, mode="r+",
+                          shape=(rows,))
+            labels[:] = -1  # a row no unit assigns stays -1 and fails the recount
         with timed(passes, flow.aggregate_pass), Progress(flow.aggregate_pass, rows, cfg.progress) as bar:
             threads = inp.threads if inp.backend is not None or blocks.single else \
                 workers(inp.budget, cfg.memory_limit, blocks.unit_rows, inp.threads)  # units at once
@@ -362,8 +384,14 @@ def _aggregate_and_stitch(inp: _Input, cfg, flow, blocks: Blocks | None, passes)
         n_groups = flow.after_aggregate(blocks, labels, n_groups, passes)
         with timed(passes, "stitch"), Progress("stitch", rows, cfg.progress) as bar:
             stitched = flow.stitch(blocks, labels, n_groups, bar)
-        if inp.single or not inp.budget.labels_on_disk:  # (else the label map is a file in the store's folder)
+        # (a label map on disk is a file in the store's folder: kept to the end)
+        if records is not None or inp.single or not inp.budget.labels_on_disk:
             blocks.store.discard()  # the write pass reads the input, not the blocks
+    if records is not None:
+        stitched.counter_room = inp.budget.counter_room
+        if dest is None:  # (a result in memory: each row's group too, filled by the write pass)
+            stitched.labels = np.empty(rows, np.int32)
+        return None, stitched
     check_groups(labels, stitched.sizes, cfg.k, rows)
     if flow.strata is not None:  # no group spans two strata (independently of the passes)
         flow.strata_groups = group_strata(labels, stitched.sizes.shape[0], flow.strata)
@@ -380,14 +408,30 @@ def _write(inp: _Input, flow, stitched, profile, dest, tmp_dir, group) -> Writte
         return flow.write(inp.source, tmp, inp.fmt, stitched, inp.budget.chunk_rows, profile)
 
 
-def _size_counts(sizes: np.ndarray) -> dict:
+def _size_counts(groups) -> dict:
     """How many groups have each size: ``{"size": groups}`` (the report's ``group_size_counts``)."""
-    values, counts = np.unique(sizes, return_counts=True)
+    if isinstance(groups, PublishedGroups):
+        return groups.size_counts
+    values, counts = np.unique(groups.sizes, return_counts=True)
     return {str(int(s)): int(c) for s, c in zip(values, counts)}
 
 
+def _group_sizes(groups) -> tuple[int, int, int]:
+    """``(groups, least size, largest size)``."""
+    if isinstance(groups, PublishedGroups):
+        return groups.count, groups.min_size, groups.max_size
+    return int(groups.sizes.shape[0]), int(groups.sizes.min()), int(groups.sizes.max())
+
+
+def _attach(groups, derive):
+    """``groups`` carrying the derived columns (``passes.leak``) to the write pass."""
+    if isinstance(groups, PublishedGroups):
+        return groups if derive is None else dataclasses.replace(groups, derive=derive)
+    return attach(groups, derive)
+
+
 def _report(cfg, flow, inp, blocks, stitched, written, passes, dist, size_counts, *, wall, peak) -> Report:
-    sizes = stitched.sizes
+    n_groups, least, largest = _group_sizes(stitched)
     sse = sst = by_qi = None
     if written.col_sse is not None:
         sse, sst = float(written.col_sse.sum()), float(written.col_sst.sum())
@@ -396,9 +440,9 @@ def _report(cfg, flow, inp, blocks, stitched, written, passes, dist, size_counts
     units = [inp.rows] if blocks is None else blocks.unit_rows if flow.report_units else blocks.block_rows
     return Report(
         rows=inp.rows,
-        groups=int(sizes.shape[0]),
-        min_group_size=int(sizes.min()),
-        max_group_size=int(sizes.max()),
+        groups=n_groups,
+        min_group_size=least,
+        max_group_size=largest,
         sse=sse,
         sst=sst,
         information_loss_percent=None if sse is None else float(100.0 * sse / sst) if sst > 0 else 0.0,
@@ -418,7 +462,7 @@ def _report(cfg, flow, inp, blocks, stitched, written, passes, dist, size_counts
         settings=cfg.settings(),
         information_loss_by_qi=by_qi,
         distributions=dist,
-        strata=_strata_report(flow, stitched.sizes),
+        strata=_strata_report(flow, stitched.sizes) if flow.strata is not None else None,
         **flow.report_fields(inp, blocks, stitched, written),
     )
 
@@ -445,11 +489,11 @@ def _strata_report(flow, sizes) -> list | None:
 
 
 def _tmp_folder(tmp_dir, dest) -> str | None:
-    """Where a transcoded CSV input goes: ``tmp_dir``, else beside the output, else the
-    system's temporary folder."""
+    """Where a transcoded CSV input goes: ``tmp_dir``, else beside a local output, else
+    the system's temporary folder (an output on object storage)."""
     if tmp_dir is not None:
         return os.fspath(tmp_dir)
-    if dest is not None:
+    if dest is not None and not is_remote(dest):
         return os.path.dirname(os.path.abspath(os.fspath(dest)))
     return None
 

@@ -28,7 +28,8 @@ from typing import Any, Callable
 from .checks import is_int
 from .errors import EngineError
 from .methods import METHODS, REGISTRY
-from .tuning import DEFAULT_LEAF_SIZE, DEFAULT_POLISH_ROUNDS, POLISH_MAX_ROWS, polish_leaf_size
+from .tuning import (DEFAULT_LEAF_SIZE, DEFAULT_POLISH_ROUNDS, POLISH_MAX_ROWS, SCALE_LEAF_SIZE, SCALE_POLISH_ROUNDS,
+                     polish_leaf_size)
 
 # the commands whose flags come from this table
 RUN = frozenset({"anonymize", "demo"})
@@ -212,13 +213,14 @@ class RunConfig:
     leaf_size: int | None = option(kind="whole", low=0, must="a whole number >= 0 (0: exact MDAV on each block)",
                                    methods=CENTROIDS, metavar="ROWS",
                                    help="with several blocks, run the method on leaves of at most ROWS rows cut "
-                                        "from each block by median splits (default when polished 32768 at k <= 3, "
-                                        "8192 from k = 5; else 256; 0: on whole blocks)")
+                                        "from each block by median splits (default when polished: up to 2M rows 32768 at "
+                                        "k <= 3, 8192 from k = 5, above 1024; else 256; 0: on whole blocks)")
     polish_rounds: int | None = option(kind="whole", low=0, must="a whole number >= 0 (0: no polish)",
                                        methods=CENTROIDS, metavar="N",
                                        help="streamed runs: at most N rounds of moves/swaps among nearest groups, "
                                             "ending early at a round gaining < 1% of the SSE (default 32 up to 2M "
-                                            "rows; 0 above, with leaves of 256; 0: off)")
+                                            "rows; above, 1 in each unit and 1 in each block of the seam stage; "
+                                            "0: off, leaves of 256)")
     refine: str | None = option(kind="choice", choices=("local", "ga"), methods=CENTROIDS,
                                 help="improve the partition: local moves/swaps, or the genetic hybrid "
                                      "(default: none)")
@@ -262,7 +264,7 @@ class RunConfig:
     scheduler: Any = option(methods=CENTROIDS, commands=ANONYMIZE, metavar="ADDRESS",
                             help="run the passes as tasks on a Dask cluster: tcp://HOST:PORT of its scheduler, or "
                                  "'local' for a LocalCluster here (Parquet in and out; QIs of any type, --ordinal "
-                                 "and --weights as without it, the same output; --tmp-dir shared with the "
+                                 "and --weights as without it, the same output; no folder shared with the "
                                  "workers; needs pip install 'microagg-engine[dask]')")
     # the settings that size the work: every method, the same output
     chunk_rows: int = option(100_000, kind="whole", low=1, must="a positive whole number",
@@ -279,7 +281,7 @@ class RunConfig:
                                          "exact block)")
     progress: bool = option(False, kind="flag", in_report=False,
                             help="show progress bars (default: when stderr is a terminal)")
-    # how a CSV input is read (engine.io.source.CsvOptions checks them)
+    # how a CSV input is read (engine.io.csvfile.CsvOptions checks them)
     separator: str | None = option(commands=CSV_COMMANDS, metavar="CHAR", in_report=False,
                                    help="field separator, e.g. ';' or tab (default ',')")
     null_values: Any = option(commands=CSV_COMMANDS, metavar="LIST", in_report=False,
@@ -314,10 +316,10 @@ class RunConfig:
 
     @property
     def csv(self):
-        """How a CSV input is read (``engine.io.source.CsvOptions``; None: the defaults)."""
-        # start-up: engine.io.source loads Polars (0.3 s); the command line builds its
+        """How a CSV input is read (``engine.io.csvfile.CsvOptions``; None: the defaults)."""
+        # start-up: engine.io.csvfile loads Polars (0.3 s); the command line builds its
         # parser from this module before any command needs it
-        from .io.source import CsvOptions
+        from .io.csvfile import CsvOptions
 
         return CsvOptions.make(separator=self.separator, null_values=self.null_values, encoding=self.encoding)
 
@@ -368,14 +370,16 @@ class RunConfig:
         counts the polish, and refuses a limit too small for it."""
         if self.polish_rounds is not None:
             return self.polish_rounds
-        if self.method == "vmdav" or rows > POLISH_MAX_ROWS:
+        if self.method == "vmdav":
             return 0
-        return DEFAULT_POLISH_ROUNDS
+        return SCALE_POLISH_ROUNDS if rows > POLISH_MAX_ROWS else DEFAULT_POLISH_ROUNDS
 
     def effective_leaf_size(self, rows: int = 0) -> int:
         if self.leaf_size is not None:
             return self.leaf_size
-        return polish_leaf_size(self.k) if self.effective_polish_rounds(rows) > 0 else DEFAULT_LEAF_SIZE
+        if self.effective_polish_rounds(rows) <= 0:
+            return DEFAULT_LEAF_SIZE
+        return SCALE_LEAF_SIZE if rows > POLISH_MAX_ROWS else polish_leaf_size(self.k)
 
     @classmethod
     def make(cls, **given) -> "RunConfig":

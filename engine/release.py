@@ -27,7 +27,7 @@ import os
 
 from . import html_report
 from .audit import risk
-from .audit.verify import is_numeric
+from .encode.kinds import is_number
 from .coordinator import RunResult, run
 from .io.sink import (STDOUT, CommitGroup, check_destination, check_side_output, check_tmp_dir, input_files,
                       written_source)
@@ -127,4 +127,4 @@ def risk_qi(data, cfg: RunConfig) -> list[str]:
         return list(cfg.qi)
     with open_source(data, csv=cfg.csv, tmp_dir=cfg.tmp_dir) as src:
         schema = src.schema
-    return [c for c in cfg.qi if c in schema and is_numeric(schema[c])]
+    return [c for c in cfg.qi if c in schema and is_number(schema[c])]

@@ -7,8 +7,8 @@ A leaf module (it imports nothing of the package): the option table
 from __future__ import annotations
 
 DEFAULT_BLOCK_SIZE = 20_000
-DEFAULT_LEAF_SIZE = 256  # rows per leaf of the streamed aggregate pass (engine/kernels/leaf.py)
-# Polish (engine/kernels/polish.py): moves and swaps among each group's nearest groups, by
+DEFAULT_LEAF_SIZE = 256  # rows per leaf of the streamed aggregate pass (engine/kernels/mdav/leaf.py)
+# Polish (engine/kernels/search/polish.py): moves and swaps among each group's nearest groups, by
 # default on streamed runs of at most POLISH_MAX_ROWS rows (above, the fast path of 256-row
 # leaves alone keeps 10M rows near the I/O floor). Polished runs cut leaves of
 # ``polish_leaf_size(k)`` rows (a better start) in units of POLISH_UNIT_ROWS rows, polish each
@@ -20,18 +20,26 @@ DEFAULT_POLISH_ROUNDS = 32
 POLISH_MAX_ROWS = 2_000_000
 POLISH_UNIT_ROWS = 100_000  # rows aggregated and polished together in a worker (consecutive blocks)
 POLISH_MIN_GAIN = 0.01
-# the seam polish's near lists on all threads (polish.near_by_windows_parallel,
-# refresh_lists_parallel: the same lists): 0.1-0.25 s less at census 200k, but their
-# parallel compilation took the first `microagg demo` on an empty cache from 13.6 to
-# 18.2 s (target 15 s): off until they compile cheaper (docs/notes/quality-at-scale.md)
-SEAM_PARALLEL_LISTS = False
-POLISH_SEAM_PARTS = 1  # > 1: seam polish in that many parts cut across the seams, side by side (loses IL: off)
+# Above POLISH_MAX_ROWS the seams are polished as blocks of their own (engine/passes/seams.py),
+# with bounded memory; both stages use cheaper settings (smaller leaves, shorter near lists from
+# one rotation, one round), which the second stage's pass over every group makes up for
+# (docs/benchmarks.md, "Quality at census scale").
+SCALE_LEAF_SIZE = 1024
+SCALE_POLISH_ROUNDS = 1
+SCALE_ROTATIONS = 1
+SCALE_DESCENT = 1  # two-hop refreshes of the units' near lists (up to 2M rows: 2)
+SEAM_SPILL = 8 << 20  # bytes the seam stage's spill store buffers before a write
 POLISH_ROTATIONS = 3  # near lists from windows of 1 + 3 kd orders (0: exact kd-tree queries, slower)
 
 
 def polish_near(k: int) -> int:
     """Near groups searched per group: about 96 rows' worth, 12..24 groups."""
     return int(min(24, max(12, 96 // k)))
+
+
+def scale_near(k: int) -> int:
+    """Near groups searched per group above POLISH_MAX_ROWS: about 30 rows' worth, 6..12 groups."""
+    return int(min(12, max(6, 30 // k)))
 
 
 def polish_leaf_size(k: int) -> int:

@@ -1,4 +1,5 @@
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -23,6 +24,44 @@ def tarragona():
 
 def pytest_configure(config):
     os.environ.setdefault("NUMBA_NUM_THREADS", "2")
+    _numba_cache_of_this_worker()
+
+
+def _numba_cache_of_this_worker():
+    """Under pytest-xdist each worker (and every process its tests start) compiles into a
+    Numba cache of its own, ``xdist-gwN`` inside ``NUMBA_CACHE_DIR`` (default: the
+    repository's build/numba-cache), first filled with a copy of that cache. Two processes
+    compiling the same kernels into one cache at once can leave entries that crash when
+    loaded (numba/numba#4807: a cached kernel calling a ``parallel=True`` one), and both
+    workers start on the same kernels. Runs before any test module imports Numba."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    base = Path(os.environ.get("NUMBA_CACHE_DIR") or Path(__file__).parent.parent / "build" / "numba-cache").resolve()
+    own = base / f"xdist-{worker}"
+    if not own.exists() and base.is_dir():
+        part = base / f".xdist-{worker}-{os.getpid()}"
+        shutil.copytree(base, part, ignore=lambda folder, names: [
+            n for n in names if Path(folder) == base and n.startswith((".xdist-", "xdist-"))])
+        os.replace(part, own)
+    own.mkdir(parents=True, exist_ok=True)
+    os.environ["NUMBA_CACHE_DIR"] = str(own)
+
+
+# The order in which test files are handed to the workers (pytest-xdist, ``--dist loadfile``
+# in pyproject.toml: a file runs whole on one worker, in collection order). Long files first,
+# so that none starts late and keeps one core busy while the other idles; the two longest
+# last, one for each worker, once the kernels they start processes on are compiled (their
+# processes time out on a machine busy compiling). The others in name order.
+FIRST = ("test_dask_mixed.py", "test_options.py", "test_html_report.py", "test_fuzz.py", "test_polish.py",
+         "test_dask.py", "test_budget.py", "test_dask_faults.py", "test_sensitive_stream.py", "test_faithful.py",
+         "test_faults.py")
+LAST = ("test_readme.py", "test_signals.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i - len(FIRST) for i, name in enumerate(FIRST)} | {name: 1 + i for i, name in enumerate(LAST)}
+    items.sort(key=lambda item: rank.get(item.path.name, 0))  # stable: file order kept within a rank
 
 
 def random_table(rng, n, d, kind):

@@ -190,7 +190,7 @@ def information_loss(Z, labels):
 
 
 def split_leaves(X, leaf):
-    """Leaves of ``engine.kernels.split.split_leaves`` as sorted index arrays, left to
+    """Leaves of ``engine.kernels.index.split.split_leaves`` as sorted index arrays, left to
     right: cut at position n // 2 of the rows sorted by (value, row index) in the
     column of largest variance (population variance, ties to the lowest column)."""
     X = np.asarray(X, dtype=np.float64)

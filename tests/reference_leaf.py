@@ -1,4 +1,4 @@
-"""The previous implementation of ``engine/kernels/leaf.py``, frozen (row-major, row by
+"""The previous implementation of ``engine/kernels/mdav/leaf.py``, frozen (row-major, row by
 row through an index array). The column-major kernels must give the same labels on
 every input: same distances to the bit, same ties (``tests/test_leaf.py``);
 ``benchmarks/bench_leaf.py`` times them against these."""
@@ -6,7 +6,8 @@ every input: same distances to the bit, same ties (``tests/test_leaf.py``);
 import numpy as np
 from numba import njit
 
-from engine.kernels import mdav
+from engine.kernels.index.buckets import PAR_MIN, anchor_init, build
+from engine.kernels.mdav import indexed as mdav
 
 
 @njit(cache=True, nogil=True)
@@ -200,6 +201,25 @@ def _split_leaves_old(X, leaf):
 
 
 @njit(cache=True, nogil=True)
+def _index_old(X, method, k, gamma):
+    """V-MDAV or IV-MDAV on the bucket index, one thread, run to completion (the
+    previous ``mdav.microaggregate_vmdav`` / ``microaggregate_ivmdav``)."""
+    n = X.shape[0]
+    T = build(X, np.int64(mdav.LEAF_SIZE), np.int64(1), np.int64(PAR_MIN))
+    total = mdav._column_sums(X)
+    state = np.zeros(3, np.int64)
+    state[mdav.REMAINING] = n
+    labels = np.full(n, -1, np.int64)
+    A = anchor_init(T, mdav._centroid(total, max(n, 1)))
+    while state[mdav.DONE] == 0:
+        if method == mdav.VMDAV:
+            A = mdav._run_vmdav(T, A, total, state, labels, k, gamma, np.int64(1 << 40))
+        else:
+            A = mdav._run_ivmdav(T, A, total, state, labels, k, gamma, np.int64(1 << 40))
+    return labels
+
+
+@njit(cache=True, nogil=True)
 def _aggregate_leaves_old(X, method, k, gamma, leaf):
     """The previous ``leaf.aggregate_leaves``."""
     n = X.shape[0]
@@ -215,10 +235,8 @@ def _aggregate_leaves_old(X, method, k, gamma, leaf):
             sub[a] = X[idx[a]]
         if method == mdav.MDAV or method == mdav.MDAV_SINGLE:
             local = _mdav_brute_old(sub, method, k)
-        elif method == mdav.VMDAV:  # (``mdav.microaggregate`` now picks these in Python)
-            local = mdav.microaggregate_vmdav(sub, k, gamma)
-        else:
-            local = mdav.microaggregate_ivmdav(sub, k, gamma)
+        else:  # (``mdav.microaggregate`` now picks these in Python)
+            local = _index_old(sub, method, k, gamma)
         g = 0
         for a in range(idx.shape[0]):
             labels[idx[a]] = local[a] + next_id

@@ -1,5 +1,5 @@
 """Slow, plainly written references for the maxent / MNQIA kernels
-(``engine/kernels/som.py``, ``engine/kernels/maxent.py``, ``engine/kernels/mnqia.py``).
+(``engine/kernels/ranges/som.py``, ``engine/kernels/ranges/maxent.py``, ``engine/kernels/ranges/mnqia.py``).
 
 Everything is recomputed from scratch on Python lists/sets (no incremental
 state). Conventions follow the kernels' docstrings: ties to the lowest row /

@@ -1,4 +1,4 @@
-"""V-MDAV and IV-MDAV by brute force (engine/kernels/brute.py) against the bucket
+"""V-MDAV and IV-MDAV by brute force (engine/kernels/mdav/brute.py) against the bucket
 index and the plain references, and the paths that use them."""
 
 import numpy as np
@@ -6,7 +6,8 @@ import pytest
 
 import reference as R
 from conftest import random_table
-from engine.kernels import brute, leaf, mdav
+from engine.kernels.mdav import brute, leaf, pick
+from engine.kernels.mdav import indexed as mdav
 
 VARIANTS = [(mdav.VMDAV, 0.2), (mdav.VMDAV, 1.1), (mdav.VMDAV, 3.0), (mdav.VMDAV, 0.05),
             (mdav.IVMDAV, 1.16), (mdav.IVMDAV, 0.9), (mdav.IVMDAV, 2.0), (mdav.IVMDAV, 0.5)]
@@ -32,7 +33,7 @@ def test_same_labels_as_the_index(code, gamma):
         d = [1, 2, 3, 5, 8, 13][t % 6]
         k = 1 + t % 6
         X = mdav.as_block(_table(rng, t, n, d))
-        got = brute.small_block_labels(X, code, k, gamma)
+        got = pick.small_block_labels(X, code, k, gamma)
         assert np.array_equal(got, mdav.microaggregate(X, code, k, gamma)), (t, n, d, k)
 
 
@@ -43,7 +44,7 @@ def test_same_labels_as_the_reference(kind, code, gamma):
     for n, d, k in [(2, 2, 2), (5, 1, 2), (7, 3, 3), (40, 2, 3), (97, 4, 5), (300, 6, 4), (250, 3, 1), (160, 2, 6)]:
         Z = R.standardize(random_table(rng, n, d, kind))
         want = R.vmdav(Z, k, gamma) if code == mdav.VMDAV else R.ivmdav(Z, k, gamma)
-        assert np.array_equal(brute.small_block_labels(Z, code, k, gamma), want), (n, d, k)
+        assert np.array_equal(pick.small_block_labels(Z, code, k, gamma), want), (n, d, k)
 
 
 def test_fewer_rows_than_k_and_empty():
@@ -51,23 +52,23 @@ def test_fewer_rows_than_k_and_empty():
     X = np.random.default_rng(0).standard_normal((2, 3))
     for code, gamma in ((mdav.VMDAV, 0.2), (mdav.IVMDAV, 1.16)):
         for Y, k in ((X, 3), (np.empty((0, 3)), 2)):
-            assert np.array_equal(brute.small_block_labels(Y, code, k, gamma), mdav.microaggregate(Y, code, k, gamma))
+            assert np.array_equal(pick.small_block_labels(Y, code, k, gamma), mdav.microaggregate(Y, code, k, gamma))
 
 
 def test_data_it_does_not_take():
     X = np.random.default_rng(1).standard_normal((30, 3))
-    assert brute.small_block_labels(np.empty((9, 0)), mdav.VMDAV, 2, 0.2) is None
-    assert brute.small_block_labels(X, mdav.IVMDAV, 0, 1.16) is None
+    assert pick.small_block_labels(np.empty((9, 0)), mdav.VMDAV, 2, 0.2) is None
+    assert pick.small_block_labels(X, mdav.IVMDAV, 0, 1.16) is None
     for bad in (1e100, -1e200, np.inf, np.nan):
         Y = X.copy()
         Y[4, 2] = bad
-        assert brute.small_block_labels(Y, mdav.VMDAV, 3, 0.2) is None
+        assert pick.small_block_labels(Y, mdav.VMDAV, 3, 0.2) is None
 
 
 @pytest.mark.parametrize("code,gamma", [(mdav.VMDAV, 0.2), (mdav.IVMDAV, 1.16), (mdav.VMDAV, 1.1)])
 def test_leaves_equal_the_index_on_each_leaf(code, gamma):
     """``aggregate_leaves`` by brute force == the index kernel on every leaf (the previous
-    ``_leaves_vmdav`` / ``_leaves_ivmdav``, still the path for data brute force does not take)."""
+    ``leaf.leaves_by_index``, still the path for data brute force does not take)."""
     rng = np.random.default_rng(23 + code)
     for t in range(24):
         n = int(rng.integers(0, 3000))
@@ -76,7 +77,7 @@ def test_leaves_equal_the_index_on_each_leaf(code, gamma):
         X = mdav.as_block(_table(rng, t, n, d))
         size = int(rng.integers(4, 300))
         got = leaf.aggregate_leaves(X, code, k, gamma, size)
-        old = (leaf._leaves_vmdav if code == mdav.VMDAV else leaf._leaves_ivmdav)(X, k, gamma, size)
+        old = leaf.leaves_by_index(X, code, k, gamma, size)
         assert np.array_equal(got, old), (t, n, d, k, size)
 
 
@@ -85,16 +86,17 @@ def test_leaves_fall_back_to_the_index():
     X[10, 0] = 1e120
     for code, gamma in ((mdav.VMDAV, 0.2), (mdav.IVMDAV, 1.16)):
         got = leaf.aggregate_leaves(X, code, 3, gamma, 64)
-        old = (leaf._leaves_vmdav if code == mdav.VMDAV else leaf._leaves_ivmdav)(mdav.as_block(X), 3, gamma, 64)
+        old = leaf.leaves_by_index(mdav.as_block(X), code, 3, gamma, 64)
         assert np.array_equal(got, old)
 
 
 def test_large_leaves_run_the_index(monkeypatch):
     """Leaves above LEAF_BRUTE_MAX_ROWS rows (polished runs' 32,768) run the index kernel."""
     X = np.random.default_rng(6).standard_normal((900, 3))
-    want = [leaf._leaves_vmdav(mdav.as_block(X), 3, 0.2, 300), leaf._leaves_ivmdav(mdav.as_block(X), 3, 1.16, 300)]
+    want = [leaf.leaves_by_index(mdav.as_block(X), mdav.VMDAV, 3, 0.2, 300),
+            leaf.leaves_by_index(mdav.as_block(X), mdav.IVMDAV, 3, 1.16, 300)]
     assert np.array_equal(leaf.aggregate_leaves(X, mdav.VMDAV, 3, 0.2, 300), want[0])  # brute force
-    monkeypatch.setattr(brute, "LEAF_BRUTE_MAX_ROWS", 299)
+    monkeypatch.setattr(pick, "LEAF_BRUTE_MAX_ROWS", 299)
     monkeypatch.setattr(brute, "leaves_vmdav", None)
     monkeypatch.setattr(brute, "leaves_ivmdav", None)
     assert np.array_equal(leaf.aggregate_leaves(X, mdav.VMDAV, 3, 0.2, 300), want[0])
@@ -135,7 +137,7 @@ def test_aggregate_block_runs_small_blocks_without_the_index(monkeypatch):
 
 
 def test_mnqia_baseline_is_exact_mdav(monkeypatch):
-    """mnqia's MDAV baseline: brute force up to MDAV_BRUTE_MAX_ROWS rows, the index
+    """mnqia's MDAV baseline: brute force up to TABLE_BRUTE_MAX_ROWS rows, the index
     above; exact MDAV either way."""
     from engine.methods import mnqia
 
@@ -144,9 +146,9 @@ def test_mnqia_baseline_is_exact_mdav(monkeypatch):
     sd = X.std(axis=0)
     Z = np.ascontiguousarray((X - X.mean(axis=0)) / sd)
     want = mdav.microaggregate(Z, mdav.MDAV, 5, 0.0)
-    monkeypatch.setattr(mnqia, "microaggregate", None)  # not the index
+    monkeypatch.setattr(pick, "microaggregate", None)  # not the index
     assert np.array_equal(mnqia.mdav_range_loss(X, 5)[2], want)
     monkeypatch.undo()
-    monkeypatch.setattr(brute, "MDAV_BRUTE_MAX_ROWS", 100)  # the index's path
+    monkeypatch.setattr(pick, "TABLE_BRUTE_MAX_ROWS", 100)  # the index's path
     assert np.array_equal(mnqia.mdav_range_loss(X, 5)[2], want)
     assert np.array_equal(want, R.mdav(Z, 5))

@@ -1,4 +1,4 @@
-"""The MDAV family's index (engine.kernels.buckets) against brute force, at 1 and 2
+"""The MDAV family's index (engine.kernels.index.buckets) against brute force, at 1 and 2
 threads: float32 scans must never change an answer, ties included."""
 
 import numpy as np
@@ -6,7 +6,9 @@ import pytest
 
 import reference as ref
 from conftest import random_table
-from engine.kernels import buckets, leaf, mdav
+from engine.kernels.index import buckets
+from engine.kernels.mdav import indexed as mdav
+from engine.kernels.mdav import leaf
 
 KINDS = ["normal", "ties", "ints", "offset", "tiny", "mixed", "huge"]
 

@@ -192,3 +192,32 @@ print(*a, *b)
     assert grown > 32
     # counted once: the growth beyond RUNTIME (128 MiB) only; counted twice, all of it
     assert need_after <= need_before + max(0, grown - 128) + 16, (need_before, need_after, grown)
+
+
+def test_the_least_limit_does_not_grow_with_the_rows():
+    """A row-ordered run (``passes.published``) holds no per-row state: the least limit at
+    100M rows is within 10 % of 10M's (the plan alone, no data; 7 QIs, k = 5)."""
+    from engine.budget import MiB, plan, plan_budget
+    from engine.errors import EngineError
+    from engine.options import RunConfig
+
+    qi = list(NUMERIC_QI[:7])
+
+    def least(rows, **kw):
+        cfg = RunConfig.make(qi=qi, k=5, memory_limit="1TiB", polish_rounds=0)
+        return plan(cfg, rows, d=7, columns=12, threads=2, buffered=36 * MiB, **kw).least
+
+    ten, hundred = least(10_000_000, row_ordered=True), least(100_000_000, row_ordered=True)
+    print(f"least limit: {ten / MiB:.0f} MiB at 10M rows, {hundred / MiB:.0f} MiB at 100M rows")
+    assert hundred <= 1.1 * ten
+    kept = least(100_000_000, per_row="--strata")  # (the row -> group map and the groups: per row)
+    assert kept > 5 * hundred
+    cfg = RunConfig.make(qi=qi, k=5, memory_limit="1GiB", polish_rounds=0)
+    for kw, named in (({"per_row": "--strata"}, "the groups that --strata keeps"),
+                      ({"row_ordered": True, "risk": True}, "by --risk")):
+        with pytest.raises(EngineError, match=named):
+            plan_budget(cfg, 100_000_000, d=7, columns=12, threads=2, **kw)
+    # a limit that holds the map and the groups keeps them (faster); one that does not goes row-ordered
+    for rows, limit, ordered in ((10_000_000, "1GiB", False), (100_000_000, "1GiB", True), (100_000_000, None, False)):
+        cfg = RunConfig.make(qi=qi, k=5, memory_limit=limit, polish_rounds=0)
+        assert plan_budget(cfg, rows, d=7, columns=12, threads=2, row_ordered=True).row_ordered == ordered

@@ -50,8 +50,8 @@ def _worker_spills(dask_worker):
 def _run(src, out, tmp, **kw):
     tmp.mkdir(exist_ok=True)
     rep = engine.anonymize(src, out, QI, k=5, block_size=5_000, tmp_dir=tmp, **kw)
-    assert os.listdir(tmp) == []  # the run's folder: part files, labels, centroids, output parts removed
-    if "scheduler" in kw:  # and each worker's own block files
+    assert os.listdir(tmp) == []  # the client's folder (a part on its way into OUTPUT) removed
+    if "scheduler" in kw:  # and each worker's own temporary files (block stores, parts)
         assert all(v == [] for v in kw["scheduler"].run(_worker_spills).values())
     return rep
 
@@ -104,9 +104,9 @@ def test_profile_pass_path(client, tmp_path):
 
 def test_worker_killed_mid_run(client, table, tmp_path):
     """A worker's process dies after the first unit's result (tasks still running and
-    queued, results held on it): Dask runs its tasks again; the output is complete and
-    identical."""
-    from engine import cluster
+    queued, slabs and results held on it): Dask computes its slabs again (their
+    partition tasks) and runs its tasks again; the output is complete and identical."""
+    from engine.cluster import backend
 
     _run(table, tmp_path / "local.parquet", tmp_path / "t1", polish_rounds=0)
     killed = []
@@ -120,11 +120,11 @@ def test_worker_killed_mid_run(client, table, tmp_path):
         os.kill(pid, signal.SIGKILL)  # the worker's process, as an OOM killer or a lost machine would
         killed.append((victim, pid))
 
-    cluster.HOOKS["aggregate"] = kill
+    backend.HOOKS["aggregate"] = kill
     try:
         _run(table, tmp_path / "dask.parquet", tmp_path / "t2", polish_rounds=0, scheduler=client)
     finally:
-        cluster.HOOKS.pop("aggregate", None)
+        backend.HOOKS.pop("aggregate", None)
     assert killed
     victim, pid = killed[0]
     with pytest.raises(ProcessLookupError):

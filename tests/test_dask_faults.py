@@ -107,29 +107,29 @@ def test_http_service_is_not_a_scheduler(table, tmp_path):
 def test_silent_service_times_out(table, tmp_path):
     """Was: waited forever (the Client's handshake has no timeout). Now ANSWER_SECONDS
     (20 s by default; 1 s here)."""
-    from engine import cluster
+    from engine.cluster import connect
 
-    assert cluster.CONNECT_SECONDS + cluster.ANSWER_SECONDS <= 60
+    assert connect.CONNECT_SECONDS + connect.ANSWER_SECONDS <= 60
     with _server(None) as address:
         proc, wall = _cli(table, tmp_path / "out.parquet", "--scheduler", address,
-                          code="import engine.cluster as c; c.ANSWER_SECONDS = 1")
+                          code="import engine.cluster.connect as c; c.ANSWER_SECONDS = 1")
     _one_line(proc, address, "--scheduler", "did not answer")
     assert os.listdir(tmp_path) == [] and wall < 20
 
 
 def test_probe_names_what_answers(tmp_path):
     """A Dask worker's address is not the scheduler's; a scheduler answers."""
-    from engine import cluster
+    from engine.cluster import connect
 
     with distributed.LocalCluster(n_workers=1, processes=False, threads_per_worker=1, dashboard_address=":0",
                                   protocol="tcp://", host="127.0.0.1") as c:
-        cluster.probe(c.scheduler_address)
+        connect.probe(c.scheduler_address)
         worker = next(iter(c.scheduler.workers))
         with pytest.raises(EngineError, match=rf"^{worker} \(--scheduler\) is a Dask worker, not a scheduler"):
-            cluster.probe(worker)
+            connect.probe(worker)
     with _server(None) as address, pytest.raises(EngineError, match="did not answer"):
         t = time.perf_counter()
-        cluster.probe(address, answer_seconds=0.5)
+        connect.probe(address, answer_seconds=0.5)
     assert time.perf_counter() - t < 5
 
 
@@ -165,7 +165,7 @@ def test_scheduler_killed_mid_run(table, tmp_path):
     out.parent.mkdir()
     address, sched, worker = _start_scheduler(tmp_path)
     try:
-        code = (f"import os, signal, engine.cluster as c\n"
+        code = (f"import os, signal, engine.cluster.backend as c\n"
                 f"c.HOOKS['aggregate'] = lambda client: os.kill({sched.pid}, signal.SIGKILL)")
         proc, wall = _cli(table, out, "--scheduler", address, "--block-size", "5000", "--polish-rounds", "0",
                           "--tmp-dir", str(tmp_path / "t"), code=code)

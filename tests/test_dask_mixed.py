@@ -123,12 +123,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_same_output_as_single_machine(client, tables, tmp_path, case, monkeypatch):
-    from engine import cluster
-
-    if case in ("fast", "weights", "missing-polish"):  # the publisher's table (and the exact means of
-        # a Datetime QI) memory-mapped by the write tasks, whatever their size
-        monkeypatch.setattr(cluster, "MAPPED_BYTES", 0)
+def test_same_output_as_single_machine(client, tables, tmp_path, case):
     qi, opts = CASES[case]
     opts = {"k": 4, "block_size": 3_000, **opts}
     local = _run(tables[0], tmp_path / "local.parquet", tmp_path / "t1", qi, **opts)

@@ -19,7 +19,8 @@ from engine import select as D
 from engine.errors import EngineError
 from engine.io import open_source
 from engine.select.binning import _parquet_min_max, cell_layout
-from engine.kernels import graph, histogram, mdav
+from engine.kernels.dependency import graph, histogram
+from engine.kernels.mdav import indexed as mdav
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 import make_tree_data  # noqa: E402

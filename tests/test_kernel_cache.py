@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # a kernel of one file (``split``) called by a kernel of another (``slots``)
 PROBE = """
 import numpy as np
-from engine.kernels import slots
+from engine.kernels.mdav import slots
 X = np.arange(40.0).reshape(20, 2)
 slots.leaf_rows(X, np.int64(2), np.int64(8))
 print(sum(slots.leaf_rows.stats.cache_hits.values()), sum(slots.leaf_rows.stats.cache_misses.values()))
@@ -39,7 +39,7 @@ def test_a_change_in_a_called_kernel_file_recompiles_the_caller(tmp_path):
     cache = tmp_path / "cache"
     assert _probe(pkg, cache) == (0, 1)  # compiled
     assert _probe(pkg, cache) == (1, 0)  # from the cache
-    with open(pkg / "engine" / "kernels" / "split.py", "a") as fh:  # the callee's file only
+    with open(pkg / "engine" / "kernels" / "index" / "split.py", "a") as fh:  # the callee's file only
         fh.write("\n# changed\n")
     assert _probe(pkg, cache) == (0, 1)  # stale: compiled again
     assert _probe(pkg, cache) == (1, 0)
@@ -49,7 +49,7 @@ def test_only_this_package_uses_the_package_stamp():
     from numba.core import caching
 
     import engine.kernels as kernels
-    from engine.kernels import slots
+    from engine.kernels.mdav import slots
 
     locator = slots.leaf_rows._cache._impl.locator
     assert type(locator).__name__.startswith("Kernels") and locator.get_source_stamp() == kernels.fingerprint()

@@ -5,7 +5,8 @@ import pytest
 
 import reference as ref
 from conftest import random_table
-from engine.kernels import kdtree, mdav
+from engine.kernels.index import kdtree
+from engine.kernels.mdav import indexed as mdav
 
 METHODS = [
     (mdav.MDAV, lambda Z, k: ref.mdav(Z, k), 0.0),

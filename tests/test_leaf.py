@@ -1,9 +1,11 @@
-"""Leaf-blocked MDAV (engine/kernels/leaf.py) against the plain references."""
+"""Leaf-blocked MDAV (engine/kernels/mdav/leaf.py) against the plain references."""
 
 import numpy as np
 import pytest
 import reference as R
-from engine.kernels import leaf, mdav, split
+from engine.kernels.index import split
+from engine.kernels.mdav import indexed as mdav
+from engine.kernels.mdav import leaf
 from reference_leaf import _aggregate_leaves_old, _mdav_brute_old, _split_leaves_old
 
 
@@ -160,5 +162,5 @@ def test_aggregate_block_small_blocks_by_brute_force_as_by_kdtree():
                 assert np.array_equal(aggregate_block(X, method, k, 0.0), mdav.microaggregate(X, method, k, 0.0)), \
                     (n, d, method, k)
     X = rng.standard_normal((50, 3))
-    X[7, 1] = np.nan  # not finite: the index's plain float64 path (engine.kernels.buckets)
+    X[7, 1] = np.nan  # not finite: the index's plain float64 path (engine.kernels.index.buckets)
     assert np.array_equal(aggregate_block(X, mdav.MDAV, 3, 0.0), mdav.microaggregate(X, mdav.MDAV, 3, 0.0))

@@ -10,16 +10,16 @@ from hypothesis import strategies as st
 
 import reference_sensitive as ref
 from engine.errors import EngineError
+from engine.kernels.entropy import entropy
 from engine.methods.maxent import (
     _prepare,
     discernibility,
     encode_table,
-    entropy_bits,
     generalize,
     maxent_partition,
     som_clusters,
 )
-from engine.kernels.som import som_fit
+from engine.kernels.ranges.som import som_fit
 
 
 def _classes(labels):
@@ -113,7 +113,7 @@ def test_default_epsilon_forces_one_class():
     Q = np.array(INC_X, float)[:, None]
     r = maxent_partition(Q, np.array(INC_SA), som_units=1)
     assert r.forced_single_class and r.n_classes == 1
-    assert r.entropy_min == pytest.approx(entropy_bits(np.array(INC_SA)))
+    assert r.entropy_min == pytest.approx(entropy(np.bincount(np.array(INC_SA))))
     assert r.merges == r.intermediate_classes  # 3 classes + the unplaced rows fused
     assert r.cdm == 100 and r.ncp_normalized == pytest.approx(1.0)
 
@@ -147,7 +147,7 @@ def test_invariants(table, seed):
     n = len(sa)
     if k is not None and k > n:
         return
-    eps = frac * entropy_bits(sa)
+    eps = frac * entropy(np.bincount(sa))
     r = maxent_partition(Q, sa, epsilon=eps, k=k, som_units=units, qi_kinds=kinds, seed=seed)
     lab = r.labels
     assert lab.shape == (n,) and set(np.unique(lab)) == set(range(r.n_classes))  # every row exactly once
@@ -174,7 +174,7 @@ def test_core_matches_reference(table, seed):
     Q, sa, kinds, frac, k, _ = table
     if k is not None and k > len(sa):
         return
-    eps = (frac if frac < 1 else 0.99) * entropy_bits(sa)  # off the exact H(table) knife edge
+    eps = (frac if frac < 1 else 0.99) * entropy(np.bincount(sa))  # off the exact H(table) knife edge
     r = maxent_partition(Q, sa, epsilon=eps, k=k, som_units=1, qi_kinds=kinds, seed=seed)
     _, sa_, Xn, C, card, off, w, *_ = _prepare(Q, sa, kinds, None, None, k, None, None)
     labels, merges = ref.maxent_single_cluster(Xn, C, card, w, sa_, eps, k, seed)

@@ -19,7 +19,7 @@ from engine.audit.verify import verify_release
 from engine.cli import main
 from engine.errors import VerificationError
 from engine.kernels.classcount import hash_column, hash_column_nulls, hash_int_column
-from engine.kernels.kdtree import build_kdtree
+from engine.kernels.index.kdtree import build_kdtree
 from engine.kernels.risk import find_rows, nearest_all_patterns
 from engine.passes.selfcheck import ClassCounter
 

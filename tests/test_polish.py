@@ -1,14 +1,13 @@
-"""Polish (engine/kernels/polish.py) and the streamed path that uses it by default."""
+"""Polish (engine/kernels/search/polish.py) and the streamed path that uses it by default."""
 
 import numpy as np
-import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine.kernels.leaf import aggregate_leaves
-from engine.kernels.polish import polish, polish_seams, rotations
+from engine.kernels.mdav.leaf import aggregate_leaves
+from engine.kernels.search.polish import polish, polish_seams, rotations
 from reference_polish import local_optimum_gap, sse
 
 

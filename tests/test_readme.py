@@ -4,8 +4,8 @@ The blocks run in README order in one temporary copy of the repository (the file
 ``git ls-files`` lists), as a reader pasting them one after the other in a fresh clone
 would: a later block may use what an earlier one wrote (the Python block reads the
 ``extract/`` folder the folder example made). Shell blocks run with ``bash -e`` in that
-folder, the virtual environment's ``bin`` first on ``PATH`` and ``NUMBA_CACHE_DIR`` set to
-the repository's ``build/numba-cache`` (so the kernels compiled by other tests are reused);
+folder, the virtual environment's ``bin`` first on ``PATH`` and ``NUMBA_CACHE_DIR`` the
+session's (default: the repository's ``build/numba-cache``: the kernels other tests compiled);
 Python blocks run with the environment's interpreter in that folder, from a script file
 kept outside it, so ``import engine`` finds the installed package as ``microagg`` does.
 
@@ -145,7 +145,7 @@ def test_readme_blocks_run_as_pasted(tmp_path):
     env = dict(os.environ)
     env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(bindir.parent)
-    env["NUMBA_CACHE_DIR"] = str(ROOT / "build" / "numba-cache")
+    env["NUMBA_CACHE_DIR"] = str(Path(env.get("NUMBA_CACHE_DIR") or ROOT / "build" / "numba-cache").resolve())
     env.pop("PYTHONPATH", None)
     for line, lang, code in blocks:
         if lang == "sh":

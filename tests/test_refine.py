@@ -1,4 +1,4 @@
-"""Refinement (engine/passes/refine.py, engine/kernels/refine.py): invariants and exactness.
+"""Refinement (engine/passes/refine.py, engine/kernels/search/): invariants and exactness.
 
 Properties: SSE never increases, sizes stay in [k, 2k-1] (oversized groups only
 shrink), every row stays in exactly one group, reported SSEs match from-scratch
@@ -14,8 +14,12 @@ from hypothesis import strategies as st
 
 import reference_refine as ref
 from engine.errors import EngineError
-from engine.kernels import mdav as _mdav
-from engine.kernels import refine as K
+from engine.kernels.groups import partition_sse
+from engine.kernels.mdav import indexed as _mdav
+from engine.kernels.search import moves, recut
+from engine.kernels.search import near as N
+from engine.kernels.search import refine as K
+from engine.kernels.search.windows import window_round
 from engine.passes.refine import refine_partition, renumber
 
 from conftest import DATA
@@ -63,14 +67,18 @@ def test_best_op_matches_brute_force(case):
     for A in range(G):
         near[A, : G - 1] = [B for B in range(G) if B != A]
     cap = members.shape[1]
+    rid = members.reshape(-1)
+    P = np.where(rid[:, None] >= 0, Z[np.maximum(rid, 0)], 0.0)
+    mu = sums / np.maximum(counts, 1)[:, None]
     for A in range(G):
-        dl, kind, x, y, B = K._best_op_for(Z, A, near, sums, counts, members, k, hi,
-                                            np.empty(cap), np.empty(cap), np.empty(cap), 1e-12)
+        dl, kind, p, q, B = moves.best_op(P, A, near, counts, mu, cap, k, hi, np.empty(cap), np.empty(cap),
+                                          np.empty(cap), np.empty(cap), 1e-12)
         want = ref.best_op(Z, labels, A, near[A], k, hi)
         if kind == 0:
             assert want > -1e-9
             continue
         assert dl == pytest.approx(want, abs=1e-9)
+        x, y = members[A, p], members[B, q]
         after = ref.moved(labels, x, B) if kind == 1 else ref.moved(labels, y, A) if kind == 2 \
             else ref.swapped(labels, x, y)
         assert ref.sse(Z, after) - ref.sse(Z, labels) == pytest.approx(dl, abs=1e-9)
@@ -87,7 +95,7 @@ def test_ls_round_deltas_match_recomputation(case):
     active = np.ones(S, np.int64)
     touched = np.zeros(S, np.int64)
     stats = np.zeros(3)
-    K.nearest_groups(sums, counts, near, np.ones(S, np.int64))
+    N.nearest_groups(sums, counts, near, np.ones(S, np.int64))
     for _ in range(50):
         if K.ls_round(Z, lab, sums, counts, members, slot, k, hi, near, active, touched, 1e-12, stats) == 0:
             break
@@ -108,10 +116,10 @@ def test_window_descent_is_a_local_optimum(case):
     g = int(labels.max()) + 1
     P = ((Z[:, None, :] - Z[None, :, :]) ** 2).sum(-1)
     lab = labels.copy()
-    total = K.win_descent(Z, P, lab, g, k, hi, 1e-12)
+    total = recut.win_descent(Z, P, lab, g, k, hi, 1e-12)
     assert ref.feasible_sizes(np.bincount(lab, minlength=g), k, hi)
     assert ref.sse(Z, lab) - ref.sse(Z, labels) == pytest.approx(total, abs=1e-9)
-    assert K.win_sse(Z, lab, g) == pytest.approx(ref.sse(Z, lab), abs=1e-9)
+    assert partition_sse(Z, lab, g) == pytest.approx(ref.sse(Z, lab), abs=1e-9)
     # no move or swap between any two groups improves any more
     assert ref.best_any_op(Z, lab, k, hi) > -1e-9
 
@@ -128,7 +136,7 @@ def test_assign_constrained_sizes(k, m, d, seed):
     Z = rng.integers(0, 3, size=(m, d)).astype(np.float64)
     C = rng.normal(size=(nc, d))
     lab = np.empty(m, np.int64)
-    K.assign_constrained(Z, C, nc, k, hi, lab)
+    recut.assign_constrained(Z, C, nc, k, hi, lab)
     assert lab.min() >= 0
     assert ref.feasible_sizes(np.bincount(lab, minlength=nc), k, hi)
 
@@ -144,9 +152,9 @@ def test_window_optimizers_never_worse_and_exact(case, seed):
     for use_ga in (0, 1):
         out = np.empty_like(labels)
         if use_ga:
-            s, g2 = K.win_ga(Z, P, labels.copy(), g, k, hi, 1e-12, 6, 8, K._seed_state(seed, 0, 0), out)
+            s, g2 = recut.win_ga(Z, P, labels.copy(), g, k, hi, 1e-12, 6, 8, recut.seed_state(seed, 0, 0), out)
         else:
-            s, g2 = K.win_perturb(Z, P, labels.copy(), g, k, hi, 1e-12, out)
+            s, g2 = recut.win_perturb(Z, P, labels.copy(), g, k, hi, 1e-12, out)
         sizes = np.bincount(out, minlength=g2)
         assert sizes.size == g2 and ref.feasible_sizes(sizes, k, hi)
         assert s == pytest.approx(ref.sse(Z, out), abs=1e-9)
@@ -177,10 +185,12 @@ def test_near_lists_match_brute_force(G, d, seed):
     sums = rng.integers(-2, 3, size=(S, d)).astype(np.float64) * counts[:, None]
     sums[G:] = 0.0
     near = np.full((S, L), -1, np.int64)
-    K.nearest_groups(sums, counts, near, np.ones(S, np.int64))
+    N.nearest_groups(sums, counts, near, np.ones(S, np.int64))
     assert (near == _brute_near(sums, counts, L)).all()
     sums[:G] += rng.normal(size=(G, d)) * counts[:G, None]
-    K.refresh_near(sums, counts, near, np.ones(S, np.int64))
+    mu = sums / np.maximum(counts, 1)[:, None]
+    N.refresh_lists(mu, counts, near, np.ones(S, np.int64), np.empty_like(near), np.empty(L),
+                    np.full(S, -1, np.int64))
     assert (near == _brute_near(sums, counts, L)).all()
 
 
@@ -192,12 +202,12 @@ def test_window_round_keeps_state_consistent(case, use_ga, seed):
     lab = labels.copy()
     S, sums, counts, members, slot = _state(Z, lab, k)
     near = np.full((S, 8), -1, np.int64)
-    K.nearest_groups(sums, counts, near, np.ones(S, np.int64))
+    N.nearest_groups(sums, counts, near, np.ones(S, np.int64))
     touched = np.zeros(S, np.int64)
     stats = np.zeros(3)
     before = ref.sse(Z, lab)
-    K.window_round(Z, lab, sums, counts, members, slot, k, hi, near, 4, use_ga, 6, 6, seed, 0, 0, S,
-                   np.ones(S, np.int64), touched, 1e-12, stats)
+    window_round(Z, lab, sums, counts, members, slot, k, hi, near, 4, use_ga, 6, 6, seed, 0, 0, S,
+                 np.ones(S, np.int64), touched, 1e-12, stats)
     assert ref.sse(Z, lab) - before == pytest.approx(stats[2], abs=1e-9)
     assert ref.feasible_sizes(counts[counts > 0], k, hi)
     assert (np.bincount(lab, minlength=S) == counts).all()
@@ -391,6 +401,6 @@ def test_nearest_groups_brute_force_as_kdtree():
         L = int(rng.integers(1, 9))
         start = rng.integers(-1, S, (S, L)).astype(np.int64)
         a, b = start.copy(), start.copy()
-        K._nearest_groups_brute(sums, counts, a, mask)
-        K._nearest_groups_kd(sums, counts, b, mask)
+        N._nearest_groups_brute(sums, counts, a, mask)
+        N._nearest_groups_kd(sums, counts, b, mask)
         assert np.array_equal(a, b), t

@@ -12,7 +12,7 @@ import reference as ref
 from conftest import random_table
 from engine.cli import main
 from engine.errors import EngineError
-from engine.kernels.kdtree import build_kdtree
+from engine.kernels.index.kdtree import build_kdtree
 from engine.kernels.risk import find_rows, nearest_all
 from engine.audit.risk import disclosure_risk
 

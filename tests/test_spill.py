@@ -8,7 +8,7 @@ import engine
 from engine.errors import EngineError
 from engine.io import spill
 from engine.io.spill import BlockStore
-from engine.kernels.partition import gather_records, gather_records_narrow
+from engine.kernels.index.partition import gather_records, gather_records_narrow
 from engine.synth import NUMERIC_QI, census_like
 
 QI = list(NUMERIC_QI)

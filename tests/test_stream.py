@@ -14,7 +14,7 @@ import pytest
 import engine
 from engine.errors import EngineError
 from engine.io.spill import SPILL_PREFIX
-from engine.kernels.partition import assign_leaves, counting_order
+from engine.kernels.index.partition import assign_leaves, counting_order
 from engine.passes.partition import plan_blocks
 from engine.synth import NUMERIC_QI, census_like
 from reference import tie_key
@@ -327,7 +327,7 @@ def test_plan_tree_cuts_at_medians_of_the_widest_column(seed):
     sample rows into the size // 2 smallest by (value, row) on a column of largest
     variance (up to rounding) and the rest; leaves hold at most ``leaf`` rows and are
     numbered left to right."""
-    from engine.kernels.partition import plan_tree
+    from engine.kernels.index.partition import plan_tree
 
     rng = np.random.default_rng(seed)
     m = 3_000
@@ -358,7 +358,7 @@ def test_plan_tree_cuts_at_medians_of_the_widest_column(seed):
 
 
 def test_tie_key_kernel_matches_reference():
-    from engine.kernels.partition import tie_keys
+    from engine.kernels.index.partition import tie_keys
 
     ids = np.array([0, 1, 2, 12345, 2**31, 2**40 + 7, 2**62], np.int64)
     assert [int(v) for v in tie_keys(ids)] == [tie_key(int(i)) for i in ids]

@@ -10,7 +10,8 @@ import pytest
 
 from engine.cli import main
 from engine.errors import EngineError
-from engine.audit.verify import ScaledMoments, verify_release
+from engine.audit.classes import ScaledMoments
+from engine.audit.verify import verify_release
 
 DATA = Path(__file__).parent / "data"
 CENSUS_QI = "AFNLWGT,AGI,EMCONTRB,FEDTAX,PTOTVAL,STATETAX,TAXINC,POTHVAL,INTVAL,PEARNVAL,FICA,WSALVAL,ERNVAL"

@@ -141,20 +141,20 @@ from typing import Sequence
 
 import numpy as np
 import polars as pl
-import pyarrow.parquet as pq
 
 from ..budget import check_command, early_piece, parquet_buffer, parse_limit, risk_state
 from ..checks import check_whole
 from ..errors import EngineError
-from ..io.source import TableSource, csv_options, open_source
-from ..kernels.kdtree import build_kdtree
+from ..io.csvfile import csv_options
+from ..io.source import TableSource, open_source
+from ..kernels.index.kdtree import build_kdtree
 from ..kernels.risk import (class_summary, class_totals, find_rows, individual_risk, nearest_all,
                             nearest_all_patterns, score_rows)
-from ..options import parse_ordinal
 from ..parallel import interruptible
 from ..report import json_text
-from .verify import ClassCounter, PresentMoments, aligned_frames, is_numeric, iso_date_columns, \
-    parse_columns, published_columns
+from .classes import ClassCounter, PresentMoments, aligned_frames, is_numeric, parse_columns, published_columns
+from .points import (Layout, coded_key, key_columns, key_frame, key_matrix, null_columns, present, published,
+                     standardize)
 
 LEAF_SIZE = 32
 RISK_THRESHOLD = 0.2  # a record is at risk above this re-identification probability (ARX's default)
@@ -267,75 +267,6 @@ def class_lines(risk: dict) -> list[str]:
     return lines
 
 
-def _standardize(X: np.ndarray, scale: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
-    """``(X / scale - mean) / sd`` per column, 0 where sd is 0, and 0 (the mean of the
-    values present) for a missing value (NaN). Elementwise, so a row's result does not
-    depend on which chunk it came in (the tree and the scoring pass see bit-identical
-    values)."""
-    safe = np.where(sd > 0, sd, 1.0)
-    Z = (X / scale - mean) / safe
-    Z[:, sd == 0] = 0.0
-    missing = np.isnan(Z)
-    if missing.any():
-        Z[missing] = 0.0
-    return np.ascontiguousarray(Z)
-
-
-def _published(frame: pl.DataFrame, pub: dict, qi: list[str], offset: int, label: str) -> list[pl.Series]:
-    """Each QI's masked value as one column: the release's own, or a range's midpoint
-    (missing when both ends are; one end missing is an error naming the row)."""
-    out = []
-    for c in qi:
-        cols = pub[c]
-        if len(cols) == 1:
-            out.append(frame.get_column(cols[0]))
-            continue
-        lo_s, hi_s = frame.get_column(cols[0]), frame.get_column(cols[1])
-        half = lo_s.is_null() != hi_s.is_null()
-        if half.any():
-            i = int(half.arg_true()[0])
-            raise EngineError(f"columns {cols[0]!r} / {cols[1]!r} of {label} hold a range missing at one end at row "
-                              f"{offset + i + 1} (rows counted from 1)")
-        lo = lo_s.cast(pl.Float64).fill_null(np.nan).to_numpy()
-        hi = hi_s.cast(pl.Float64).fill_null(np.nan).to_numpy()
-        mid = pl.Series(c, 0.5 * lo + 0.5 * hi)
-        out.append(mid.scatter(lo_s.is_null().arg_true(), None) if lo_s.null_count() else mid)
-    return out
-
-
-def _null_columns(src: TableSource, columns: list[str], chunk_rows: int) -> set:
-    """The ``columns`` of ``src`` that hold a missing value: a Parquet file's footers
-    when every row group records its null count, else one read of those columns."""
-    known = _parquet_nulls(src.paths, columns) if src.kind == "parquet" and src.paths else {}
-    found = {c for c, v in known.items() if v}
-    rest = [c for c in columns if known.get(c) is None]
-    if rest:
-        for _, frame in src.iter_frames(rest, chunk_rows):
-            found.update(c for c in rest if frame.get_column(c).null_count())
-    return found
-
-
-def _parquet_nulls(paths, columns: list[str]) -> dict:
-    """Per column, its null count over the row groups of ``paths`` from the footers'
-    statistics, or None when a row group does not record it."""
-    out: dict = dict.fromkeys(columns, 0)
-    for f in paths:
-        md = pq.read_metadata(f)
-        names = md.schema.to_arrow_schema().names
-        for c in columns:
-            if out[c] is None or c not in names:
-                out[c] = None
-                continue
-            i = names.index(c)
-            for g in range(md.num_row_groups):
-                st = md.row_group(g).column(i).statistics
-                if st is None or not st.has_null_count:
-                    out[c] = None
-                    break
-                out[c] += st.null_count
-    return out
-
-
 def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | TableSource,
                     masked: str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | TableSource,
                     qi: str | Sequence[str], *, p: float = 0.05, chunk_rows: int = 100_000,
@@ -351,7 +282,7 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
     takes), with the same number of rows in the same order. ``qi``: numeric QI
     columns of the original, published in ``masked`` as ``c`` or ``c_min``/``c_max``.
     ``separator``, ``null_values``, ``encoding``: how a CSV ``original`` is read
-    (``engine.io.source.CsvOptions``; ``masked`` is read as the engine writes CSV).
+    (``engine.io.csvfile.CsvOptions``; ``masked`` is read as the engine writes CSV).
     ``ordinal``: the ordinal QIs of a mixed-type release (``{"col": [order]}``,
     ``"@numcol"``, or None for an Enum), as for ``anonymize``; other categorical
     QIs are nominal. ``memory_limit`` (``"1GiB"``, bytes): refused up front (one line
@@ -376,32 +307,65 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
 def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=None, weight_column=None,
                      classes_on=None, threshold=RISK_THRESHOLD) -> RiskResult:
     t0 = time.perf_counter()
+    qi, kqi, chunk_rows, p = _settings(qi, classes_on, chunk_rows, p, threshold)
+    # (under a limit a CSV is read in pieces: Polars' streaming reader grows with the file)
+    osrc: TableSource = open_source(original).bounded(early_piece(limit))
+    with open_source(masked) as opened:
+        msrc: TableSource = opened.bounded(early_piece(limit))
+        for c in qi:
+            if c not in osrc.columns:
+                raise EngineError(f"column {c!r} not found in {osrc.label}")
+        pub = published_columns(msrc, qi)
+        kpub = published_columns(msrc, kqi)
+        kcols = list(dict.fromkeys(m for c in kqi for m in kpub[c]))  # the columns that key the classes
+        wcol = check_weight_column(osrc, weight_column, list(dict.fromkeys(qi + kqi)))
+        osrc.check_reconciled(qi + ([wcol] if wcol else []))
+        msrc.check_reconciled(list(dict.fromkeys([m for c in qi for m in pub[c]] + kcols)))
+        n = osrc.count_rows()
+        if n == 0:
+            raise EngineError(f"{osrc.label} has no rows")
+        layout = Layout(osrc, qi, ordinal, chunk_rows)
+        _check_kinds(layout, osrc, msrc, qi, pub, mixed=bool(ordinal) or any(not is_numeric(osrc.schema[c])
+                                                                             for c in qi))
+        nm = msrc.count_rows()
+        if nm != n:
+            raise EngineError(f"{msrc.label} has {nm:,} rows but {osrc.label} has {n:,}; "
+                              f"the release must keep the original's rows in order")
+        mcols = list(dict.fromkeys(c for c in qi for c in pub[c]))
+        rcols = list(dict.fromkeys(mcols + kcols))  # what the passes read of the release
+        released = null_columns(msrc, mcols, chunk_rows)
+        layout.lay_out({c for c in qi if any(m in released for m in pub[c])})
+        if limit is not None:
+            _check_limit(limit, osrc, msrc, n, qi, mcols, kcols, layout.width, chunk_rows)
+        orig = _original_points(osrc, layout, qi, n, chunk_rows)
+        rel = _release_points(msrc, layout, pub, qi, rcols, kcols, chunk_rows, orig)
+        credit, inside, inside_sdc, f, W = _score(osrc, msrc, layout, pub, qi, wcol, rcols, kcols, chunk_rows,
+                                                  orig, rel, p)
+    return RiskResult(original=osrc.label, masked=msrc.label, rows=n, qi=qi, p=p, dbrl=credit / n,
+                      dbrl_linked=float(credit), masked_points=int(rel.U.shape[0]),
+                      tied_points=int((rel.ties > 1).sum()), interval_disclosure=inside / n,
+                      interval_disclosure_sdcmicro=inside_sdc / n, range_qis=[c for c in qi if len(pub[c]) == 2],
+                      missing_qis=sorted(layout.nulls, key=qi.index),
+                      **class_risks(f, W if wcol else None, float(threshold), wcol), class_qi=kqi,
+                      wall_seconds=time.perf_counter() - t0)
+
+
+def _settings(qi, classes_on, chunk_rows, p, threshold):
+    """The checked settings: ``(qi, classes_on, chunk_rows, p)``, or one line naming the bad one."""
     qi = parse_columns(qi)
     kqi = qi if classes_on is None else parse_columns(classes_on, "classes_on")
     chunk_rows = check_whole(chunk_rows, "chunk_rows", 1)
     if isinstance(p, bool) or not isinstance(p, numbers.Real) or not math.isfinite(p) or p <= 0:
         raise EngineError(f"p must be a positive number of standard deviations, got {p!r}")
-    p = float(p)
     bad = isinstance(threshold, bool) or not isinstance(threshold, numbers.Real)
     if bad or not 0 < threshold < 1:
         raise EngineError(f"threshold must be a probability between 0 and 1 (exclusive), got {threshold!r}")
-    # (under a limit a CSV is read in pieces: Polars' streaming reader grows with the file)
-    osrc: TableSource = open_source(original).bounded(early_piece(limit))
-    msrc: TableSource = open_source(masked).bounded(early_piece(limit))
-    for c in qi:
-        if c not in osrc.columns:
-            raise EngineError(f"column {c!r} not found in {osrc.label}")
-    pub = published_columns(msrc, qi)
-    kpub = published_columns(msrc, kqi)
-    kcols = list(dict.fromkeys(m for c in kqi for m in kpub[c]))  # the columns that key the classes
-    wcol = check_weight_column(osrc, weight_column, list(dict.fromkeys(qi + kqi)))
-    osrc.check_reconciled(qi + ([wcol] if wcol else []))
-    msrc.check_reconciled(list(dict.fromkeys([m for c in qi for m in pub[c]] + kcols)))
-    n = osrc.count_rows()
-    if n == 0:
-        raise EngineError(f"{osrc.label} has no rows")
-    layout = _Layout(osrc, qi, ordinal, chunk_rows)
-    mixed = bool(ordinal) or any(not is_numeric(osrc.schema[c]) for c in qi)  # a mixed-type release
+    return qi, kqi, chunk_rows, float(p)
+
+
+def _check_kinds(layout: Layout, osrc: TableSource, msrc: TableSource, qi, pub, mixed: bool) -> None:
+    """Every QI measurable: numeric in both tables, or (a mixed-type release) a date or
+    a category published as one value."""
     for c in qi:
         if mixed and c in layout.kinds:
             if len(pub[c]) != 1:
@@ -417,27 +381,41 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=No
             if not is_numeric(msrc.schema[m]):
                 raise EngineError(f"column {m!r} is not numeric in {msrc.label} ({msrc.schema[m]}); "
                                   f"disclosure risk needs numeric quasi-identifiers")
-    nm = msrc.count_rows()
-    if nm != n:
-        raise EngineError(f"{msrc.label} has {nm:,} rows but {osrc.label} has {n:,}; "
-                          f"the release must keep the original's rows in order")
-    mcols = list(dict.fromkeys(c for c in qi for c in pub[c]))
-    rcols = list(dict.fromkeys(mcols + kcols))  # what the passes read of the release
-    released = _null_columns(msrc, mcols, chunk_rows)
-    layout.lay_out({c for c in qi if any(m in released for m in pub[c])})
-    d = layout.width
-    if limit is not None:  # the masked points of a release of classes of 2 rows or more: n / 2 at most
-        masked_buffer = parquet_buffer(msrc.paths, mcols) if msrc.kind == "parquet" else None
-        # (+ the classes' table: their keys as Polars and as floats, sorted, and their sums)
-        keys = 2 * len(kcols) + 2
-        state = risk_state(n, d, n // 2 + 1, masked_buffer) + 48 * keys * (n // 2 + 1)
-        check_command(limit, "risk", n, len(qi), state, chunk_cells=3 * chunk_rows * (d + keys),  # (QIs as given)
-                      buffered=parquet_buffer(osrc.paths, qi) if osrc.kind == "parquet" else 0,
-                      csv=(osrc.kind == "csv") + (msrc.kind == "csv"))
 
-    # the original's QIs, in memory, then standardized in place: the values (a missing one
-    # at its column's mean) in the tree, the missing-value patterns beside them
-    hot, flag = layout.one_hot, layout.indicator
+
+def _check_limit(limit, osrc, msrc, n, qi, mcols, kcols, d, chunk_rows) -> None:
+    """``memory_limit``: refused up front when the measure would not fit. The masked points
+    of a release of classes of 2 rows or more: n / 2 at most; the classes' table: their
+    keys as Polars and as floats, sorted, and their sums."""
+    masked_buffer = parquet_buffer(msrc.paths, mcols) if msrc.kind == "parquet" else None
+    keys = 2 * len(kcols) + 2
+    state = risk_state(n, d, n // 2 + 1, masked_buffer) + 48 * keys * (n // 2 + 1)
+    check_command(limit, "risk", n, len(qi), state, chunk_cells=3 * chunk_rows * (d + keys),  # (QIs as given)
+                  buffered=parquet_buffer(osrc.paths, qi) if osrc.kind == "parquet" else 0,
+                  csv=(osrc.kind == "csv") + (msrc.kind == "csv"))
+
+
+@dataclass
+class _Original:
+    """The original's QIs indexed (``_original_points``): the kd-tree of the standardized
+    values, each row's missing-value pattern ``P``, and how a row is standardized."""
+
+    tree: object
+    P: np.ndarray
+    vals: np.ndarray  # the laid-out columns in the tree
+    inds: np.ndarray  # the missing-value indicator columns
+    zs: np.ndarray
+    zm: np.ndarray
+    zd: np.ndarray
+    R2: np.ndarray
+    scale: np.ndarray
+    sd1: np.ndarray  # the sample sd per laid-out column (interval disclosure)
+
+
+def _original_points(osrc: TableSource, layout: Layout, qi, n: int, chunk_rows) -> _Original:
+    """The original's ``n`` rows of QIs, in memory, then standardized in place: the values
+    (a missing one at its column's mean) in the tree, the missing-value patterns beside them."""
+    hot, flag, d = layout.one_hot, layout.indicator, layout.width
     vals, inds = np.flatnonzero(~flag), np.flatnonzero(flag)
     X = np.empty((n, vals.shape[0]))
     P = np.zeros((n, inds.shape[0]), np.uint8)
@@ -446,7 +424,7 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=No
         x = layout.expand([frame.get_column(c) for c in qi], qi, offset, osrc.label)
         X[offset: offset + x.shape[0]] = x[:, vals]
         P[offset: offset + x.shape[0]] = x[:, inds] != 0
-        mom.add(x, None, _present(x))
+        mom.add(x, None, present(x))
     scale, mean, count = mom.scale, mom.mean, mom.n
     constant = (mom.min == mom.max) | (count == 0)
     sd0 = np.where(constant, 0.0, np.sqrt(np.maximum(mom.m2, 0.0) / np.maximum(count, 1)))
@@ -462,20 +440,42 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=No
     R2 = np.ascontiguousarray(widest * widest)
     zs, zm, zd = scale[vals], mean[vals], sd0[vals]
     for a in range(0, n, chunk_rows):
-        X[a: a + chunk_rows] = _standardize(X[a: a + chunk_rows], zs, zm, zd)
+        X[a: a + chunk_rows] = standardize(X[a: a + chunk_rows], zs, zm, zd)
     tree = interruptible(build_kdtree, X, LEAF_SIZE)  # (seconds: on a thread, so a signal stops it at once)
-    del X
+    return _Original(tree, P, vals, inds, zs, zm, zd, R2, scale, sd1)
 
-    # pass 1 over the release: its distinct masked points, its column moments, its classes
+
+@dataclass
+class _Release:
+    """The release's distinct masked points ``U`` (sorted; standardized ``Uz``, missing-value
+    patterns ``Up``) with their least distance to an original and its ties, its classes'
+    key matrix ``K`` (sorted), and its column moments."""
+
+    U: np.ndarray
+    Uz: np.ndarray
+    Up: np.ndarray
+    d2: np.ndarray
+    ties: np.ndarray
+    K: np.ndarray
+    keyed: list
+    coded: dict
+    moments: PresentMoments
+
+
+def _release_points(msrc: TableSource, layout: Layout, pub, qi, rcols, kcols, chunk_rows,
+                    orig: _Original) -> _Release:
+    """Pass 1 over the release: its distinct masked points, its column moments, its
+    classes; then each point's nearest originals (in parallel)."""
+    d = layout.width
     counter = ClassCounter([str(j) for j in range(d)], max(chunk_rows, 1 << 16))
-    keyed = _key_columns(msrc.schema, kcols)
+    keyed = key_columns(msrc.schema, kcols)
     classes = ClassCounter(keyed, max(chunk_rows, 1 << 16))
     mmom = PresentMoments(d)
     for offset, frame in msrc.iter_frames(rcols, chunk_rows):
-        M = layout.expand(_published(frame, pub, qi, offset, msrc.label), layout.names(pub), offset, msrc.label)
-        mmom.add(M, None, _present(M))
+        M = layout.expand(published(frame, pub, qi, offset, msrc.label), layout.names(pub), offset, msrc.label)
+        mmom.add(M, None, present(M))
         counter.add(pl.DataFrame({str(j): M[:, j] for j in range(d)}))
-        classes.add(_key_frame(frame, kcols))
+        classes.add(key_frame(frame, kcols))
     points = counter.finish()
     table = classes.finish()
     del classes
@@ -483,26 +483,30 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=No
     keyed = [c for c in keyed if c in kcols or table.get_column(c).max()]
     table = table.select(keyed)
     coded = {c: pl.Enum(sorted(table.get_column(c).drop_nulls().cast(pl.String).unique().to_list()))
-             for c in kcols if _coded(msrc.schema[c])}
-    K = _key_matrix(table, coded)
+             for c in kcols if coded_key(msrc.schema[c])}
+    K = key_matrix(table, coded)
     del table
     K = np.ascontiguousarray(K[np.lexsort(K.T[::-1])])  # (NaN, a missing value, last: as find_rows)
-    f = np.zeros(K.shape[0], np.int64)
-    W = np.zeros(K.shape[0]) if wcol else np.zeros(0)
-    no_weights = np.zeros(0)
     U = points.select([str(j) for j in range(d)]).to_numpy().astype(np.float64)
     U = np.ascontiguousarray(U[np.lexsort(U.T[::-1])])  # (NaN, a missing value, last: as find_rows)
-    Uz = _standardize(U[:, vals], zs, zm, zd)
-    Up = np.ascontiguousarray(U[:, inds] != 0, dtype=np.uint8)
+    Uz = standardize(U[:, orig.vals], orig.zs, orig.zm, orig.zd)
+    Up = np.ascontiguousarray(U[:, orig.inds] != 0, dtype=np.uint8)
     d2 = np.empty(U.shape[0])
     ties = np.empty(U.shape[0], np.int64)
-    if inds.shape[0]:
-        interruptible(nearest_all_patterns, tree, Uz, Up, P, R2, d2, ties)
+    if orig.inds.shape[0]:
+        interruptible(nearest_all_patterns, orig.tree, Uz, Up, orig.P, orig.R2, d2, ties)
     else:
-        interruptible(nearest_all, tree, Uz, d2, ties)
+        interruptible(nearest_all, orig.tree, Uz, d2, ties)
+    return _Release(U, Uz, Up, d2, ties, K, keyed, coded, mmom)
 
-    # pass 2: original and release side by side
-    half = p * sd1
+
+def _score(osrc, msrc, layout: Layout, pub, qi, wcol, rcols, kcols, chunk_rows, orig: _Original, rel: _Release,
+           p: float):
+    """Pass 2, the original and the release side by side: ``(DBRL credit, records inside,
+    records inside by sdcMicro's variant, class rows f, class weights W)``."""
+    hot, flag = layout.one_hot, layout.indicator
+    scale, mmom = orig.scale, rel.moments
+    half = p * orig.sd1
     mcount = mmom.n
     msd1 = np.sqrt(np.maximum(mmom.m2, 0.0) / np.maximum(mcount - 1, 1)) * (mmom.scale / scale)
     msd1[(mmom.min == mmom.max) | (mcount < 2)] = 0.0
@@ -510,29 +514,28 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=No
     half = np.where(hot, 0.0, half)  # a category is inside only when unchanged
     half_m = np.where(hot, 0.0, half_m)
     counted = (~flag).astype(np.uint8)  # (a missing value is scored on its value's column)
+    f = np.zeros(rel.K.shape[0], np.int64)
+    W = np.zeros(rel.K.shape[0]) if wcol else np.zeros(0)
+    no_weights = np.zeros(0)
+    vals, inds = orig.vals, orig.inds
     credit, inside, inside_sdc = 0.0, 0, 0
     for offset, fo, fm in aligned_frames(osrc, msrc, qi + ([wcol] if wcol else []), rcols, chunk_rows):
         x = layout.expand([fo.get_column(c) for c in qi], qi, offset, osrc.label)
-        M = layout.expand(_published(fm, pub, qi, offset, msrc.label), layout.names(pub), offset, msrc.label)
+        M = layout.expand(published(fm, pub, qi, offset, msrc.label), layout.names(pub), offset, msrc.label)
         idx = np.empty(M.shape[0], np.int64)
-        find_rows(U, M, idx)
+        find_rows(rel.U, M, idx)
         kidx = np.empty(M.shape[0], np.int64)
-        find_rows(K, _key_matrix(_key_frame(fm, kcols).select(keyed), coded), kidx)
+        find_rows(rel.K, key_matrix(key_frame(fm, kcols).select(rel.keyed), rel.coded), kidx)
         if (idx < 0).any() or (kidx < 0).any():  # pragma: no cover - the first pass saw every point
             raise EngineError(f"{msrc.label} changed while it was read")
         class_totals(kidx, _weights(fo.get_column(wcol), offset, osrc.label) if wcol else no_weights, f, W)
-        c, a, b = score_rows(_standardize(x[:, vals], zs, zm, zd), Uz, idx, d2, ties,
+        c, a, b = score_rows(standardize(x[:, vals], orig.zs, orig.zm, orig.zd), rel.Uz, idx, rel.d2, rel.ties,
                              np.ascontiguousarray(x / scale), np.ascontiguousarray(M / scale), half, half_m, counted,
-                             np.ascontiguousarray(x[:, inds] != 0, dtype=np.uint8), Up, R2)
+                             np.ascontiguousarray(x[:, inds] != 0, dtype=np.uint8), rel.Up, orig.R2)
         credit += c
         inside += a
         inside_sdc += b
-    return RiskResult(original=osrc.label, masked=msrc.label, rows=n, qi=qi, p=p, dbrl=credit / n,
-                      dbrl_linked=float(credit), masked_points=int(U.shape[0]), tied_points=int((ties > 1).sum()),
-                      interval_disclosure=inside / n, interval_disclosure_sdcmicro=inside_sdc / n,
-                      range_qis=[c for c in qi if len(pub[c]) == 2], missing_qis=sorted(layout.nulls, key=qi.index),
-                      **class_risks(f, W if wcol else None, float(threshold), wcol), class_qi=kqi,
-                      wall_seconds=time.perf_counter() - t0)
+    return credit, inside, inside_sdc, f, W
 
 
 def class_risks(f: np.ndarray, W: np.ndarray | None, threshold: float, weight_column: str | None = None) -> dict:
@@ -592,198 +595,3 @@ def _weights(s: pl.Series, offset: int, label: str) -> np.ndarray:
                           f"(rows counted from 1); a sampling weight is a finite number of at least 1 (the "
                           f"record stands for itself and possibly others)")
     return np.ascontiguousarray(w)
-
-
-def _sign_name(c: str) -> str:
-    return f"__microagg_risk_sign__{c}"
-
-
-def _coded(dtype) -> bool:
-    """A class key column compared as text (coded by the sorted texts of the classes)."""
-    return not (dtype.is_float() or dtype.is_integer() or dtype.is_temporal() or dtype == pl.Boolean)
-
-
-def _key_columns(schema, kcols: list[str]) -> list[str]:
-    """The columns of ``_key_frame``: the release's, then a sign column per float one."""
-    return kcols + [_sign_name(c) for c in kcols if schema[c].is_float()]
-
-
-def _key_frame(frame: pl.DataFrame, kcols: list[str]) -> pl.DataFrame:
-    """The columns that key the classes, and per float column one more: 1 for
-    ``-0.0``, 2 for NaN, else 0 (``-0.0 == 0.0`` and a NaN would match a missing value in
-    the key matrix; a release shows them apart)."""
-    extra = [pl.when(pl.col(c).is_nan()).then(2).when((pl.col(c) == 0.0) & ((1.0 / pl.col(c)) < 0.0)).then(1)
-             .otherwise(0).fill_null(0).cast(pl.Int8).alias(_sign_name(c))
-             for c in kcols if frame.schema[c].is_float()]
-    return frame.select(kcols).with_columns(extra)
-
-
-_NARROW = (pl.Boolean, pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt16, pl.UInt32)
-
-
-def _key_matrix(frame: pl.DataFrame, coded: dict) -> np.ndarray:
-    """A key frame (``_key_frame``) as float64 columns that are equal exactly when the
-    values are, a missing value NaN: a float as it is; an integer of up to 32 bits, a
-    Boolean, as it is; a wider one (64-bit integers, dates, datetimes: their physical
-    value) as its high and low 32 bits; a text (``coded``: the column's sorted texts as
-    an Enum) as its code."""
-    parts = []
-    for c in frame.columns:
-        s = frame.get_column(c)
-        if c in coded:
-            parts.append(s.cast(pl.String).cast(coded[c]).to_physical().cast(pl.Float64).to_numpy())
-            continue
-        if s.dtype.is_float():
-            parts.append(s.cast(pl.Float64).to_numpy())
-            continue
-        if s.dtype in _NARROW:
-            parts.append(s.cast(pl.Float64).to_numpy())
-            continue
-        v = s.to_physical() if s.dtype.is_temporal() else s
-        x = v.fill_null(0).to_numpy()
-        x = x.view(np.int64) if x.dtype == np.uint64 else x.astype(np.int64, copy=False)
-        hi, lo = (x >> 32).astype(np.float64), (x & 0xFFFFFFFF).astype(np.float64)
-        if s.null_count():
-            missing = s.is_null().to_numpy()
-            hi[missing] = lo[missing] = np.nan
-        parts += [hi, lo]
-    return np.ascontiguousarray(np.column_stack(parts)) if parts else np.zeros((frame.height, 0))
-
-
-def _present(X: np.ndarray) -> np.ndarray | None:
-    """False where ``X`` holds a missing value (NaN: a non-finite value present is an
-    error before), or None when none is missing."""
-    missing = np.isnan(X)
-    return ~missing if missing.any() else None
-
-
-class _Layout:
-    """The QIs as numbers (see the module docstring): numeric and date QIs one column
-    each, ordinal QIs their rank, nominal QIs one-hot over the original's sorted
-    categories (``one_hot`` marks those columns); a QI with a missing value (in the
-    original or the release: ``lay_out``) gets a missing-value indicator column beside
-    its value (numeric, date, ordinal: ``indicator``, ``value_of`` its value's column)
-    or a category of its own, the last (nominal).
-
-    ``__init__`` reads the original once for its categories and, unless its Parquet
-    footers tell, which QIs hold a missing value; ``lay_out`` fixes the columns."""
-
-    def __init__(self, osrc: TableSource, qi: list[str], ordinal, chunk_rows: int):
-        orders = {c: (order, by) for c, order, by in parse_ordinal(ordinal) or ()}
-        for c in orders:
-            if c not in qi:
-                raise EngineError(f"ordinal (--ordinal): column {c!r} is not a quasi-identifier")
-        schema = osrc.schema
-        self.qi = qi
-        self.dates = {c for c in qi if schema[c].is_temporal() and c not in orders}
-        if osrc.kind == "csv":  # a CSV's ISO dates, as anonymize reads them
-            self.dates |= iso_date_columns(osrc, [c for c in qi if c not in orders])
-        self.kinds = {c: ("ordinal" if c in orders else "nominal") for c in qi
-                      if c in orders or not (is_numeric(schema[c]) or c in self.dates)}
-        values: dict = {c: set() for c in self.kinds}
-        mins: dict = {c: {} for c in self.kinds}
-        by_cols = {c: orders[c][1] for c in self.kinds if c in orders and orders[c][1] is not None}
-        for by in by_cols.values():
-            if by not in osrc.columns:
-                raise EngineError(f"ordinal (--ordinal): column {by!r} not found in {osrc.label}")
-        known = _parquet_nulls(osrc.paths, qi) if osrc.kind == "parquet" and osrc.paths else {}
-        self.nulls = {c for c, v in known.items() if v}  # the QIs with a missing value
-        unknown = [c for c in qi if known.get(c) is None]
-        read = list(dict.fromkeys(list(self.kinds) + list(by_cols.values()) + unknown))
-        if read:
-            for _, f in osrc.iter_frames(read, chunk_rows):
-                self.nulls.update(c for c in unknown if f.get_column(c).null_count())
-                for c in self.kinds:
-                    t = f.get_column(c).cast(pl.String)
-                    if c in by_cols:
-                        g = pl.DataFrame({"c": t, "b": f.get_column(by_cols[c]).cast(pl.Float64, strict=False)}) \
-                            .group_by("c").agg(pl.col("b").min())
-                        for v, m in g.iter_rows():
-                            old = mins[c].get(v)
-                            mins[c][v] = m if old is None or (m is not None and m < old) else old
-                    values[c].update(t.drop_nulls().unique().to_list())
-        self.categories = {}
-        for c, kind in self.kinds.items():
-            if kind == "nominal":
-                self.categories[c] = sorted(values[c])
-            elif orders[c][0] is not None:
-                self.categories[c] = list(orders[c][0])
-            elif c in by_cols:
-                self.categories[c] = sorted(values[c], key=lambda v: (mins[c].get(v) is None, mins[c].get(v) or 0, v))
-            elif isinstance(schema[c], pl.Enum):
-                self.categories[c] = schema[c].categories.to_list()
-            else:
-                raise EngineError(f"ordinal (--ordinal): give the order of column {c!r} (COL=CAT1,CAT2,...)")
-
-    def lay_out(self, released: set) -> None:
-        """Fix the columns, given the QIs with a missing value in the release."""
-        self.nulls |= released
-        hot, flag, value_of = [], [], []
-        for c in self.qi:
-            if self.kinds.get(c) == "nominal":
-                k = len(self.categories[c]) + (c in self.nulls)
-                hot += [True] * k
-                flag += [False] * k
-                value_of += range(len(value_of), len(value_of) + k)
-            else:
-                hot.append(False)
-                flag.append(False)
-                value_of.append(len(value_of))
-                if c in self.nulls:
-                    hot.append(False)
-                    flag.append(True)
-                    value_of.append(len(value_of) - 1)
-        self.one_hot = np.array(hot, dtype=bool)
-        self.indicator = np.array(flag, dtype=bool)
-        self.value_of = np.array(value_of, dtype=np.int64)
-        self.width = len(hot)
-
-    def names(self, pub: dict) -> list[str]:
-        """The release's column(s) of each QI, for messages."""
-        return [" / ".join(pub[c]) for c in self.qi]
-
-    def expand(self, columns: list[pl.Series], names: list[str], offset: int, label: str) -> np.ndarray:
-        """The QIs' columns (one Series a QI, in ``qi`` order; ``names`` for messages) as
-        the laid-out numbers: a missing number NaN beside an indicator 1."""
-        parts = []
-        for c, name, s in zip(self.qi, names, columns):
-            kind = self.kinds.get(c)
-            missing = s.is_null().to_numpy() if s.null_count() else None
-            if missing is not None and c not in self.nulls:  # pragma: no cover - seen before the passes
-                raise EngineError(f"{label} changed while it was read")
-            if kind is None:
-                v = s
-                if v.dtype == pl.String and c in self.dates:  # a CSV's date text
-                    v = v.str.to_date(strict=False)
-                if v.dtype.is_temporal():
-                    v = v.to_physical()
-                v = v.cast(pl.Float64, strict=False)
-                bad = (~v.is_finite()).fill_null(False) | (v.is_null() & s.is_not_null())
-                if bad.any():
-                    i = int(bad.arg_true()[0])
-                    raise EngineError(f"column {name!r} of {label} has the value {s[i]!r} at row {offset + i + 1} "
-                                      f"(rows counted from 1), which is no finite number")
-                parts.append(v.fill_null(np.nan).to_numpy()[:, None])
-                if c in self.nulls:
-                    parts.append(np.zeros((s.len(), 1)) if missing is None else missing.astype(np.float64)[:, None])
-                continue
-            cats = self.categories[c]
-            code = s.cast(pl.String).replace_strict(cats, list(range(len(cats))), default=-1,
-                                                    return_dtype=pl.Int64).to_numpy().copy()
-            if missing is not None:  # a missing value: the code after the categories
-                code[missing] = len(cats)
-            if kind == "ordinal":
-                if (code < 0).any():
-                    i = int(np.flatnonzero(code < 0)[0])
-                    raise EngineError(f"column {name!r} of {label} has the value {s.cast(pl.String)[i]!r} at row "
-                                      f"{offset + i + 1}, which its ordinal order does not list")
-                rank = code.astype(np.float64)
-                if missing is not None:
-                    rank[missing] = np.nan
-                parts.append(rank[:, None])
-                if c in self.nulls:
-                    parts.append(np.zeros((s.len(), 1)) if missing is None else missing.astype(np.float64)[:, None])
-            else:
-                k = len(cats) + (c in self.nulls)
-                parts.append((code[:, None] == np.arange(k)[None, :]).astype(np.float64))
-        return np.ascontiguousarray(np.hstack(parts))

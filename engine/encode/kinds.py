@@ -3,7 +3,7 @@
 Every method reads a QI's kind from here: the MDAV family's mixed-type QIs
 (``kind_of``: numeric, date, ordinal, nominal) and the range methods (``is_number``:
 numeric QIs become ranges, every other column is categorical, coded by the
-dictionary pass). ``audit.verify.is_numeric`` (the verifier's own reading of a
+dictionary pass). ``audit.classes.is_numeric`` (the verifier's own reading of a
 published file) is deliberately separate.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..errors import EngineError
-from ..io.source import not_a_value
+from ..io.csvfile import not_a_value
 
 KINDS = ("numeric", "date", "ordinal", "nominal")
 

@@ -41,9 +41,9 @@ from typing import Sequence
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..errors import EngineError, first_line
+from .remote import read_schema
 
 WIDE_INTEGERS = (pl.Int128, pl.UInt128)
 _SIGNED = {pl.Int8: 8, pl.Int16: 16, pl.Int32: 32, pl.Int64: 64}
@@ -117,7 +117,7 @@ def _file_schema(path: str) -> tuple[pl.Schema, bool]:
     schema = dict(pl.read_parquet_schema(path))
     date64 = False
     if any(dt == pl.Datetime("ms") for dt in schema.values()):
-        arrow = pq.read_schema(path)  # the Parquet logical types: a date64 column is a DATE
+        arrow = read_schema(path)  # the Parquet logical types: a date64 column is a DATE
         for name, dt in list(schema.items()):
             if dt == pl.Datetime("ms") and name in arrow.names and pa.types.is_date(arrow.field(name).type):
                 schema[name] = pl.Date
@@ -138,7 +138,7 @@ def unsupported_field(schema: pa.Schema) -> str | None:
 def unreadable_column(path: str) -> str | None:
     """``unsupported_field`` of a Parquet file's schema (None when even that fails)."""
     try:
-        return unsupported_field(pq.read_schema(path))
+        return unsupported_field(read_schema(path))
     except Exception:
         return None
 

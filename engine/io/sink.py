@@ -14,7 +14,10 @@ Where the bytes go (``output_target``):
   at the commit, after every check, from a temporary file in the temporary folder;
 * another file that is not a regular file (a FIFO, ``/dev/null``, a terminal):
   opened and written in place at the commit (from a temporary file, as above),
-  never replaced.
+  never replaced;
+* an object storage URL (``s3://bucket/key``): a temporary file in the temporary
+  folder, uploaded by the commit to a temporary key and copied onto the key
+  (``engine.io.remote.RemoteOutput``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Iterator, Sequence
 import polars as pl
 
 from ..errors import EngineError, check_signals
+from . import remote
 from .source import TableSource, expand_path, open_csv
 from .tempfiles import TMP_SUFFIX, clean_stale, io_errno, os_reason, private_file
 
@@ -50,8 +54,9 @@ STDOUT = "-"  # as OUTPUT, --report, --json, --html: the standard output
 class Target:
     """Where a destination's bytes go (``output_target``). ``kind``: "file" (a
     temporary file beside ``path``, renamed onto it), "stream" (the open descriptor
-    ``fd``, written at the commit) or "special" (``path``, not a regular file: opened
-    and written at the commit, never replaced). ``name``: how errors name it."""
+    ``fd``, written at the commit), "special" (``path``, not a regular file: opened
+    and written at the commit, never replaced) or "remote" (the object storage URL
+    ``name``, uploaded at the commit). ``name``: how errors name it."""
 
     path: Path
     kind: str = "file"
@@ -87,6 +92,8 @@ def output_target(dest: str | os.PathLike) -> Target:
     text = os.fspath(dest)
     if text == STDOUT:
         return Target(Path(text), "stream", 1, "standard output")
+    if remote.is_remote(text):
+        return Target(Path(text), "remote", name=text)
     if is_folder_output(text):
         return Target(Path(text), name=text)
     path = Path(text)
@@ -142,7 +149,10 @@ def is_folder_output(dest) -> bool:
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     """True if ``a`` and ``b`` name one file: the same resolved path, or (when both
-    exist) the same inode on the same device (hard links, symlinks, bind mounts)."""
+    exist) the same inode on the same device (hard links, symlinks, bind mounts); two
+    object storage URLs: the same object."""
+    if remote.is_remote(a) or remote.is_remote(b):
+        return remote.same_object(a, b)
     try:
         if Path(a).resolve() == Path(b).resolve():
             return True
@@ -242,6 +252,16 @@ def check_destination(dest: str | os.PathLike, inputs: Sequence[str] = (), folde
     if os.fspath(dest) == STDOUT:
         _check_stream("output", dest, 1, inputs)
         return path
+    if remote.is_remote(dest):
+        fmt = output_format(dest)
+        if fmt == "folder" and not folder:
+            raise EngineError(f"output {dest} is a folder: folders of part files are written by --scheduler "
+                              f"runs only (name a .parquet or .csv file)")
+        remote.check_output(os.fspath(dest), "output", folder=fmt == "folder")
+        for src in inputs:
+            if same_file(src, dest):
+                raise EngineError(f"output is the input file: {dest}")
+        return path
     if output_format(dest) == "folder":
         if not folder:
             raise EngineError(f"output {dest} is a folder: folders of part files are written by --scheduler "
@@ -270,15 +290,20 @@ def check_side_output(option: str, dest: str | os.PathLike, inputs: Sequence[str
         for other, where in outputs:
             if where is not None and is_stdout(where):
                 raise EngineError(f"{option} {dest}: the standard output is taken by {other} {where}")
-    target = _check_folder(path, option)
-    if target.kind == "stream":
-        _check_stream(option, dest, target.fd, inputs)
-        return path
+    if remote.is_remote(dest):
+        remote.check_output(os.fspath(dest), option)
+        same = os.fspath(dest)  # (an object: compared as its URL)
+    else:
+        target = _check_folder(path, option)
+        if target.kind == "stream":
+            _check_stream(option, dest, target.fd, inputs)
+            return path
+        same = path
     for src in inputs:
-        if same_file(src, path):
+        if same_file(src, same):
             raise EngineError(f"{option} {dest}: is an input file ({src}); refusing to overwrite it")
     for other, where in outputs:
-        if where is not None and same_file(where, path):
+        if where is not None and same_file(where, same):
             raise EngineError(f"{option} {dest}: is the same file as {other} {where}")
     return path
 
@@ -363,11 +388,12 @@ class _Item:
     tmp: str
     parent: Path
     folder: Path
+    upload: "remote.RemoteOutput | None" = None  # an object storage destination's upload
 
     @property
     def name(self) -> str:
         """The destination in an error line (and the link's target, for a link)."""
-        if self.target.kind == "stream":  # ("standard output" for ``-`` and a redirected OUTPUT)
+        if self.target.kind in ("stream", "remote"):  # ("standard output" for ``-``; an object's URL)
             return self.target.name
         if self.target.path != self.dest:
             return f"{self.dest} (the link's target {self.target.path})"
@@ -412,7 +438,7 @@ class CommitGroup:
         return False
 
     def __contains__(self, dest) -> bool:
-        return any(same_file(i.dest, dest) for i in self._items)
+        return any(_is_dest(i, dest) for i in self._items)
 
     def redirect(self, dest: str | os.PathLike) -> None:
         """Write ``dest``'s file to the standard output at the commit, in place of a
@@ -434,7 +460,10 @@ class CommitGroup:
             for other in self._items:
                 if other.target.kind == "stream" and other.target.fd == target.fd:
                     raise EngineError(f"{dest}: {target.name} is taken by {other.dest} (write one of them there)")
-        if target.direct:
+        if target.kind == "remote":  # a local temporary file, uploaded by the commit
+            parent = folder = Path(tmp_dir) if tmp_dir is not None else Path(tempfile.gettempdir())
+            name = target.name.rstrip("/").rsplit("/", 1)[-1]
+        elif target.direct:
             parent = Path(tmp_dir) if tmp_dir is not None else \
                 path.parent if os.fspath(dest) in self._redirects else Path(tempfile.gettempdir())
             folder = parent
@@ -446,7 +475,8 @@ class CommitGroup:
         for used in {folder, parent}:  # a killed run may have used either
             clean_stale(used)
         tmp = private_file(folder, name)
-        item = _Item(path, target, tmp, parent, folder)
+        item = _Item(path, target, tmp, parent, folder,
+                     remote.RemoteOutput(target.name, tmp) if target.kind == "remote" else None)
         if side:
             self._items.append(item)
         else:
@@ -456,7 +486,7 @@ class CommitGroup:
 
     def temp(self, dest: str | os.PathLike) -> str:
         for i in self._items:
-            if i.dest == Path(dest) or same_file(i.dest, dest):
+            if _is_dest(i, dest):
                 return i.tmp
         raise KeyError(str(dest))
 
@@ -470,9 +500,11 @@ class CommitGroup:
         return tmp
 
     def discard(self) -> None:
-        """Remove every temporary file (the destinations are not touched)."""
+        """Remove every temporary file and key (the destinations are not touched)."""
         for i in self._items:
             _remove_temp(i.tmp)
+            if i.upload is not None:
+                i.upload.discard()
 
     def commit(self) -> None:
         """Flush every temporary file to disk and rename them all into place, then write
@@ -505,8 +537,11 @@ class CommitGroup:
                     where = "" if i.folder == i.parent else f" (temporary file in {i.folder})"
                     raise EngineError(f"cannot write {i.name}{where}: {os_reason(exc)}") from None
             renamed = [i for i in self._items if not i.target.direct]
+            uploads = [i.upload for i in self._items if i.upload is not None]
             done: list[tuple[Path, str | None]] = []  # (target, backup of the file it replaced)
             try:
+                for up in uploads:  # (the slow part, before any destination changes)
+                    up.stage()
                 for i in renamed:
                     path = i.target.path
                     backup, moved = _keep_previous(path) if len(self._items) > 1 else (None, False)
@@ -519,17 +554,24 @@ class CommitGroup:
                             raise EngineError(f"cannot move the result to {i.name}: {os_reason(exc)}") from None
                         raise
                     done.append((path, backup))
+                for up in uploads:
+                    up.publish(keep_previous=len(self._items) > 1)
                 for i in self._items:
-                    if i.target.direct:
+                    if i.target.kind in ("stream", "special"):
                         _write_in_place(i)
             except BaseException:
                 for path, backup in reversed(done):
                     _restore(path, backup)
+                for up in reversed(uploads):
+                    up.undo()
+                    up.discard()
                 raise
             for _, backup in done:
                 if backup is not None:
                     with contextlib.suppress(OSError):
                         os.unlink(backup)
+            for up in uploads:
+                up.finish()
             self.committed = True
             for parent in {i.parent for i in renamed}:
                 _fsync_dir(parent)
@@ -543,6 +585,13 @@ class CommitGroup:
 
 
 _COPY_PIECE = 1 << 20
+
+
+def _is_dest(item: _Item, dest) -> bool:
+    """``dest`` names ``item``'s destination (an object storage URL: the same object)."""
+    if item.upload is not None:
+        return remote.same_object(item.target.name, dest)
+    return item.dest == Path(dest) or same_file(item.dest, dest)
 
 
 def _write_in_place(item: _Item) -> None:

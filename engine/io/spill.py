@@ -27,9 +27,10 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from ..errors import EngineError
+from ..kernels.published import merge_segments
 from .tempfiles import SPILL_PREFIX, clean_stale, os_reason, private_dir, private_opener
 
-__all__ = ["SPILL_PREFIX", "BlockStore", "MemoryBlocks", "SpillStore"]
+__all__ = ["SPILL_PREFIX", "BlockStore", "MemoryBlocks", "RunFile", "RunStore", "SpillStore"]
 
 
 class SpillStore(Protocol):
@@ -273,6 +274,253 @@ class BlockStore:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+class RunFile:
+    """Fixed-size records appended to ``buckets`` buckets, all kept in one temporary file.
+
+    An append takes room in a buffer (``reserve``), which the caller fills with records
+    sorted by bucket, then ``commit``s with where each bucket's records begin. A full
+    buffer's segments are merged bucket by bucket into a second buffer
+    (``kernels.published.merge_segments``: a bucket keeps the order of its appends),
+    which a background thread writes at the end of the file as one run while the caller
+    fills the first again (one run in flight). ``read(b)`` gathers bucket ``b``'s slice
+    of every run, one read each, in run order. A run holds records of one size (a
+    multiple of 4 bytes), which may change from one run to the next (``RunStore``:
+    narrow records, then wide ones).
+
+    Against a file a bucket: one write a buffer instead of one a bucket and buffer, which
+    grew with the square of the rows (100M rows: 8,192 blocks x 100 buffers of the
+    partition pass). The price: a read a run and bucket. The runs' index (where each
+    run's buckets begin, 4 bytes a run and bucket, which grows with the square of the
+    rows) is written beside the runs (``.idx``); reads load it ``WINDOW`` buckets at a
+    time (readers go through the buckets in order), so memory holds ``4 x runs x
+    WINDOW`` bytes of it."""
+
+    WINDOW = 128  # buckets of the index loaded at a time
+
+    def __init__(self, path, buckets: int, buffer_bytes: int):
+        self.path = Path(path)
+        self.buckets = int(buckets)
+        self.buffer_bytes = max(int(buffer_bytes), 1 << 16)
+        self.counts = np.zeros(self.buckets, np.int64)  # records a bucket, every run
+        self._buf: list | None = None  # (filled, written) uint8 buffers, made at the first append
+        self._segments: list[tuple[int, np.ndarray]] = []  # the filled buffer's: (first record, bucket starts)
+        self.itemsize = 0
+        self.at = 0  # records in the filled buffer
+        self._offsets: list[int] = []  # each run's place in the file and record size
+        self._sizes: list[int] = []
+        self._window: dict[int, np.ndarray] = {}  # the index's windows loaded (at most two)
+        self._lock = threading.Lock()
+        self._end = 0
+        self._writer: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._fd = self._idx = None
+        try:
+            self._fd = private_opener(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+            self._idx = private_opener(self.path.with_suffix(".idx"), os.O_RDWR | os.O_CREAT | os.O_EXCL)
+        except OSError as exc:
+            self.close()
+            raise EngineError(f"cannot write temporary data in {self.path.parent}: {os_reason(exc)}") from None
+
+    def reserve(self, m: int, itemsize: int) -> np.ndarray:
+        """Room for ``m`` records of ``itemsize`` bytes, (m, itemsize) uint8, to fill sorted
+        by bucket and ``commit``. The buffer is written out first when it has no room left
+        or holds records of another size."""
+        if itemsize != self.itemsize:
+            if self.at:
+                self._flush_async()
+            self.itemsize = itemsize
+        if self._buf is None:
+            self._buf = [np.empty(self.buffer_bytes, np.uint8), np.empty(self.buffer_bytes, np.uint8)]
+        cap = self._buf[0].shape[0] // itemsize
+        if self.at and self.at + m > cap:
+            self._flush_async()
+        if m > cap:  # one append larger than the buffer: both grow to hold it
+            self._wait()
+            self._buf = [np.empty(m * itemsize, np.uint8), np.empty(m * itemsize, np.uint8)]
+        a = self.at
+        return self._buf[0][a * itemsize: (a + m) * itemsize].reshape(m, itemsize)
+
+    def commit(self, starts: np.ndarray) -> None:
+        """The records reserved last are filled, bucket b's at ``starts[b]:starts[b + 1]``
+        (``buckets + 1`` values, from 0 to the records appended)."""
+        m = int(starts[-1])
+        if m:
+            self._segments.append((self.at, np.array(starts, np.int64)))
+            self.at += m
+
+    def _flush_async(self) -> None:
+        """Merge the filled buffer's segments by bucket into the other buffer and write
+        that as the next run, with its line of the index, on a background thread; the
+        filled one is free at once."""
+        self._wait()  # (one run in flight: the other buffer is free)
+        m, size = self.at, self.itemsize
+        src = self._buf[0][: m * size].view(np.uint32).reshape(m, size // 4)
+        dst = self._buf[1][: m * size].view(np.uint32).reshape(m, size // 4)
+        starts = np.empty(self.buckets + 1, np.int64)
+        merge_segments(src, np.array([s[0] for s in self._segments], np.int64),
+                       np.stack([s[1] for s in self._segments]), dst, starts)
+        self._segments = []
+        self.counts += np.diff(starts)
+        line = (len(self._offsets), starts.astype(np.int32))
+        self._offsets.append(self._end)
+        self._sizes.append(size)
+        at, self._end, self.at = self._end, self._end + m * size, 0
+        self._window.clear()
+        self._writer = threading.Thread(target=self._write, args=(self._buf[1][: m * size], at, line),
+                                        name="microagg-spill", daemon=True)
+        self._writer.start()
+
+    def _write(self, data: np.ndarray, at: int, line: tuple[int, np.ndarray]) -> None:
+        try:
+            for fd, buf, pos in ((self._fd, data, at), (self._idx, line[1], line[0] * 4 * (self.buckets + 1))):
+                view = memoryview(buf).cast("B")
+                while view.nbytes:
+                    n = os.pwrite(fd, view, pos)
+                    view, pos = view[n:], pos + n
+        except BaseException as exc:  # reported by the caller's thread
+            self._error = exc
+
+    def _wait(self) -> None:
+        if self._writer is not None:
+            self._writer.join()
+            self._writer = None
+        if self._error is not None:
+            exc, self._error = self._error, None
+            if isinstance(exc, OSError):
+                raise EngineError(f"cannot write temporary data in {self.path.parent}: {os_reason(exc)}") from None
+            raise exc
+
+    def flush(self, release: bool = False) -> None:
+        """Write everything appended so far; return when it is on file. ``release``: let
+        the buffers go (a later append makes new ones)."""
+        if self.at:
+            self._flush_async()
+        self._wait()
+        if release:
+            self._buf = None
+
+    def _pread(self, fd: int, out: np.ndarray, at: int) -> None:
+        want = out.nbytes
+        try:
+            got = os.preadv(fd, [memoryview(out).cast("B")], at)
+        except OSError as exc:
+            raise EngineError(f"cannot read temporary data in {self.path.parent}: {os_reason(exc)}") from None
+        if got != want:
+            raise EngineError(f"temporary file {self.path} is damaged ({got} bytes read, expected {want})")
+
+    def _starts(self, b: int) -> np.ndarray:
+        """Each run's first records of buckets ``b`` and ``b + 1`` (runs, 2), int64, from the
+        index's window that holds them (loaded here: a read of each run's line)."""
+        w = b // self.WINDOW
+        with self._lock:
+            window = self._window.get(w)
+            if window is None:
+                first, width = w * self.WINDOW, min(self.WINDOW + 1, self.buckets + 1 - w * self.WINDOW)
+                window = np.empty((len(self._offsets), width), np.int32)
+                for r in range(len(self._offsets)):
+                    self._pread(self._idx, window[r], 4 * (r * (self.buckets + 1) + first))
+                if len(self._window) > 1:  # (two kept: readers in flight straddle a window's end)
+                    self._window.pop(max(self._window, key=lambda k: abs(k - w)))
+                self._window[w] = window
+        at = b - w * self.WINDOW
+        return window[:, at: at + 2].astype(np.int64)
+
+    def read(self, b: int) -> np.ndarray:
+        """Bucket ``b``'s records (after ``flush``) as bytes, in the order appended."""
+        out = np.empty(int(self.counts[b]) * max(self._sizes, default=0), np.uint8)
+        if not self.counts[b]:
+            return out[:0]
+        starts = self._starts(b)
+        sizes = np.array(self._sizes, np.int64)
+        n = (starts[:, 1] - starts[:, 0]) * sizes
+        pos = 0
+        for r in np.flatnonzero(n):
+            want = int(n[r])
+            self._pread(self._fd, out[pos: pos + want], self._offsets[r] + int(starts[r, 0] * sizes[r]))
+            pos += want
+        return out[:pos]
+
+    def close(self) -> None:
+        """Stop (a write in flight ends first), close and remove the files."""
+        if self._writer is not None:
+            self._writer.join()
+            self._writer = None
+        self._buf = None
+        for name in ("_fd", "_idx"):
+            fd = getattr(self, name)
+            if fd is not None:
+                os.close(fd)
+                setattr(self, name, None)
+        for path in (self.path, self.path.with_suffix(".idx")):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+class RunStore(BlockStore):
+    """A ``BlockStore`` whose blocks share one file (``RunFile``), for the partition pass
+    of this machine: a chunk's records, sorted by block, go to the file's buffer (the
+    room ``buffer`` gives, handed back to ``append_chunk``) and are merged block by block
+    as the buffer is written. With a file a block, the chunk's per-block appends (a
+    Python call each) and the buffer's per-block writes grew with rows x blocks
+    (``RunFile``). Reads as a ``BlockStore``: a block's rows in row order, narrow records
+    first."""
+
+    def __init__(self, n_blocks: int, d: int, folder: str | os.PathLike | None = None,
+                 buffer_bytes: int = 32 << 20, *, rows: int | None = None, expand=None):
+        super().__init__(n_blocks, d, folder, buffer_bytes, rows=rows, expand=expand)
+        try:
+            self.runs = RunFile(self.path / "runs.bin", n_blocks, buffer_bytes)
+        except BaseException:
+            self._remove()
+            raise
+        self._room = None  # the room ``buffer`` gave last
+
+    def buffer(self, rows: int) -> np.ndarray:
+        """Room for ``rows`` records in the file's buffer, (rows, 1 + d), float32 while the
+        store is narrow, else float64: to fill in block order, then ``append_chunk``."""
+        dtype = np.dtype(np.float32 if self.narrow else np.float64)
+        self._room = self.runs.reserve(rows, dtype.itemsize * (1 + self.d)).view(dtype)
+        return self._room
+
+    def append_chunk(self, rec: np.ndarray, start: np.ndarray) -> None:
+        if rec.dtype == np.float32 and not self.narrow:
+            raise ValueError("narrow records appended to a widened store")
+        if rec.dtype != np.float32 and self.narrow:
+            self.widen()
+        if rec is not self._room:  # (records of the caller's own: copied in)
+            room = self.buffer(rec.shape[0])
+            room[:] = rec
+        self._room = None
+        n = np.diff(start)
+        self.rows += n
+        if rec.dtype == np.float32:
+            self.narrow_rows += n
+        self.runs.commit(start)
+
+    def append_records(self, block: int, rec: np.ndarray, *, flush: bool = True) -> None:
+        start = np.zeros(self.n_blocks + 1, np.int64)
+        start[block + 1:] = rec.shape[0]
+        self.append_chunk(rec, start)
+
+    def flush(self) -> None:
+        self.runs.flush(release=True)
+
+    def _read(self, block: int, contiguous: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        n = int(self.rows[block])
+        if n == 0:
+            return np.zeros(0, np.int64), np.zeros((0, self.d))
+        return decode_records(self.runs.read(block), n, int(self.narrow_rows[block]), self.d,
+                              f"{self.runs.path} (block {block})", contiguous)
+
+    def discard(self) -> None:
+        self.runs.close()
+        super().discard()
+
+    def close(self) -> None:
+        self.runs.close()
+        super().close()
 
 
 class MemoryBlocks:

@@ -1,13 +1,42 @@
 """The Numba kernels: pure functions on NumPy arrays, compiled on first use and cached
-(``cache=True``).
+(``cache=True``). They import nothing from the rest of the package: a pass that
+wants threads or progress drives them from outside.
+
+The families, one sub-package (or module) each; every algorithm is written once:
+
+* ``common``: what every family shares: the distance ``sq_dist`` (summed in column
+  order, as every slow reference), the bounded "m nearest" insertion, the
+  "farthest so far" rule, a box grown by a row, splitmix64's mixer, the prefetch
+  hint;
+* ``index/``: spatial indexes and cuts: ``split`` (median cuts into leaves),
+  ``kdtree`` (one branch-and-bound traversal for farthest, k-nearest and nearest
+  with ties), ``buckets`` (the MDAV family's scanning index), ``partition`` (the
+  streamed path's partition plan: routing rows to leaves, gathers);
+* ``mdav/``: the MDAV family: ``indexed`` (on the bucket index), ``slots`` and
+  ``brute`` (by brute force on compacted slots), ``leaf`` (every leaf of a block),
+  ``pick`` (which of them runs a block: the one place of the size thresholds);
+* ``search/``: local search on a partition: ``moves`` (the one move/swap core with
+  the exact SSE changes), ``near`` (near lists), ``polish``, ``refine`` (the
+  refinement's state and rounds), ``windows`` and ``recut`` (windows of groups cut
+  again: descent, perturbation, GA);
+* ``groups``: per-group sums, means and SSE from scratch (the one place), gathers,
+  picks, minima and maxima;
+* ``dependency/``: the dependency profile's histograms and spanning trees;
+* ``ranges/``: the range methods: maxent (with its SOM) and mnqia;
+* ``entropy``: Shannon entropy, in NumPy and in the running form kernels keep;
+* ``risk``: disclosure risk (record linkage, classes); ``classcount``: the
+  self-check's class counting; ``leak``: the one-to-one test of the leak guard;
+  ``moments``: streaming column moments; ``published``: the published values in
+  row order.
 
 Cache freshness. Numba keys a function's cache on its own source file only, but a
 kernel compiles the kernels it calls from other files into its own machine code (for
-example ``mdav._run_mdav`` holds ``buckets.knn``). After an upgrade that changed only
-``buckets.py``, ``mdav.py``'s cache would still be taken as fresh and run the old
-code: wrong answers, or a crash. So every kernel of this package is stamped with one
-fingerprint of all the package's source files (their contents): any change to any of
-them recompiles every kernel on its next use. The cache stays where Numba puts it
+example ``mdav.indexed._run_mdav`` holds ``index.buckets.knn``). After an upgrade
+that changed only ``buckets.py``, ``indexed.py``'s cache would still be taken as
+fresh and run the old code: wrong answers, or a crash. So every kernel of this
+package is stamped with one fingerprint of all the package's source files,
+sub-packages included (their paths and contents): any change to any of them
+recompiles every kernel on its next use. The cache stays where Numba puts it
 (``NUMBA_CACHE_DIR``, else ``__pycache__`` beside the sources, else the user's cache
 folder); only the staleness test changes, and only for this package's functions.
 """
@@ -23,14 +52,18 @@ _DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def fingerprint(folder: str = _DIR) -> bytes:
-    """The SHA-256 of every ``.py`` file in ``folder`` (names and contents, in name order)."""
+    """The SHA-256 of every ``.py`` file below ``folder`` (relative paths and contents,
+    in path order)."""
     h = hashlib.sha256()
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".py"):
-            h.update(name.encode() + b"\0")
-            with open(os.path.join(folder, name), "rb") as fh:
-                h.update(fh.read())
-            h.update(b"\0")
+    paths = []
+    for top, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        paths += [os.path.join(top, name) for name in files if name.endswith(".py")]
+    for path in sorted(paths, key=lambda p: os.path.relpath(p, folder)):
+        h.update(os.path.relpath(path, folder).replace(os.sep, "/").encode() + b"\0")
+        with open(path, "rb") as fh:
+            h.update(fh.read())
+        h.update(b"\0")
     return h.digest()
 
 
@@ -46,7 +79,7 @@ class _PackageStamped:
 
     @classmethod
     def from_function(cls, py_func, py_file):
-        if os.path.dirname(os.path.abspath(py_file)) != _DIR:
+        if not os.path.abspath(py_file).startswith(_DIR + os.sep):
             return None
         return super().from_function(py_func, py_file)
 

@@ -16,7 +16,7 @@ every missing value and apart from every value, NaN and 0.0 included, but by a
 import numpy as np
 from numba import njit
 
-from .prefetch import prefetch
+from .common import mix64, prefetch
 
 _AHEAD = 32  # keys prefetched ahead of the insert
 
@@ -52,14 +52,6 @@ def count_keys(new_keys, new_counts, start, table, used, max_used, bits):
     return n, used
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _mix(z):
-    """splitmix64's finalizer."""
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
 _VALUE_STEP = 0x9E3779B97F4A7C15  # splitmix64's increment: a value's fold
 _NULL_WORD = 0x6E756C6C6E756C6C  # a null's fold ("nullnull"), with its own increment:
 _NULL_STEP = 0xD1B54A32D192ED03  # no value's bits fold to a null's hash but by a 64-bit collision
@@ -73,7 +65,7 @@ def hash_column(values, h):
     ``h = splitmix64(h ^ bits(v))``: -0.0 and 0.0 hash apart (a reader of the output
     tells them apart, so they are two classes: ``engine.passes.selfcheck``)."""
     for i in range(h.shape[0]):
-        h[i] = _mix((h[i] ^ np.float64(values[i]).view(np.uint64)) + np.uint64(_VALUE_STEP))
+        h[i] = mix64((h[i] ^ np.float64(values[i]).view(np.uint64)) + np.uint64(_VALUE_STEP))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -84,7 +76,7 @@ def _fold(h, word, valid):
     null. No branch: a column with scattered nulls costs about what one without does."""
     word = np.uint64(_NULL_WORD) if valid == 0 else word
     step = np.uint64(_NULL_STEP) if valid == 0 else np.uint64(_VALUE_STEP)
-    return _mix((h ^ word) + step)
+    return mix64((h ^ word) + step)
 
 
 @njit(cache=True, nogil=True)
@@ -111,6 +103,6 @@ def hash_int_column(values, valid, h):
         if -_EXACT <= v <= _EXACT:
             h[i] = _fold(h[i], np.float64(v).view(np.uint64), ok)
         elif ok:
-            h[i] = _mix((h[i] ^ np.uint64(v)) + np.uint64(_WIDE_STEP))
+            h[i] = mix64((h[i] ^ np.uint64(v)) + np.uint64(_WIDE_STEP))
         else:
             h[i] = _fold(h[i], np.uint64(0), ok)

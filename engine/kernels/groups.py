@@ -7,7 +7,7 @@ the thread count or on how the rows were chunked, so output is reproducible.
 import numpy as np
 from numba import njit, prange
 
-from .prefetch import prefetch
+from .common import prefetch, widen
 
 _GATHER_AHEAD = 32  # rows between a centroid's prefetch and its use
 
@@ -171,18 +171,52 @@ def published_sse(X, inv, labels, centroid, out):
 
 
 @njit(cache=True, nogil=True)
-def accumulate_sse(Z, labels, means, start):
-    """``start`` plus the sum over rows of ``||Z[i] - means[labels[i]]||^2``, in row order.
+def group_sums(X, labels, G):
+    """``(sums, counts)`` of the groups 0..G-1 of ``labels``, from scratch, in row order."""
+    sums = np.zeros((G, X.shape[1]))
+    counts = np.zeros(G, np.int64)
+    accumulate_group_sums(X, labels, sums, counts)
+    return sums, counts
 
-    Carrying the running sum across chunks (rather than adding per-chunk totals)
-    keeps the result independent of the chunk size.
-    """
-    n, d = Z.shape
-    s = start
+
+@njit(cache=True, nogil=True)
+def group_means(X, labels, G, out):
+    """``out[g]``: the mean of group g's rows (``group_sums`` divided by the count; a
+    group without rows is left as it is)."""
+    sums, counts = group_sums(X, labels, G)
+    for g in range(G):
+        if counts[g] > 0:
+            for j in range(X.shape[1]):
+                out[g, j] = sums[g, j] / counts[g]
+
+
+@njit(cache=True, nogil=True)
+def slot_sums(X, rid, counts, cap, sums):
+    """``sums[g]`` from scratch for a slot layout: group g's rows are ``rid[g*cap:
+    g*cap + counts[g]]`` (rows of ``X``), summed in slot order."""
+    G, d = sums.shape
+    for g in range(G):
+        for j in range(d):
+            sums[g, j] = 0.0
+        for t in range(counts[g]):
+            i = rid[g * cap + t]
+            for j in range(d):
+                sums[g, j] += X[i, j]
+
+
+@njit(cache=True, nogil=True)
+def partition_sse(X, labels, G):
+    """The SSE of the partition ``labels`` (groups 0..G-1) of the rows of ``X``, from
+    scratch: ``sum_i ||X[i] - mean of its group||^2`` in row order, each mean the
+    group's sums (``group_sums``) times the inverse of its count."""
+    n, d = X.shape
+    sums, counts = group_sums(X, labels, G)
+    s = 0.0
     for i in range(n):
         g = labels[i]
+        inv = 1.0 / counts[g]
         for j in range(d):
-            t = Z[i, j] - means[g, j]
+            t = X[i, j] - sums[g, j] * inv
             s += t * t
     return s
 
@@ -273,13 +307,7 @@ def group_minmax(X, labels, G):
     mn = np.full((G, d), np.inf)
     mx = np.full((G, d), -np.inf)
     for i in range(n):
-        g = labels[i]
-        for j in range(d):
-            x = X[i, j]
-            if x < mn[g, j]:
-                mn[g, j] = x
-            if x > mx[g, j]:
-                mx[g, j] = x
+        widen(mn, mx, labels[i], X, i)
     return mn, mx
 
 

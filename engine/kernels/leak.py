@@ -29,24 +29,16 @@ by a 64-bit collision merging two values). See ``engine.passes.leak``.
 import numpy as np
 from numba import njit
 
-from .prefetch import prefetch
+from .common import mix64, prefetch
 
 _AHEAD = 16  # rows prefetched ahead
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _mix(z):
-    """splitmix64's finalizer: every output bit depends on every input bit."""
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 @njit(cache=True, nogil=True)
 def mix_keys(h, out):
     """``out[i]``: the key of the value hash ``h[i]`` (mixed; never 0, an empty slot)."""
     for i in range(h.shape[0]):
-        k = _mix(h[i] + np.uint64(0x9E3779B97F4A7C15))
+        k = mix64(h[i] + np.uint64(0x9E3779B97F4A7C15))
         out[i] = k if k != np.uint64(0) else np.uint64(1)
 
 
@@ -134,24 +126,15 @@ def pair_rows(kc, kq, start, tab0, tab1, limits, used, flags, at_max):
         if i + _AHEAD < n:
             prefetch(tab0, np.int64(kc[i + _AHEAD] & np.uint64(tab0.shape[0] - 1)))
             prefetch(tab1, np.int64(kq[i + _AHEAD] & np.uint64(tab1.shape[0] - 1)))
-        c = kc[i]
-        q = kq[i]
-        if c <= limits[0]:
-            r = _visit(tab0, c, q)
-            if r == 0:
-                used[0] += 1
-            elif r == 1:
-                flags[1] = 1
-            else:
-                flags[0] = 1
-                return n
-        if q <= limits[1]:
-            r = _visit(tab1, q, c)
-            if r == 0:
-                used[1] += 1
-            elif r == 1:
-                flags[2] = 1
-            else:
-                flags[0] = 1
-                return n
+        for d in range(2):
+            key, val = (kc[i], kq[i]) if d == 0 else (kq[i], kc[i])
+            if key <= limits[d]:
+                r = _visit(tab0 if d == 0 else tab1, key, val)
+                if r == 0:
+                    used[d] += 1
+                elif r == 1:
+                    flags[1 + d] = 1
+                else:
+                    flags[0] = 1
+                    return n
     return n

@@ -1,15 +1,16 @@
 """Kernels of the disclosure-risk measures (``engine.audit.risk``).
 
-* ``nearest_with_ties``: the smallest squared distance from a point to the rows of
-  a kd-tree (``engine.kernels.kdtree``, built once and never modified here) and
-  how many rows attain it exactly. Distances use the tree's ``sq_dist`` (summed
-  in column order) and nodes are pruned only when their box bound is *strictly*
-  larger than the best distance, so every tied row is counted (the tree's box
-  bounds are rounded the same way as the distances; see its docstring).
+* ``nearest_all``: the smallest squared distance from each point to the rows of
+  a kd-tree (``engine.kernels.index.kdtree``, built once and never modified here,
+  searched by its one traversal) and how many rows attain it exactly. Distances are
+  ``sq_dist`` (summed in column order) and nodes are pruned only when their box
+  bound is *strictly* larger than the best distance, so every tied row is counted
+  (the tree's box bounds are rounded the same way as the distances; see its
+  docstring).
 * ``find_rows``: the index of each query row in a lexicographically sorted,
   duplicate-free table of points (exact float comparison; NaN, a missing value,
   after every number and equal to NaN), -1 if absent.
-* ``nearest_with_patterns``: the same when rows and query carry missing-value
+* ``nearest_all_patterns``: the same when rows and query carry missing-value
   patterns, whose differences add a fixed amount each (``pattern_offset``).
 * ``score_rows``: per record, the DBRL credit (``1 / ties`` when the record's own
   original is among the nearest, else 0) and the interval-disclosure tests.
@@ -26,60 +27,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .kdtree import box_min_dist, sq_dist
-
-
-@njit(cache=True, nogil=True)
-def nearest_with_ties(T, q):
-    """``(d2, ties)``: the least ``sq_dist`` from ``q`` to the tree's rows and its multiplicity."""
-    Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf, center, rnorm, rmax = T
-    best = np.inf
-    ties = 0
-    if cnt[0] == 0:
-        return best, ties
-    stack = np.empty(128, np.int64)
-    bound = np.empty(128)
-    stack[0] = 0
-    bound[0] = box_min_dist(lo, hi, stack[0], q)  # the root (an int64, not a literal 0)
-    sp = 1
-    while sp > 0:
-        sp -= 1
-        node = stack[sp]
-        if bound[sp] > best:
-            continue
-        if node >= first_leaf:
-            for p in range(nstart[node], nend[node]):
-                dd = sq_dist(Xp, p, q)
-                if dd < best:
-                    best = dd
-                    ties = 1
-                elif dd == best:
-                    ties += 1
-        else:
-            a = 2 * node + 1
-            b = a + 1
-            ba = box_min_dist(lo, hi, a, q) if cnt[a] > 0 else np.inf
-            bb = box_min_dist(lo, hi, b, q) if cnt[b] > 0 else np.inf
-            # push the nearer child last so it is searched first
-            first, fb, second, sb = (a, ba, b, bb) if ba > bb else (b, bb, a, ba)
-            if cnt[first] > 0 and fb <= best:
-                stack[sp] = first
-                bound[sp] = fb
-                sp += 1
-            if cnt[second] > 0 and sb <= best:
-                stack[sp] = second
-                bound[sp] = sb
-                sp += 1
-    return best, ties
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def nearest_all(T, Q, out_d2, out_ties):
-    """``nearest_with_ties`` for every row of ``Q`` (read-only tree: safe in parallel)."""
-    for i in prange(Q.shape[0]):
-        d2, t = nearest_with_ties(T, Q[i])
-        out_d2[i] = d2
-        out_ties[i] = t
+from .common import sq_dist
+from .index.kdtree import next_leaf, walk
 
 
 @njit(cache=True, nogil=True)
@@ -96,58 +45,48 @@ def pattern_offset(a, b, R2):
 
 @njit(cache=True, nogil=True)
 def nearest_with_patterns(T, q, qpat, P, R2):
-    """``nearest_with_ties`` when the rows carry missing-value patterns: the distance of
-    tree row ``p`` is ``sq_dist`` over the tree's columns (the values; a missing one at
-    0) plus ``pattern_offset(P[ids[p]], qpat, R2)``. The box bounds leave the offsets
-    out (they are >= 0), so they still bound every distance in the box and pruning on
-    a strict inequality keeps every tie."""
-    Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf, center, rnorm, rmax = T
+    """``(d2, ties)``: the least distance from ``q`` to the tree's rows and how many rows
+    attain it exactly. The distance of tree row ``p`` is ``sq_dist`` over the tree's
+    columns (a missing value at 0) plus, when ``R2`` is not empty, ``pattern_offset(P[ids[p]],
+    qpat, R2)``. The box bounds leave the offsets out (they are >= 0), so they still
+    bound every distance in the box, and the traversal inspects equal bounds: every
+    tie is counted."""
+    Xp, ids, nstart, nend = T[0], T[1], T[4], T[5]
     best = np.inf
     ties = 0
-    if cnt[0] == 0:
-        return best, ties
-    stack = np.empty(128, np.int64)
-    bound = np.empty(128)
-    stack[0] = 0
-    bound[0] = box_min_dist(lo, hi, stack[0], q)
-    sp = 1
-    while sp > 0:
-        sp -= 1
-        node = stack[sp]
-        if bound[sp] > best:
-            continue
-        if node >= first_leaf:
-            for p in range(nstart[node], nend[node]):
-                dd = sq_dist(Xp, p, q) + pattern_offset(P[ids[p]], qpat, R2)
-                if dd < best:
-                    best = dd
-                    ties = 1
-                elif dd == best:
-                    ties += 1
-        else:
-            a = 2 * node + 1
-            b = a + 1
-            ba = box_min_dist(lo, hi, a, q) if cnt[a] > 0 else np.inf
-            bb = box_min_dist(lo, hi, b, q) if cnt[b] > 0 else np.inf
-            first, fb, second, sb = (a, ba, b, bb) if ba > bb else (b, bb, a, ba)
-            if cnt[first] > 0 and fb <= best:
-                stack[sp] = first
-                bound[sp] = fb
-                sp += 1
-            if cnt[second] > 0 and sb <= best:
-                stack[sp] = second
-                bound[sp] = sb
-                sp += 1
-    return best, ties
+    patterned = R2.shape[0] > 0
+    near = np.int64(0)
+    stack, bound, sp, qn = walk(T, q, near)
+    while True:
+        node, sp = next_leaf(T, q, qn, near, stack, bound, sp, best)
+        if node < 0:
+            return best, ties
+        for p in range(nstart[node], nend[node]):
+            dd = sq_dist(Xp, p, q)
+            if patterned:
+                dd += pattern_offset(P[ids[p]], qpat, R2)
+            if dd < best:
+                best = dd
+                ties = 1
+            elif dd == best:
+                ties += 1
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def nearest_all_patterns(T, Q, QP, P, R2, out_d2, out_ties):
-    """``nearest_with_patterns`` for every row of ``Q`` (its pattern the row of ``QP``)."""
+    """``nearest_with_patterns`` for every row of ``Q`` (its pattern the row of ``QP``;
+    a read-only tree: safe in parallel)."""
     for i in prange(Q.shape[0]):
         d2, t = nearest_with_patterns(T, Q[i], QP[i], P, R2)
         out_d2[i] = d2
         out_ties[i] = t
+
+
+def nearest_all(T, Q, out_d2, out_ties):
+    """``nearest_all_patterns`` without missing values: the least ``sq_dist`` from each
+    row of ``Q`` to the tree's rows and its multiplicity."""
+    none = np.empty((Q.shape[0], 0), np.uint8)
+    nearest_all_patterns(T, Q, none, np.empty((0, 0), np.uint8), np.empty(0), out_d2, out_ties)
 
 
 @njit(cache=True, nogil=True)

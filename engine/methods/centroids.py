@@ -29,19 +29,20 @@ import numpy as np
 
 from ..encode import mixed as mixed_types
 from ..encode.kinds import csv_types
-from ..tuning import (POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_SEAM_PARTS, POLISH_UNIT_ROWS, SEAM_PARALLEL_LISTS,
-                      polish_near)
+from ..tuning import (POLISH_MAX_ROWS, POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_UNIT_ROWS, SCALE_DESCENT,
+                      SCALE_ROTATIONS, polish_near, scale_near)
 from ..errors import EngineError
-from ..kernels.leaf import aggregate_leaves
-from ..kernels.polish import polish_seams, polish_seams_parts, rotations, seam_parts
+from ..kernels.mdav.leaf import aggregate_leaves
+from ..kernels.search.polish import polish_seams, rotations
 from ..io.schema import check_output_types
 from ..io.sink import check_csv_columns
-from ..io.spill import BlockStore, MemoryBlocks
-from ..parallel import ordered_map
+from ..io.spill import MemoryBlocks, RunStore
 from ..passes.aggregate import UnitPlan, aggregate_block, aggregate_blocks
 from ..passes.distributions import Distributions, category_distribution
 from ..passes.partition import sample_row_groups, sample_stride, strata_units, unit_strata
+from ..passes.published import PublishedGroups, RowRecords
 from ..passes.results import Profiled, Written, release_memory, timed
+from ..passes.seams import SeamStage, seam_pass, seam_plan
 from ..passes.profile import Moments, check_columns, profile_columns
 from ..passes.stitch import Groups, aligned_zeros, stitch_blocks, strata_loss
 from ..passes.write import write_pass
@@ -76,6 +77,7 @@ class CentroidFlow:
         self.rows = 0
         self.sums = None
         self.seams = None
+        self.stage = None  # the seam stage of a polished run above POLISH_MAX_ROWS rows (``passes.seams``)
         self.polish_rounds = 0
         self.threads = 1
         self.mixed = None  # mixed-type QIs (``engine.encode.mixed.Mixed``): self.cfg is then its encoded config
@@ -138,7 +140,26 @@ class CentroidFlow:
         self.rows = rows
 
     def budget_args(self, source, rows) -> dict:
-        return {"d": len(self.cfg.qi), "state": self.mixed.state(rows) if self.mixed is not None else None}
+        per_row = self.per_row(rows)
+        return {"d": len(self.cfg.qi), "state": self.mixed.state(rows) if self.mixed is not None else None,
+                "row_ordered": per_row is None, "per_row": per_row or ""}
+
+    def per_row(self, rows: int) -> str | None:
+        """None when a streamed run of ``rows`` rows hands its published values to the
+        write pass in row order, on disk (``passes.published.RowRecords`` in place of the
+        row -> group map and the table of groups): on this machine, when the workers
+        measure the final groups (no refinement, no seam polish in memory), numeric QIs,
+        no strata, fewer than 2^32 rows. Else what keeps the map (for the budget's
+        refusal). Decided before the passes; the output is the same either way."""
+        cfg = self.cfg
+        for why, keeps in (("--scheduler", self.backend is not None), ("non-numeric QIs", self.mixed is not None),
+                           ("--strata", cfg.strata is not None), ("--refine", cfg.refine is not None),
+                           ("the in-memory seam polish", cfg.effective_polish_rounds(rows) > 0
+                            and rows <= POLISH_MAX_ROWS),
+                           ("a table of 2^32 rows or more", rows >= 1 << 32)):
+            if keeps:
+                return why
+        return None
 
     # ------------------------------------------------------------ pass 1
 
@@ -189,7 +210,7 @@ class CentroidFlow:
     # ------------------------------------------------------------ pass 2
 
     def new_store(self, n_blocks, folder, rows, budget):
-        new = BlockStore if self.backend is None else self.backend.store  # (the backend's: part files)
+        new = RunStore if self.backend is None else self.backend.store  # (the backend's: part files)
         if self.mixed is not None:  # one value a QI spilled, expanded when read
             return new(n_blocks, len(self.mixed.qis), folder, budget.spill_buffer, rows=rows,
                        expand=self.mixed.expand)
@@ -236,34 +257,58 @@ class CentroidFlow:
         if blocks.single:  # one exact block, no leaves; the write pass measures the errors
             return aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols,
                                     UnitPlan(self._method(), block=self._block), labels, threads, bar)
-        near = polish_near(cfg.k)
-        # the seams between units are polished in memory (all standardized rows at once)
-        # (under a memory limit the budget counts them: engine.budget, whatever the limit)
+        scale = rows > POLISH_MAX_ROWS  # (the seams as blocks of their own, cheaper settings: passes.seams)
+        near, n_rot = (scale_near(cfg.k), SCALE_ROTATIONS) if scale else (polish_near(cfg.k), POLISH_ROTATIONS)
+        # the seams between units: up to POLISH_MAX_ROWS rows polished in memory (all standardized
+        # rows at once; under a memory limit the budget counts them: engine.budget, whatever the
+        # limit), above as the blocks of a second plan
         ustrata = self._unit_strata(blocks.units)
         seams = len(blocks.units) > 1 if ustrata is None else np.unique(ustrata).shape[0] < len(blocks.units)
-        if self.polish_rounds > 0 and seams:
+        if self.polish_rounds > 0 and seams and scale:
+            self.stage = self._seam_stage(blocks)
+        elif self.polish_rounds > 0 and seams:
             self.seams = (np.empty((rows, cols.shape[0])), [])
             self._seam_strata = ustrata
         # without refinement or seam polish the workers also sum each group's values: no stitch pass
         # (mixed-type QIs: their published values, one a QI: ``mixed.Mixed.published``)
         reduce = self.mixed
-        if cfg.refine is None and self.seams is None:
+        sink = labels if isinstance(labels, RowRecords) else None  # (``row_ordered``: the coordinator's)
+        if sink is not None:  # the workers measure, the sink keeps the published values in row order
+            self.sums = sink
+        elif cfg.refine is None and self.seams is None:
             width = len(cfg.qi) if reduce is None else len(self.mixed.qis)
             self.sums = (aligned_zeros(rows // cfg.k, width), np.zeros(rows // cfg.k, np.int64),
                          np.zeros(width if reduce is None else self.mixed.loss_width))
-            if self.strata is not None:  # (each unit's squared errors too: the strata's losses)
+            if self.strata is not None and self.stage is None:  # (each unit's squared errors: the strata's losses)
                 self.sums += ([],)
         # on Dask the units are tasks: the default block function (this family's kernels,
         # as ``block_labels``) travels, not this flow
         block, mapper = (self._block, None) if self.backend is None else (None, self.backend.map_ordered)
-        polish = (self.polish_rounds, near, POLISH_ROTATIONS) if self.polish_rounds > 0 else None
+        polish = (self.polish_rounds, near, n_rot, *((SCALE_DESCENT,) if scale else ())) \
+            if self.polish_rounds > 0 else None
         plan = UnitPlan(self._method(), cfg.effective_leaf_size(rows), polish, block,
-                        reduce if self.sums is not None else None)
-        n_groups = aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols, plan, labels, threads, bar,
-                                    sums=self.sums, seams=self.seams, mapper=mapper)
+                        reduce if self.sums is not None else None,
+                        self.stage.router if self.stage is not None else None)
+        try:  # (with the seam stage, the workers' sums come from its blocks)
+            first = None if sink is not None and self.stage is not None else labels  # (the seam stage's are final)
+            n_groups = aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols, plan, first, threads, bar,
+                                        sums=self.sums if self.stage is None else None, seams=self.seams,
+                                        stage=self.stage, mapper=mapper)
+        except BaseException:
+            if self.stage is not None:
+                self.stage.close()
+            raise
         if self.polish_rounds > 0:
             self.polished.update(rounds=self.polish_rounds, near=near, min_gain=POLISH_MIN_GAIN)
         return n_groups
+
+    def _seam_stage(self, blocks) -> SeamStage:
+        """The seam stage's plan (from the partition's sample) and its spill store,
+        beside the first one's."""
+        X, ids = blocks.sample  # (mixed-type QIs: their encoded columns, as the first plan's)
+        router = seam_plan(X, ids, blocks.profile, self.cols, blocks.profile.rows, POLISH_UNIT_ROWS, self.strata)
+        store = blocks.store
+        return SeamStage(router, store.d, store.path.parent, store.buffer_bytes, blocks.profile.rows, store.expand)
 
     def after_aggregate(self, blocks, labels, n_groups, passes) -> int:
         """The seam polish (several polished units), then refinement (``--refine``)."""
@@ -271,6 +316,19 @@ class CentroidFlow:
         if self.seams is not None:
             with timed(passes, "polish"):
                 self._polish_seams(labels)
+            release_memory()
+        if self.stage is not None:
+            stage, self.stage = self.stage, None
+            rounds, near = self.polish_rounds, scale_near(cfg.k)
+            R = rotations(self.cols.shape[0], SCALE_ROTATIONS)
+            try:
+                with timed(passes, "seams"), Progress("seams", blocks.profile.rows, cfg.progress) as bar:
+                    n_groups = seam_pass(stage, blocks.profile, self.cols, self._method(), (rounds, near, R), labels,
+                                         self.threads, bar, self.sums, self.mixed if self.sums is not None else None,
+                                         POLISH_MIN_GAIN)
+            finally:
+                stage.close()
+            self.polished.update(seam_blocks=len([b for b in stage.store.rows if b > 0]))
             release_memory()
         if cfg.refine is not None:
             with timed(passes, "refine"), Progress("refine", blocks.profile.rows, cfg.progress) as bar:
@@ -282,11 +340,8 @@ class CentroidFlow:
         return n_groups
 
     def _polish_seams(self, labels):
-        """The seams between the units: with ``POLISH_SEAM_PARTS`` > 1 the groups are cut
-        into that many parts across the seams (``seam_parts``), polished side by side;
-        else (the default) one ``polish_seams`` over the whole table, its near lists on
-        all threads, its rounds serial. With strata: each stratum of several units on its
-        own (its rows, its groups, its seams)."""
+        """The seams between the units: one ``polish_seams`` over the whole table. With
+        strata: each stratum of several units on its own (its rows, its groups, its seams)."""
         Z, unit = self.seams[0], np.asarray(self.seams[1], np.int64)
         lab = np.asarray(labels).astype(np.int64)
         if self.strata is None:
@@ -316,25 +371,15 @@ class CentroidFlow:
         cfg = self.cfg
         args = (Z, lab, cfg.k, self.polish_rounds, polish_near(cfg.k), unit)
         R = rotations(self.cols.shape[0], POLISH_ROTATIONS)
-        if POLISH_SEAM_PARTS > 1:
-            G = unit.shape[0]
-            cnt = np.bincount(lab, minlength=G).astype(np.float64)
-            C = np.empty((G, Z.shape[1]))
-            for j in range(Z.shape[1]):
-                C[:, j] = np.bincount(lab, weights=Z[:, j], minlength=G) / cnt
-            gpart = seam_parts(C, unit, POLISH_SEAM_PARTS)
-            seams = functools.partial(polish_seams_parts, min_gain=POLISH_MIN_GAIN, threads=self.threads,
-                                      ordered_map=ordered_map)
-            r, ops = _interruptible(seams, *args, gpart, R)
-        else:
-            seams = functools.partial(polish_seams, min_gain=POLISH_MIN_GAIN, parallel=SEAM_PARALLEL_LISTS)
-            r, ops = _interruptible(seams, *args, R)
-        return r, ops
+        return _interruptible(functools.partial(polish_seams, min_gain=POLISH_MIN_GAIN), *args, R)
 
     # ------------------------------------------------------------ stitch, write, report
 
-    def stitch(self, blocks, labels, n_groups, bar) -> Groups:
+    def stitch(self, blocks, labels, n_groups, bar) -> Groups | PublishedGroups:
         per_unit = None
+        if isinstance(self.sums, RowRecords):  # (no strata: ``row_ordered``)
+            sink, self.sums = self.sums, None
+            return sink.finish(n_groups)
         if self.sums is None:
             groups = stitch_blocks(blocks.store, blocks.units, blocks.profile, labels, n_groups, bar)
         else:
@@ -356,7 +401,11 @@ class CentroidFlow:
     def distributions_after(self, groups):
         if self.mixed is not None:  # (filled by the write pass: ``_mixed_distributions``)
             return self.mixed_dist
-        return self.dist.finish(groups.centroid, groups.sizes) if self.dist is not None else None
+        if self.dist is None:
+            return None
+        if isinstance(groups, PublishedGroups):  # ("after" counted a unit at a time: ``RowRecords.add``)
+            return self.dist.finish(None, None)
+        return self.dist.finish(groups.centroid, groups.sizes)
 
     def write(self, source, path, fmt, groups, chunk_rows, profile):
 

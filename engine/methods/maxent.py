@@ -13,7 +13,7 @@ How the seed is read (its pseudo-code, Figs. 1-4, is partly garbled)
   values to numbers through taxonomies (Iyengar) that it does not print; we use
   flat domains instead: in the SOM a categorical column is a one-hot vector
   scaled by 1/sqrt(2) (two different categories are as far apart as the ends of a
-  numeric range, see ``engine/kernels/som.py``), and its NCP is that of
+  numeric range, see ``engine/kernels/ranges/som.py``), and its NCP is that of
   set-valued generalization (below).
 * **NCP (eq. 4).** Per tuple and attribute: numeric ``w (max - min) / |A|`` over
   its class; categorical ``w |S| / |A|`` where ``S`` is the set of the class's
@@ -80,31 +80,14 @@ import numpy as np
 import polars as pl
 
 from ..encode.dictionary import value_codes, value_order
+from ..checks import is_int
 from ..errors import EngineError
-from ..kernels import maxent as K
+from ..kernels.entropy import entropy
+from ..kernels.ranges import maxent as K
 from ..kernels.groups import group_distinct, group_minmax
-from ..kernels.som import som_fit
+from ..kernels.ranges.som import som_fit
 
 ENTROPY_TOL = 1e-9
-
-
-def entropy_of_counts(cnt) -> float:
-    """Shannon entropy (bits) of a count vector (0 for an empty one)."""
-    cnt = np.asarray(cnt)
-    total = cnt.sum()
-    if total == 0:
-        return 0.0
-    p = cnt[cnt > 0] / total
-    return float(-(p * np.log2(p)).sum())
-
-
-def entropy_of_rows(cnt) -> np.ndarray:
-    """``entropy_of_counts`` of every row of a count matrix."""
-    cnt = cnt.astype(np.float64)
-    N = cnt.sum(axis=1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.where(cnt > 0, cnt / N, 1.0)
-        return -(np.where(cnt > 0, p * np.log2(p), 0.0)).sum(axis=1)
 
 
 def table_epsilon(sa_counts, epsilon, sa_name: str) -> tuple[float, float]:
@@ -114,7 +97,7 @@ def table_epsilon(sa_counts, epsilon, sa_name: str) -> tuple[float, float]:
     if np.count_nonzero(sa_counts) < 2:
         raise EngineError(f"column {sa_name!r}: the sensitive attribute has a single distinct value "
                           f"(entropy 0 cannot be diversified)")
-    H = entropy_of_counts(sa_counts)
+    H = entropy(sa_counts)
     eps = H if epsilon is None else float(epsilon)
     if not math.isfinite(eps) or eps < 0:
         raise EngineError(f"epsilon: must be a finite number >= 0, got {epsilon!r}")
@@ -122,12 +105,6 @@ def table_epsilon(sa_counts, epsilon, sa_name: str) -> tuple[float, float]:
         raise EngineError(f"epsilon: {eps:.6g} bits exceeds the SA entropy of the whole table ({H:.6g} bits); "
                           f"no partition can reach it")
     return H, eps
-
-
-def entropy_bits(codes: np.ndarray) -> float:
-    """Shannon entropy (bits) of the distribution of integer codes."""
-    codes = np.asarray(codes, dtype=np.int64)
-    return entropy_of_counts(np.bincount(codes)) if codes.size else 0.0
 
 
 @dataclass
@@ -322,7 +299,7 @@ def _prepare(Q, sa_codes, qi_kinds, cardinalities, weights, k, qi_names, sa_name
     kinds = list(qi_kinds) if qi_kinds is not None else ["numeric"] * d
     if len(kinds) != d or any(x not in ("numeric", "categorical") for x in kinds):
         raise EngineError("qi_kinds: one of 'numeric' / 'categorical' per QI column")
-    if k is not None and (int(k) != k or k < 1):
+    if k is not None and (not is_int(k) or k < 1):
         raise EngineError(f"k: must be a positive integer, got {k!r}")
     need = max(2, int(k or 0))
     if n < need:
@@ -398,11 +375,7 @@ def _auto_units(n_rows, m, cluster_size):
 def class_entropies(labels, sa, n_classes):
     """Per-class SA entropy (bits), computed from scratch."""
     m = int(sa.max()) + 1
-    cnt = np.bincount(labels * m + sa, minlength=n_classes * m).reshape(n_classes, m).astype(np.float64)
-    N = cnt.sum(axis=1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.where(cnt > 0, cnt / N, 1.0)
-        return -(np.where(cnt > 0, p * np.log2(p), 0.0)).sum(axis=1)
+    return entropy(np.bincount(labels * m + sa, minlength=n_classes * m).reshape(n_classes, m), axis=1)
 
 
 def ncp_per_class(Xn, C, card, w, labels, n_classes):
@@ -449,6 +422,57 @@ def entropy_histogram(ent, sizes, width=0.25, m=None):
 # ---------------------------------------------------------------- the method
 
 
+def _form_classes(Xn, C, off, card, w, sa, m, distinct, csize, som_units, som_epochs, rng):
+    """Figs. 1-3: for d = distinct SA values down to 2, the SOM's clusters of the rows
+    not yet in a class, then classes of d rows with d SA values in each cluster.
+    Returns ``(class_of, classes, rounds, SOM seconds, forming seconds)``; ``class_of``
+    is -1 for the rows no round placed."""
+    class_of = np.full(Xn.shape[0], -1, np.int64)
+    next_class = 0
+    rounds = []
+    t_som = t_form = 0.0
+    for d in range(distinct, 1, -1):
+        rem = np.flatnonzero(class_of < 0)
+        if rem.size < d or np.count_nonzero(np.bincount(sa[rem], minlength=m)) < d:
+            continue
+        units = som_units if som_units else _auto_units(rem.size, distinct, csize)
+        t = time.perf_counter()
+        bmu = som_clusters(Xn, C, off, w, rem, units, int(rng.integers(2**62)), som_epochs)
+        t_som += time.perf_counter() - t
+        t = time.perf_counter()
+        order = rem[np.lexsort((rem, bmu))]
+        counts = np.bincount(bmu)
+        cstart = np.zeros(counts.size + 1, np.int64)
+        cstart[1:] = np.cumsum(counts)
+        urand = rng.random(rem.size)
+        before = next_class
+        next_class = K.form_round(Xn, C, off, card, w, sa, m, order, cstart, d, urand, class_of, next_class)
+        t_form += time.perf_counter() - t
+        rounds.append((d, int(np.count_nonzero(counts)), next_class - before))
+    return class_of, next_class, rounds, t_som, t_form
+
+
+def _incorporate(Xn, C, off, card, w, sa, m, class_of, nc, eps, k):
+    """Fig. 4 and what follows: low-entropy classes dissolved and their rows (and the
+    unplaced ones) incorporated, leftovers settled by merges, classes below k merged.
+    Returns ``(labels, dissolved, incorporated, leftover joins, merges)``."""
+    n = Xn.shape[0]
+    keys = [Xn[:, j] for j in range(Xn.shape[1] - 1, -1, -1)] + [C[:, j] for j in range(C.shape[1] - 1, -1, -1)]
+    srt = np.lexsort(keys).astype(np.int64)
+    pos = np.empty(n, np.int64)
+    pos[srt] = np.arange(n)
+    state = K.init_state(Xn, C, off, sa, m, class_of, nc, eps, ENTROPY_TOL)
+    _, dissolved, moved, leftover = K.incorporate(Xn, C, off, card, w, sa, class_of, state, eps, ENTROPY_TOL,
+                                                  100, srt, pos)
+    joins, merges = K.settle_leftovers(Xn, C, off, card, w, sa, class_of, state, leftover, eps, ENTROPY_TOL,
+                                       srt, pos)
+    if k is not None and k > 1:
+        merges += K.enforce_min_size(Xn, C, off, card, w, state, int(k), eps, ENTROPY_TOL)
+    roots = K.resolve_labels(class_of, state.parent)
+    _, labels = np.unique(roots, return_inverse=True)
+    return labels.astype(np.int64), dissolved, moved, joins, merges
+
+
 def maxent_partition(Q, sa_codes, epsilon=None, k=None, seed=0, som_units=None, qi_kinds=None, *,
                      cardinalities=None, weights=None, som_epochs=10, cluster_size=None,
                      hist_width=0.25, qi_names=None, sa_name=None, ranges=None) -> MaxEntResult:
@@ -478,29 +502,8 @@ def maxent_partition(Q, sa_codes, epsilon=None, k=None, seed=0, som_units=None, 
     if csize <= 0:
         raise EngineError(f"cluster_size: must be > 0, got {cluster_size!r}")
     rng = np.random.default_rng(seed)
-    class_of = np.full(n, -1, np.int64)
-    next_class = 0
-    rounds = []
-    t_som = t_form = 0.0
-    for d in range(distinct, 1, -1):
-        rem = np.flatnonzero(class_of < 0)
-        if rem.size < d or np.count_nonzero(np.bincount(sa[rem], minlength=m)) < d:
-            continue
-        units = som_units if som_units else _auto_units(rem.size, distinct, csize)
-        t = time.perf_counter()
-        bmu = som_clusters(Xn, C, off, w, rem, units, int(rng.integers(2**62)), som_epochs)
-        t_som += time.perf_counter() - t
-        t = time.perf_counter()
-        order = rem[np.lexsort((rem, bmu))]
-        counts = np.bincount(bmu)
-        cstart = np.zeros(counts.size + 1, np.int64)
-        cstart[1:] = np.cumsum(counts)
-        urand = rng.random(rem.size)
-        before = next_class
-        next_class = K.form_round(Xn, C, off, card, w, sa, m, order, cstart, d, urand, class_of, next_class)
-        t_form += time.perf_counter() - t
-        rounds.append((d, int(np.count_nonzero(counts)), next_class - before))
-    nc = next_class
+    class_of, nc, rounds, t_som, t_form = _form_classes(Xn, C, off, card, w, sa, m, distinct, csize, som_units,
+                                                        som_epochs, rng)
     # intermediate classes (before incorporation), for the Fig. 5 comparison
     placed = class_of >= 0
     if nc:
@@ -522,20 +525,7 @@ def maxent_partition(Q, sa_codes, epsilon=None, k=None, seed=0, som_units=None, 
         dissolved = moved = joins = 0
         merges = nc if unplaced else max(nc - 1, 0)
     else:
-        keys = [Xn[:, j] for j in range(Xn.shape[1] - 1, -1, -1)] + [C[:, j] for j in range(C.shape[1] - 1, -1, -1)]
-        srt = np.lexsort(keys).astype(np.int64)
-        pos = np.empty(n, np.int64)
-        pos[srt] = np.arange(n)
-        state = K.init_state(Xn, C, off, sa, m, class_of, nc, eps, ENTROPY_TOL)
-        _, dissolved, moved, leftover = K.incorporate(Xn, C, off, card, w, sa, class_of, state, eps, ENTROPY_TOL,
-                                                      100, srt, pos)
-        joins, merges = K.settle_leftovers(Xn, C, off, card, w, sa, class_of, state, leftover, eps, ENTROPY_TOL,
-                                           srt, pos)
-        if k is not None and k > 1:
-            merges += K.enforce_min_size(Xn, C, off, card, w, state, int(k), eps, ENTROPY_TOL)
-        roots = K.resolve_labels(class_of, state.parent)
-        _, labels = np.unique(roots, return_inverse=True)
-        labels = labels.astype(np.int64)
+        labels, dissolved, moved, joins, merges = _incorporate(Xn, C, off, card, w, sa, m, class_of, nc, eps, k)
     t_inc = time.perf_counter() - t
     G = int(labels.max()) + 1
     sizes = np.bincount(labels, minlength=G)
@@ -654,7 +644,7 @@ def fuse_units(units, block_counts, eps, min_rows, tol):
     eps - tol (``methods.ranges`` passes epsilon plus the slack) and >= min_rows rows
     (``engine.methods.ranges``). Returns ``(units, fusions)``."""
     def ok(c):
-        return np.count_nonzero(c) >= 2 and c.sum() >= min_rows and entropy_of_counts(c) >= eps - tol
+        return np.count_nonzero(c) >= 2 and c.sum() >= min_rows and entropy(c) >= eps - tol
 
     out: list[tuple[list, np.ndarray]] = []
     cur, cc = [], np.zeros(block_counts.shape[1], np.int64)

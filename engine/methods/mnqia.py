@@ -61,11 +61,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..checks import is_int
 from ..errors import EngineError
-from ..kernels import mnqia as K
-from ..kernels.brute import MDAV_BRUTE_MAX_ROWS, small_block_labels
 from ..kernels.groups import group_minmax
-from ..kernels.mdav import MDAV, microaggregate
+from ..kernels.mdav.indexed import MDAV
+from ..kernels.mdav.pick import table_labels
+from ..kernels.ranges import mnqia as K
 
 
 @dataclass
@@ -103,7 +104,7 @@ def _check_X(X, name="X"):
 
 
 def _check_k(k, n):
-    if isinstance(k, bool) or int(k) != k or k < 2:
+    if not is_int(k) or k < 2:
         raise EngineError(f"k: must be an integer >= 2, got {k!r}")
     if n < k:
         raise EngineError(f"fewer rows ({n}) than one group of k = {int(k)} needs")
@@ -187,11 +188,7 @@ def mdav_range_loss(X, k):
     sd = X.std(axis=0)
     Z = np.ascontiguousarray((X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0))
     Z[:, sd == 0] = 0.0
-    # by brute force up to MDAV_BRUTE_MAX_ROWS rows (Adult's 30,162: as fast as the
-    # index and nothing of the index to compile); the same labels either way (tested)
-    labels = small_block_labels(Z, MDAV, k, 0.0) if Z.shape[0] <= MDAV_BRUTE_MAX_ROWS else None
-    if labels is None:
-        labels = microaggregate(Z, MDAV, k, 0.0)
+    labels = table_labels(Z, MDAV, k, 0.0)  # brute force or the index: the same labels (tested)
     il, pct = range_loss(X, labels)
     return il, pct, labels
 

@@ -101,6 +101,7 @@ from ..errors import EngineError
 from ..io.schema import check_output_types
 from ..io.sink import check_csv_columns
 from ..io.spill import BlockStore, MemoryBlocks
+from ..kernels.entropy import entropy
 from ..kernels.groups import accumulate_group_sums, group_minmax
 from ..passes.aggregate import aggregate_units
 from ..passes.distributions import Distributions
@@ -109,8 +110,7 @@ from ..passes.results import Profiled, Written, release_memory, timed
 from ..passes.profile import Moments, bad_value_error, first_bad, first_bad_value, profile_columns
 from ..passes.selfcheck import ClassCounter
 from ..passes.write import range_write_pass
-from .maxent import (ENTROPY_TOL, discernibility, entropy_histogram, entropy_of_counts, entropy_of_rows, fuse_units,
-                     join_categories, table_epsilon)
+from .maxent import ENTROPY_TOL, discernibility, entropy_histogram, fuse_units, join_categories, table_epsilon
 from .mnqia import mdav_range_loss
 
 log = logging.getLogger("engine")
@@ -368,7 +368,7 @@ class RangeFlow:
         for s in np.unique(ustr):
             own = [u for u, t in zip(units, ustr) if t == s]
             c = counts[[b for u in own for b in u]].sum(axis=0)
-            H_s = float(entropy_of_counts(c)) + 0.0  # (not -0)
+            H_s = float(entropy(c)) + 0.0  # (not -0)
             if np.count_nonzero(c) < 2 or H_s < eps - ENTROPY_TOL:
                 raise EngineError(f"stratum {strata.label(int(s))}: the entropy of {self.sa!r} in it is "
                                   f"{H_s:.4g} bits, below epsilon = {eps:.4g} bits; give a smaller --epsilon "
@@ -472,7 +472,7 @@ class RangeFlow:
                     "mdav_range_il_percent": 100.0 * il_b / dn,
                     "relaxed_picks": int(sum(s.extra["relaxed"] for s in self.stats)),
                     "leftovers": int(sum(s.extra["leftovers"] for s in self.stats))}
-        ent = entropy_of_rows(c.sacnt)
+        ent = entropy(c.sacnt, axis=1)
         self.entropy = ent
         per = np.zeros(size.shape[0])
         if dn:

@@ -14,11 +14,11 @@ from typing import Callable
 import numpy as np
 
 from ..io.spill import SpillStore
-from ..kernels import mdav as _mdav
-from ..kernels.brute import small_block_labels
+from ..kernels.mdav import indexed as _mdav
+from ..kernels.mdav.pick import BRUTE_MAX_ROWS, small_block_labels
 from ..kernels.groups import accumulate_scaled_sums, published_sse
-from ..kernels.leaf import aggregate_leaves
-from ..kernels.partition import scatter_labels
+from ..kernels.mdav.leaf import aggregate_leaves
+from ..kernels.index.partition import scatter_labels
 from ..parallel import ordered_map
 from ..progress import Progress
 from ..tuning import POLISH_MIN_GAIN
@@ -33,15 +33,6 @@ SIZE_BOUNDS = {
     "ivmdav": lambda k: (k, 2 * k - 1),
     "vmdav": lambda k: (k, 3 * k - 2),
 }
-
-
-# A block of at most this many rows runs by brute force (``engine.kernels.brute``:
-# ``leaf.mdav_brute_slots`` for MDAV and MDAV-single-group, the kernel of the
-# streamed pass's leaves, and its V-MDAV / IV-MDAV counterparts; the same labels as
-# the bucket index, tested in tests/test_leaf.py and tests/test_brute.py): as fast at
-# this size, and it compiles in a fraction of the index's time, which a small
-# table's first run would otherwise pay.
-BRUTE_MAX_ROWS = 4096
 
 
 def aggregate_block(Z: np.ndarray, method_code: int, k: int, gamma: float,
@@ -78,6 +69,11 @@ def aggregate_units(store: SpillStore, units, work, labels: np.ndarray, threads:
     depend on the thread count; ``collect(first_id, groups, part)`` receives what else the
     unit computed, in unit order. Returns the number of groups.
 
+    ``labels`` may also be None (no map kept), or a row sink
+    (``passes.published.RowRecords``: a streamed run's published values in row order, on
+    disk) whose ``add(row ids, local labels, first_id, part[0])`` receives each unit after
+    ``collect``, ``part[0]`` being the unit's measured groups (``aggregate_unit``'s sums).
+
     ``pool``: run even a single unit on a worker thread (a long kernel that reads
     ``stop``, set on an error or a signal, then returns soon). ``mapper(work, units)``
     (``engine.cluster.DaskBackend.map_ordered``): runs the units elsewhere (``work``
@@ -86,10 +82,14 @@ def aggregate_units(store: SpillStore, units, work, labels: np.ndarray, threads:
     done = 0
     results = mapper(work, units) if mapper is not None else \
         ordered_map(work, units, threads, stop=stop, inline=False if pool else None)
+    sink = None if labels is None or isinstance(labels, np.ndarray) else labels
     for ids, local, g, part in results:
-        scatter_labels(ids, local, next_id, labels)
+        if sink is None and labels is not None:
+            scatter_labels(ids, local, next_id, labels)
         if collect is not None:
             collect(next_id, g, part)
+        if sink is not None:
+            sink.add(ids, local, next_id, part[0])
         next_id += g
         done += ids.shape[0]
         if progress is not None:
@@ -104,7 +104,7 @@ class UnitPlan:
     ``method``: ``(code, k, gamma)``; ``leaf``: leaves of at most that many rows
     (median splits; the method runs on each leaf: ``engine.kernels.leaf``), 0 for the
     whole unit as one block (``aggregate_block``; the in-memory run is one unit);
-    ``polish``: ``(rounds, near, rotations)`` or None: the unit's partition polished in
+    ``polish``: ``(rounds, near, rotations[, descent])`` or None: the unit's partition polished in
     the worker (``engine.kernels.polish``: moves and swaps among each group's ``near``
     nearest groups, at most ``rounds`` rounds, ending at a round gaining less than
     ``POLISH_MIN_GAIN``; ``rotations``: a count, or the matrices once ``aggregate_blocks``
@@ -125,11 +125,12 @@ class UnitPlan:
     polish: tuple | None = None
     block: Callable | None = None
     reduce: object | None = None
+    regroup: object | None = None  # ``passes.seams.Router``: each group's block of the seam stage
 
 
 def aggregate_blocks(store: SpillStore, units, profile, cols: np.ndarray, plan: UnitPlan, labels: np.ndarray,
                      threads: int, progress: Progress | None = None, *, sums: tuple | None = None,
-                     seams: tuple[np.ndarray, list] | None = None, mapper=None) -> int:
+                     seams: tuple[np.ndarray, list] | None = None, stage=None, mapper=None) -> int:
     """Run ``plan`` (an MDAV-family method) on every unit of blocks (``store.units``)
     through ``aggregate_units``; write global group ids into ``labels`` (by row id) and
     return the number of groups.
@@ -143,19 +144,23 @@ def aggregate_blocks(store: SpillStore, units, profile, cols: np.ndarray, plan: 
     ``sse`` in block order: the write pass then needs no QI values. A fourth element,
     a list, receives each unit's ``(first group, groups, squared errors)`` (strata). With
     ``plan.reduce`` the workers reduce the centroids and counts first; ``centroid``
-    and ``sse`` then hold its table and its sums (their widths).
+    and ``sse`` then hold its table and its sums (their widths). ``sums`` may be the
+    row sink given as ``labels`` instead (``passes.published.RowRecords``): the workers
+    measure, ``aggregate_units`` hands it each unit.
 
     With ``seams = (Z, part)`` the workers' standardized rows are also copied into
     ``Z`` (by row id) and the unit of every group appended to the list ``part``, for
-    the seam polish that follows. Workers call only serial (``nogil``) kernels.
+    the seam polish that follows. With ``stage`` (``passes.seams.SeamStage``; the plan's
+    ``regroup`` its router) each unit's rows go to the seam stage's store, by group, in
+    unit order. Workers call only serial (``nogil``) kernels.
     ``mapper``: see ``aggregate_units`` (the units as Dask tasks: ``plan.block`` None).
     """
     if plan.polish is not None:
         # start-up: kernels.polish (with kernels.refine) takes 25-60 ms to import; only polished runs need it
-        from ..kernels.polish import rotations
+        from ..kernels.search.polish import rotations
 
-        rounds, near, n_rot = plan.polish
-        plan = dataclasses.replace(plan, polish=(rounds, near, rotations(cols.shape[0], n_rot)))
+        rounds, near, n_rot, *descent = plan.polish
+        plan = dataclasses.replace(plan, polish=(rounds, near, rotations(cols.shape[0], n_rot), *descent))
     stop = np.zeros(1, np.int64)  # set on an error or a signal: running polish kernels return soon
     one = len(units) == 1 and not plan.leaf  # one exact block: progress from inside the kernel
     work = functools.partial(aggregate_unit, store=store, profile=profile, cols=cols, plan=plan,
@@ -165,20 +170,31 @@ def aggregate_blocks(store: SpillStore, units, profile, cols: np.ndarray, plan: 
     done_units = [0]
 
     def collect(first, g, out):
-        part, ids, Zu = out
+        part, ids, Zu = out[:3]
+        if stage is not None:
+            stage.add(first, *out[3])
         if seams is not None:
             seams[0][ids] = Zu
             seams[1].extend([done_units[0]] * g)
         done_units[0] += 1
         if part is not None:
-            sums[0][first: first + g] = part[0]
-            sums[1][first: first + g] = part[1]
-            sums[2][:] += part[2]
-            if len(sums) > 3:  # (a list: each unit's first group, groups and squared errors)
-                sums[3].append((first, g, part[2]))
+            store_sums(sums, first, g, part)
 
     return aggregate_units(store, units, work, labels, threads, progress, collect, stop=stop,
                            pool=plan.polish is not None or not one, mapper=mapper)
+
+
+def store_sums(sums: tuple, first: int, g: int, part: tuple) -> None:
+    """A unit's ``(centroid, count, squared errors)`` into ``aggregate_blocks``' ``sums``
+    (its groups ``first .. first + g - 1``). A row sink in place of ``sums``
+    (``passes.published.RowRecords``) takes them from ``aggregate_units`` instead."""
+    if not isinstance(sums, tuple):
+        return
+    sums[0][first: first + g] = part[0]
+    sums[1][first: first + g] = part[1]
+    sums[2][:] += part[2]
+    if len(sums) > 3:  # (a list: each unit's first group, groups and squared errors)
+        sums[3].append((first, g, part[2]))
 
 
 def aggregate_unit(unit, *, store: SpillStore, profile, cols, plan: UnitPlan, want_sums, want_z, stop=None,
@@ -206,18 +222,23 @@ def aggregate_unit(unit, *, store: SpillStore, profile, cols, plan: UnitPlan, wa
         local = aggregate_block(Z, method_code, k, gamma, progress)
     if plan.polish is not None:
         # start-up: kernels.polish (with kernels.refine) takes 25-60 ms to import; only polished runs need it
-        from ..kernels.polish import polish as polish_kernel
+        from ..kernels.search.polish import polish as polish_kernel
 
-        rounds, near, rot = plan.polish
+        rounds, near, rot, *descent = plan.polish
         polish_kernel(Z, local, k, rounds, near, rot, np.zeros(1, np.int64) if stop is None else stop,
-                      POLISH_MIN_GAIN)
+                      POLISH_MIN_GAIN, *descent)
     g = int(local.max()) + 1
+    regrouped = None
+    if plan.regroup is not None:  # (the seam stage: the unit's rows as read, with their groups' blocks)
+        regrouped = (ids, X, local, plan.regroup.blocks(Z, local, g, ids, unit[0]))
     if not want_sums:
         part = None
     elif compact:
         part = plan.reduce.published_sums(X, local, g, profile)
     else:
         part = unit_sums(X, local, g, profile, plan.reduce)
+    if regrouped is not None:
+        return ids, local, g, (part, ids if want_z else None, Z if want_z else None, regrouped)
     return ids, local, g, (part, ids if want_z else None, Z if want_z else None)
 
 

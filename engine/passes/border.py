@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..io.spill import SpillStore
-from ..kernels.partition import take_labels
+from ..kernels.index.partition import take_labels
 from .partition import standardized
 from .refine import refine_partition
 

@@ -106,6 +106,7 @@ class Distributions:
         self.qi = list(qi)
         self.bins = bins
         self.counts = None
+        self.after = None  # "after" counted a part of the groups at a time (``add_groups``)
         self._pool = None  # the helper thread of ``add(..., background=True)``
         self._pending = None
 
@@ -118,6 +119,7 @@ class Distributions:
         # hi / bins - lo / bins: no overflow for values near the float64 limit
         self.width = np.where(self.hi > self.lo, self.hi / self.bins - self.lo / self.bins, 0.0)
         self.counts = np.zeros((d, self.bins), np.int64)
+        self.after = None
         self.vmin = np.full(d, np.inf)
         self.vmax = np.full(d, -np.inf)
 
@@ -143,6 +145,15 @@ class Distributions:
         if x.shape[0]:
             _count(np.ascontiguousarray(x, np.float64)[None, :], self.lo[j: j + 1], self.width[j: j + 1], self.bins,
                    self.counts[j: j + 1], self.vmin[j: j + 1], self.vmax[j: j + 1])
+
+    def add_groups(self, centroid: np.ndarray, sizes: np.ndarray) -> None:
+        """Count some groups' published values ``centroid`` (g, d), each ``sizes`` times, into
+        the "after" histograms (``passes.published``: a unit's groups at a time); ``finish``
+        without groups reports them."""
+        if self.after is None:
+            self.after = np.zeros((len(self.qi), self.bins), np.int64)
+        _count_weighted(np.ascontiguousarray(centroid, np.float64), self.lo, self.width, self.bins,
+                        np.ascontiguousarray(sizes, np.int64), self.after)
 
     def wait(self) -> None:
         """Until the chunk counted in the background is done."""
@@ -180,6 +191,7 @@ class Distributions:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+        after = self.after  # (counted a part at a time: ``add_groups``)
         if low is None and centroid is not None:
             after = np.zeros((len(self.qi), self.bins), np.int64)
             _count_weighted(np.ascontiguousarray(centroid, np.float64), self.lo, self.width, self.bins,
@@ -191,7 +203,7 @@ class Distributions:
             if low is not None:
                 entry["after"] = [round(float(v), 3) for v in self.spread(j, low[:, j], high[:, j], sizes)]
                 entry["after_spread"] = True  # (for the reader: ranges, not points)
-            elif centroid is not None:
+            elif after is not None:
                 entry["after"] = [int(v) for v in after[j]]
         return out
 

@@ -37,7 +37,7 @@ from ..errors import EngineError
 from ..io.source import CodedSource, Source, TableSource, numeric_values
 from ..io.spill import BlockStore, MemoryBlocks, units_of
 from ..kernels.moments import standardize_serial
-from ..kernels.partition import (assign_leaves, counting_order, gather_records, gather_records_narrow, plan_tree,
+from ..kernels.index.partition import (assign_leaves, counting_order, gather_records, gather_records_narrow, plan_tree,
                                 route_rows, tie_keys)
 from .profile import Moments, Profile
 from ..progress import Progress
@@ -148,11 +148,30 @@ def _double(k: np.ndarray) -> np.ndarray:
     return b.view(np.float64)
 
 
-def sample_stride(rows: int, block_size: int) -> int:
-    """Stride of the plan's sample: about 256 sample rows per block, at least 200,000 rows."""
+SAMPLE_ROWS = 1 << 18  # the most rows the plan's sample aims at (its memory: ``sample_bytes``)
+
+
+def sample_target(rows: int, block_size: int) -> int:
+    """Rows the plan's sample aims at: about 256 a block, at least 200,000, at most
+    ``SAMPLE_ROWS`` (above 1,024 blocks fewer a block: the plan's memory stays bounded,
+    with 32 a block at 100M rows of 20,000-row blocks)."""
     blocks = -(-rows // block_size)
-    target = max(200_000, 256 * blocks)
-    return max(1, rows // target)
+    return min(SAMPLE_ROWS, max(200_000, 256 * blocks))
+
+
+def sample_stride(rows: int, block_size: int) -> int:
+    """Stride of the plan's sample (``sample_target``)."""
+    return max(1, rows // sample_target(rows, block_size))
+
+
+def sample_bytes(rows: int, block_size: int, d: int) -> int:
+    """What making the plan holds at most: the sample, its standardized copy and that
+    copy sorted, the tie keys and their order. A row-group sample
+    (``sample_row_groups``) takes 1 row in ``8 * (stride // 8)``, up to twice the target
+    for a stride below 16, and a row more a row group."""
+    stride = sample_stride(rows, block_size)
+    most = -(-rows // min(stride, SAMPLE_GROUP_STRIDE * max(1, stride // SAMPLE_GROUP_STRIDE))) + (1 << 13)
+    return min(rows, most) * (24 * d + 40)
 
 
 def standardized(X: np.ndarray, profile: Profile, cols: np.ndarray) -> np.ndarray:
@@ -303,7 +322,8 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
                 R = _with_strata(R, of_row[offset - first_row: offset - first_row + h], len(qi))
             leaf_h = plan.route(R, offset, bounds, leaf)
             counting_order(leaf_h, plan.n_blocks, order[:h], start)
-            # the chunk's records sorted by block once; each block gets a view
+            # the chunk's records sorted by block once (a ``RunStore``: in its buffer's room);
+            # each block gets a view
             rec = store.buffer(h)
             if rec.dtype == np.float32 and (offset + h > 2 ** 32 or gather_records_narrow(X, offset, order[:h], rec)):
                 store.widen()  # a value that is not a float32 (or a row id of 2^32): wide from here on

@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
+from ..encode.kinds import is_number
 from ..errors import EngineError
 from ..io.source import Source, TableSource, numeric_values
 from ..kernels.moments import accumulate_moments
@@ -54,7 +55,7 @@ def check_columns(source: TableSource, qi: Sequence[str], numeric: bool = True) 
     source.check_reconciled(qi, [c for c in schema.names() if c not in set(qi)])
     for c in qi if numeric else ():
         dt = schema[c]
-        if not (dt.is_numeric() and dt != pl.Boolean):
+        if not is_number(dt):
             raise EngineError(f"column {c!r} is not numeric ({dt}); quasi-identifiers must be numbers")
 
 

@@ -23,14 +23,14 @@ least k rows (an MDAV-family result) and lowers its SSE:
     algorithm that re-partitions each window's records into variable-sized
     groups (k..2k-1). The seed gives only the outline; our GA (steady state,
     centre-set crossover, children decoded by a size-constrained assignment and
-    improved by exact descent, i.e. memetic) is in ``engine/kernels/refine.py``.
+    improved by exact descent, i.e. memetic) is in ``engine/kernels/search/recut.py``.
     Randomness is seeded from ``seed``, the pass and the window, so a seed gives
     one result. Window passes alternate with the exact local search of
     ``local`` (which polishes the seams between windows) until a whole GA pass
     improves no window.
 
 Unbounded runs (no ``max_rounds``, no ``budget_seconds``) end with a plain local
-search (``engine.kernels.polish``: moves and swaps among each group's 20 nearest
+search (``engine.kernels.search.polish``: moves and swaps among each group's 20 nearest
 groups, exact SSE change, to convergence) from the result and from the input
 partition, keeping the lowest SSE: so a refinement never ends above that plain
 local search from the same partition (issue 16).
@@ -48,17 +48,18 @@ and machines (they are never worse than the input).
 
 from __future__ import annotations
 
-import math
-import numbers
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import is_int
+from ..checks import is_finite_number, is_int
 from ..errors import EngineError
-from ..kernels import refine as _k
-from ..kernels.polish import polish
+from ..kernels.groups import partition_sse
+from ..kernels.search.near import nearest_groups, refresh_lists
+from ..kernels.search.polish import polish
+from ..kernels.search.refine import build_state, ls_round, recompute_sums
+from ..kernels.search.windows import window_round
 from ..parallel import numba_threads
 
 MODES = ("local", "ga")
@@ -111,8 +112,7 @@ def _validate(Z, labels, k, mode, budget_seconds, max_rounds, seed, threads):
     if mode not in MODES:
         raise EngineError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if budget_seconds is not None:
-        if isinstance(budget_seconds, bool) or not isinstance(budget_seconds, numbers.Real) \
-                or not math.isfinite(budget_seconds) or budget_seconds <= 0:
+        if not is_finite_number(budget_seconds) or budget_seconds <= 0:
             raise EngineError(f"budget_seconds must be a positive number, got {budget_seconds!r}")
     if max_rounds is not None and (not is_int(max_rounds) or max_rounds < 0):
         raise EngineError(f"max_rounds must be a whole number >= 0, got {max_rounds!r}")
@@ -176,7 +176,7 @@ def refine_partition(Z, labels, k, mode="local", budget_seconds=None, max_rounds
 class _Search:
     """The state of one refinement: the labels, the kernels' group table (sums,
     counts, member slots), the near lists, the round count; local-search rounds and
-    window passes (``_k.ls_round``, ``_k.window_round``) update it in place."""
+    window passes (``ls_round``, ``window_round``) update it in place."""
 
     def __init__(self, Z, labels, k, sizes, deadline, max_rounds, mode, seed):
         n, d = Z.shape
@@ -187,10 +187,10 @@ class _Search:
         self.rounds_cap = max_rounds if max_rounds is not None else 1 << 62
         self.mode, self.seed = mode, seed
         self.lab = labels.copy()
-        self.sse_before = _k.partition_sse(Z, self.lab, self.G)
-        self.sums, self.counts, self.members, self.slot = _k.build_state(Z, self.lab, S,
-                                                                         max(self.hi, int(sizes.max())))
+        self.sse_before = partition_sse(Z, self.lab, self.G)
+        self.sums, self.counts, self.members, self.slot = build_state(Z, self.lab, S, max(self.hi, int(sizes.max())))
         self.near = np.full((S, NEAR), -1, np.int64)
+        self.scratch = (np.empty_like(self.near), np.empty(NEAR), np.full(S, -1, np.int64))
         self.active = np.ones(S, np.int64)
         self.touched = np.zeros(S, np.int64)
         self.all_slots = np.ones(S, np.int64)
@@ -204,12 +204,17 @@ class _Search:
         return self.deadline is not None and time.perf_counter() >= self.deadline
 
     def _near_lists(self, mask) -> None:
-        _k.recompute_sums(self.Z, self.sums, self.counts, self.members)
+        """Sums from scratch, then the near lists: exact the first time, a two-hop
+        refresh of the groups in ``mask`` after."""
+        recompute_sums(self.Z, self.sums, self.counts, self.members)
         if self.fresh:
-            _k.nearest_groups(self.sums, self.counts, self.near, mask)
+            nearest_groups(self.sums, self.counts, self.near, mask)
             self.fresh = False
         else:
-            _k.refresh_near(self.sums, self.counts, self.near, mask)
+            live = self.counts > 0
+            mu = np.zeros_like(self.sums)
+            mu[live] = self.sums[live] * (1.0 / self.counts[live])[:, None]  # (moves.group_mean's arithmetic)
+            refresh_lists(mu, self.counts, self.near, mask, *self.scratch)
 
     def local_search(self, start) -> None:
         """Rounds of moves and swaps until none applies; ``start``: the slots to treat
@@ -218,8 +223,8 @@ class _Search:
         mask = start.copy()
         while self.rounds < self.rounds_cap and not self.out_of_time():
             self._near_lists(mask)
-            applied = _k.ls_round(self.Z, self.lab, self.sums, self.counts, self.members, self.slot, self.k,
-                                  self.hi, self.near, self.active, self.touched, self.tol, self.stats)
+            applied = ls_round(self.Z, self.lab, self.sums, self.counts, self.members, self.slot, self.k, self.hi,
+                               self.near, self.active, self.touched, self.tol, self.stats)
             self.rounds += 1
             if applied == 0:
                 return
@@ -234,10 +239,10 @@ class _Search:
         for start in range(0, self.S, WINDOW_CHUNK):
             if self.out_of_time():
                 break
-            improved += _k.window_round(self.Z, self.lab, self.sums, self.counts, self.members, self.slot, self.k,
-                                        self.hi, self.near, self.wg, use_ga, GA_POP, GA_GENS, self.seed, rnd,
-                                        start, min(self.S, start + WINDOW_CHUNK), todo, self.touched, self.tol,
-                                        self.wstats)
+            improved += window_round(self.Z, self.lab, self.sums, self.counts, self.members, self.slot, self.k,
+                                     self.hi, self.near, self.wg, use_ga, GA_POP, GA_GENS, self.seed, rnd,
+                                     start, min(self.S, start + WINDOW_CHUNK), todo, self.touched, self.tol,
+                                     self.wstats)
         self.rounds += 1
         return improved
 
@@ -263,7 +268,7 @@ class _Search:
             out = self.lab  # the same groups (ids) as the input: keep its numbering
         else:
             out = renumber(self.lab)  # groups disappeared or appeared
-        sse = _k.partition_sse(self.Z, out, int(out.max()) + 1)
+        sse = partition_sse(self.Z, out, int(out.max()) + 1)
         return out, sse, int(self.stats[0]) + 2 * int(self.stats[1]) + int(self.wstats[1])
 
 
@@ -275,7 +280,7 @@ def _polish_floor(Z, labels, k, G, out, sse_after, moves):
     for start in (out, labels):
         cand = start.copy()
         _, ops = polish(Z, cand, k, 1 << 30, POLISH_NEAR, no_rot, stop)
-        sse = _k.partition_sse(Z, cand, int(cand.max()) + 1)
+        sse = partition_sse(Z, cand, int(cand.max()) + 1)
         if sse < sse_after:
             out, sse_after, moves = cand, sse, moves + int(ops) if start is out else int(ops)
     sizes = np.bincount(out)

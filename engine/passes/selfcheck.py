@@ -23,14 +23,24 @@ read from the column's validity (its Arrow bitmap), not from a placeholder value
 so no value can stand for it; the value under a null is never read. Integers
 (and dates, date-times) are folded by their exact value: a cast to Float64 would
 round 64-bit values above 2^53 onto their neighbours and merge classes.
+
+When the table of classes would not fit the memory budget (a run of tens of millions
+of classes: 16 bytes a slot, at most half full), ``SpilledClassCounter`` appends each
+row's hash to one of 2^bits buckets on disk by its top bits, and counts a bucket at a
+time (in a hash table of that bucket's classes alone, which the cache holds), with the
+same verdicts and messages.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from ..errors import VerificationError
+from ..io.spill import RunFile
+from ..kernels.published import scatter_by_key
 from ..kernels.classcount import count_keys, hash_column, hash_column_nulls, hash_int_column
 
 _SEED = 0x6D6963726F616767  # any fixed seed
@@ -100,6 +110,47 @@ def fold_column(s: pl.Series, h: np.ndarray) -> None:
             hash_column(values, h)
 
 
+def row_hashes(frame: pl.DataFrame, qi) -> np.ndarray:
+    """Each row's class hash (uint64): its published columns ``qi`` folded in order."""
+    h = np.full(frame.height, _SEED, np.uint64)
+    for c in qi:
+        fold_column(frame.get_column(c), h)
+    return h
+
+
+def table_bits(expected_classes: int) -> int:
+    """The in-memory counter's table: 2^bits slots, at most half full as expected."""
+    bits = 10
+    while (1 << bits) < 2 * max(int(expected_classes), 1):
+        bits += 1
+    return bits
+
+
+def table_bytes(expected_classes: int) -> int:
+    """Bytes of the in-memory counter's table for ``expected_classes`` classes."""
+    return 16 << table_bits(expected_classes)
+
+
+def class_counter(qi, expected_classes: int, *, room: int | None = None, folder=None, rows: int = 0,
+                  buffer_bytes: int = 32 << 20):
+    """A ``ClassCounter``, or a ``SpilledClassCounter`` in ``folder`` when its table would
+    take more than ``room`` bytes (None: any)."""
+    if room is None or folder is None or table_bytes(expected_classes) <= room:
+        return ClassCounter(qi, expected_classes)
+    return SpilledClassCounter(qi, folder, rows, buffer_bytes)
+
+
+def _verdict(counted: int, rows: int, k: int | None, classes: int, smallest: int, small: int) -> dict:
+    """Raise VerificationError unless ``rows`` rows were counted and no class (of
+    ``classes``, the least of ``smallest`` rows, ``small`` of them below k) is below k."""
+    if counted != rows:
+        raise VerificationError(f"verification failed: {counted:,} rows were written, but the input has {rows:,}")
+    if k is not None and classes and smallest < k:
+        raise VerificationError(f"verification failed: a published class of {smallest} row(s) is smaller "
+                                f"than k={k} ({small:,} of {classes:,} classes below k)")
+    return {"rows": int(counted), "classes": int(classes), "min_class_size": int(smallest)}
+
+
 class ClassCounter:
     """Counts rows by their published values: ``qi`` names the published columns (a
     centroid release's QIs; a range release's ``<col>_min``, ``<col>_max``, means and
@@ -107,10 +158,7 @@ class ClassCounter:
 
     def __init__(self, qi, expected_classes: int):
         self.qi = list(qi)
-        bits = 10
-        while (1 << bits) < 2 * max(int(expected_classes), 1):  # load <= 1/2 as expected
-            bits += 1
-        self._alloc(bits)
+        self._alloc(table_bits(expected_classes))
         self.rows = 0
 
     def _alloc(self, bits: int) -> None:
@@ -134,9 +182,7 @@ class ClassCounter:
         """Count the rows of ``frame`` (the frame as it is handed to the writer)."""
         if frame.height == 0:
             return
-        h = np.full(frame.height, _SEED, np.uint64)
-        for c in self.qi:
-            fold_column(frame.get_column(c), h)
+        h = row_hashes(frame, self.qi)
         self._insert(h, np.ones(h.shape[0], np.int64))
         self.rows += frame.height
 
@@ -155,13 +201,64 @@ class ClassCounter:
         """Raise VerificationError unless ``rows`` rows were counted and every class has
         at least ``k`` of them; return ``{"rows", "classes", "min_class_size"}``."""
         if self.rows != rows:
-            raise VerificationError(f"verification failed: {self.rows:,} rows were written, "
-                                    f"but the input has {rows:,}")
+            return _verdict(self.rows, rows, k, 0, 0, 0)
         counts = self.table[:, 1].astype(np.int64)
         c = counts[counts > 0]
         smallest = int(c.min()) if c.size else 0
-        if k is not None and c.size and smallest < k:
-            small = int((c < k).sum())
-            raise VerificationError(f"verification failed: a published class of {smallest} row(s) is smaller "
-                                    f"than k={k} ({small:,} of {c.size:,} classes below k)")
-        return {"rows": int(self.rows), "classes": int(c.size), "min_class_size": smallest}
+        return _verdict(self.rows, rows, k, c.size, smallest, int((c < k).sum()) if k is not None else 0)
+
+    def close(self) -> None:
+        pass
+
+
+class SpilledClassCounter:
+    """``ClassCounter`` for more classes than the memory holds: each row's hash goes to
+    one of 2^bits buckets of a spill file in ``folder`` by its top bits (``bits`` so that
+    a bucket holds about 2^14 of the table's ``rows``), and ``check`` counts a bucket at a
+    time (in a hash table of that bucket's classes alone), with ``ClassCounter``'s verdicts."""
+
+    def __init__(self, qi, folder, rows: int, buffer_bytes: int = 32 << 20):
+        self.qi = list(qi)
+        self.bits = int(min(16, max(4, np.ceil(np.log2(max(rows, 1) / (1 << 14))))))
+        self.file = RunFile(Path(folder) / "classes.bin", 1 << self.bits, buffer_bytes)
+        self._starts = np.empty((1 << self.bits) + 1, np.int64)
+        self.rows = 0
+
+    def add(self, frame: pl.DataFrame) -> None:
+        """Count the rows of ``frame`` (the frame as it is handed to the writer)."""
+        if frame.height == 0:
+            return
+        h = row_hashes(frame, self.qi)
+        m = h.shape[0]
+        keys = (h >> np.uint64(64 - self.bits)).astype(np.int64)
+        scatter_by_key(h.view(np.uint32).reshape(m, 2), keys, 1 << self.bits, self.file.reserve(m, 8).view(np.uint32),
+                       self._starts)
+        self.file.commit(self._starts)
+        self.rows += frame.height
+
+    def check(self, k: int | None, rows: int) -> dict:
+        """As ``ClassCounter.check``: a bucket at a time."""
+        if self.rows != rows:
+            return _verdict(self.rows, rows, k, 0, 0, 0)
+        self.file.flush(release=True)
+        classes = small = 0
+        smallest = None
+        table = np.zeros((0, 2), np.uint64)
+        for b in range(1 << self.bits):
+            h = self.file.read(b).view(np.uint64)
+            if not h.shape[0]:
+                continue
+            bits = table_bits(h.shape[0])  # (a table of the bucket's hashes alone, at most half full: cache-sized)
+            if table.shape[0] < 1 << bits:
+                table = np.zeros((1 << bits, 2), np.uint64)
+            t = table[: 1 << bits]
+            t[:] = 0
+            count_keys(h, np.ones(h.shape[0], np.int64), 0, t, 0, 1 << bits, bits)
+            c = t[:, 1][t[:, 1] > 0].astype(np.int64)
+            classes += c.shape[0]
+            smallest = int(c.min()) if smallest is None else min(smallest, int(c.min()))
+            small += int((c < k).sum()) if k is not None else 0
+        return _verdict(self.rows, rows, k, classes, smallest or 0, small)
+
+    def close(self) -> None:
+        self.file.close()

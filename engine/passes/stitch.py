@@ -9,7 +9,7 @@ import numpy as np
 from ..io.spill import SpillStore
 from ..kernels.groups import accumulate_group_sums
 from ..kernels.moments import standardize_into
-from ..kernels.partition import take_labels
+from ..kernels.index.partition import take_labels
 from .profile import Profile
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -25,7 +26,8 @@ from ..io.source import Source, numeric_values
 from ..io.schema import ArrowTarget
 from ..io.sink import PARQUET_OPTIONS
 from ..io.tempfiles import io_errno
-from .selfcheck import ClassCounter
+from .published import PublishedGroups
+from .selfcheck import ClassCounter, class_counter
 from ..kernels.groups import column_sums, gather_columns
 from ..parallel import read_ahead
 from ..progress import Progress
@@ -209,7 +211,43 @@ class Writer:
 publish = gather_columns  # the gather of the published values (a test hook)
 
 
-def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, groups: Groups,
+@dataclass
+class _Columns:
+    """What the write pass publishes and reads: the published QIs (``qi``), the derived
+    columns (``derive``), the columns read (None: all) and the input's ``order``;
+    ``measured``: the squared errors come from the workers (no QI is read), else
+    ``sums`` (3, d) gathers ``column_sums``' squared errors, sums and squares."""
+
+    qi: list
+    derive: object
+    read: list | None
+    order: list
+    measured: bool
+    sums: np.ndarray
+
+    @property
+    def derived(self) -> list:
+        return self.derive.columns if self.derive is not None else []
+
+
+def _columns(source: Source, profile: Profile, groups, publisher) -> _Columns:
+    qi = list(profile.columns) if publisher is None else publisher.columns
+    derive = getattr(groups, "derive", None)
+    derived = derive.columns if derive is not None else []
+    # the squared errors measured by the blocks' workers (``Groups.sse``): the QI values
+    # are not needed here, so only the other columns are read (the first QI stands in
+    # for a table of QIs only, for the row count)
+    measured = groups.sse is not None and publisher is None
+    order = list(source.columns)
+    read = None
+    if measured:
+        read = [c for c in order if c not in set(qi) | set(derived)] or qi[:1]
+    elif publisher is not None and publisher.unread:  # (mixed-type QIs: published from the groups alone)
+        read = [c for c in order if c not in set(publisher.unread) | set(derived)] or order[:1]
+    return _Columns(qi, derive, read, order, measured, np.zeros((3, len(qi))))
+
+
+def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, groups: Groups | PublishedGroups,
                group_column: str | None, chunk_rows: int, progress: bool = False, *,
                k: int | None = None, verified: dict | None = None, publisher=None,
                counter: ClassCounter | None = None, raw: dict | None = None):
@@ -223,6 +261,11 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     input's; a Parquet file's footer row count is checked after closing. The
     counts go to ``verified`` (a dict) when given.
 
+    ``groups``: ``stitch.Groups`` (each row's group gathers its centroid), or
+    ``published.PublishedGroups``: each range of rows' published values read in row
+    order from disk (every row checked to come once), the self-check's counter spilled
+    beside them when its table would not fit (``counter_room``).
+
     ``publisher`` (``engine.encode.mixed.Publisher``, mixed-type QIs): it publishes each
     chunk's QI values and measures their loss per QI (then returned as SSE and SST).
     A part of the output (``engine.cluster``, the write pass of a range of rows) gives
@@ -233,93 +276,118 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     is published recomputed from its QI's published value (``Derive.apply``), in its
     place, and counted by the self-check among the published columns (a value that
     did not follow its QI would split a class)."""
-    qi = list(profile.columns) if publisher is None else publisher.columns
-    derive = getattr(groups, "derive", None)
-    derived = derive.columns if derive is not None else []
-    d = len(qi)
-    col_sse = np.zeros(d)
-    zs = np.zeros(d)
-    zq = np.zeros(d)
-    # the squared errors measured by the blocks' workers (``Groups.sse``): the QI values
-    # are not needed here, so only the other columns are read (the first QI stands in
-    # for a table of QIs only, for the row count)
-    measured = groups.sse is not None and publisher is None
-    order = list(source.columns)
-    read = None
-    if measured:
-        read = [c for c in order if c not in set(qi) | set(derived)] or qi[:1]
-    elif publisher is not None and publisher.unread:  # (mixed-type QIs: published from the groups alone)
-        read = [c for c in order if c not in set(publisher.unread) | set(derived)] or order[:1]
-    writer = Writer(path, fmt, getattr(source.base, "arrow", None), [*qi, *derived])
-    counter = ClassCounter([*qi, *derived], groups.count) if counter is None else counter
-    unit_scale = np.ones(d)
-
-    def published():
-        """The frames to write, in order: read and published one chunk ahead of the
-        counting and the writer (``read_ahead``: on its own thread, in row order, so
-        the sums do not depend on it)."""
-        for offset, frame in source.iter_frames(read, chunk_rows, native=True):
-            h = frame.height
-            lab = groups.labels[offset: offset + h]
-            if lab.shape[0] != h:
-                raise EngineError(f"{source.label} changed during the run: it now has more than the "
-                                  f"{profile.rows:,} rows counted by the first pass")
-            # centroids gathered (column-major: each row of ``out`` becomes a column
-            # without a copy); SSE of the published values against the input, both
-            # standardized (exactly what is written), and the sums for SST
-            if publisher is not None:  # mixed-type QIs (engine.encode.mixed)
-                frame = publisher.publish(frame, lab, offset)
-            else:
-                out = np.empty((d, h))
-                publish(lab, groups.centroid, out)
-                if not measured:
-                    for j, c in enumerate(qi):
-                        if profile.scale[j] == 1.0:
-                            column_sums(numeric_values(frame.get_column(c)), out[j], profile.scale, profile.mean,
-                                        j, col_sse, zs, zq)
-                        else:  # huge values: differences in units of the scale (x - v itself may overflow)
-                            inv = 1.0 / profile.scale[j]
-                            column_sums(numeric_values(frame.get_column(c)).astype(np.float64) * inv,
-                                        out[j] * inv, unit_scale, profile.mean, j, col_sse, zs, zq)
-                frame = frame.with_columns(pl.Series(c, out[j], dtype=pl.Float64) for j, c in enumerate(qi))
-            if derive is not None:  # from the published QI values
-                frame = derive.apply(frame)
-            if read is not None:
-                frame = frame.select(order)  # the input's column order (no copy)
-            if group_column is not None:
-                frame = frame.with_columns(pl.Series(group_column, lab, dtype=pl.Int64))
-            yield offset, frame
-
+    cols = _columns(source, profile, groups, publisher)
+    writer = Writer(path, fmt, getattr(source.base, "arrow", None), [*cols.qi, *cols.derived])
+    own = counter is None
+    if own:
+        counter = _counter(groups, [*cols.qi, *cols.derived], profile.rows)
     try:
-        with Progress("write", profile.rows, progress) as bar:
-            for offset, frame in read_ahead(published(), "microagg-publisher"):
-                counter.add(frame)
-                writer.add(frame)
-                bar.update(offset + frame.height)
-        if counter.rows < profile.rows:
-            raise EngineError(f"{source.label} changed during the run: it now has {counter.rows:,} rows, "
-                              f"the first pass counted {profile.rows:,}")
-        checked = counter.check(k, profile.rows)
-        result = writer.close()
-        if path is not None and fmt == "parquet":
-            written = pq.read_metadata(path).num_rows
-            if written != profile.rows:
-                raise VerificationError(f"verification failed: the file holds {written:,} rows, "
-                                        f"the input {profile.rows:,}")
-        if verified is not None:
-            verified.update(checked)
-    except BaseException:
-        writer.abort()
-        raise
+        frames = _published(source, cols, groups, profile, publisher, group_column, chunk_rows)
+        result, checked = _write_checked(frames, writer, counter, source.label, profile.rows, path, fmt, k, progress)
+    finally:
+        if own:
+            counter.close()
+    if verified is not None:
+        verified.update(checked)
+    col_sse, zs, zq = cols.sums
     if raw is not None:
         raw.update(sse=col_sse, s=zs, q=zq)
     if publisher is not None:
         col_sse, col_sst = publisher.finish()
-    elif measured:
+    elif cols.measured:
         col_sse, col_sst = measured_sums(groups.sse, profile.sd, profile.rows)
     else:
         col_sse, col_sst = finish_sums(col_sse, zs, zq, profile.sd, profile.rows)
     return float(col_sse.sum()), float(col_sst.sum()), result, col_sse, col_sst
+
+
+def _counter(groups, columns: list, rows: int):
+    """The write pass's own self-check counter: in memory, or (row-ordered published
+    values whose classes would not fit the budget) spilled beside them."""
+    if isinstance(groups, PublishedGroups):
+        records = groups.records
+        return class_counter(columns, groups.count, room=groups.counter_room, folder=records.path, rows=rows,
+                             buffer_bytes=records.file.buffer_bytes)
+    return ClassCounter(columns, groups.count)
+
+
+def _published(source: Source, cols: _Columns, groups, profile: Profile, publisher, group_column, chunk_rows):
+    """The frames to write, in order: read and published one chunk ahead of the
+    counting and the writer (``read_ahead``: on its own thread, in row order, so the
+    sums do not depend on it)."""
+    ids = getattr(groups, "ids", None)  # a write task's own numbering of its groups (engine.cluster.write): their ids
+    records = groups.records if isinstance(groups, PublishedGroups) else None
+    for offset, frame in source.iter_frames(cols.read, chunk_rows, native=True):
+        h = frame.height
+        out = None
+        if records is not None:  # the range's published values, in row order
+            if offset + h > profile.rows:
+                raise _changed(source.label, profile.rows)
+            out, lab = records.take(offset, h)
+            if groups.labels is not None:  # (a result in memory: each row's group too)
+                groups.labels[offset: offset + h] = lab
+        else:
+            lab = groups.labels[offset: offset + h]
+            if lab.shape[0] != h:
+                raise _changed(source.label, profile.rows)
+        if publisher is not None:  # mixed-type QIs (engine.encode.mixed)
+            frame = publisher.publish(frame, lab, offset)
+        else:
+            if out is None:  # centroids gathered (column-major: each row of ``out`` becomes a column without a copy)
+                out = np.empty((len(cols.qi), h))
+                publish(lab, groups.centroid, out)
+            if not cols.measured:
+                _measure(frame, out, profile, cols)
+            frame = frame.with_columns(pl.Series(c, out[j], dtype=pl.Float64) for j, c in enumerate(cols.qi))
+        if cols.derive is not None:  # from the published QI values
+            frame = cols.derive.apply(frame)
+        if cols.read is not None:
+            frame = frame.select(cols.order)  # the input's column order (no copy)
+        if group_column is not None:
+            frame = frame.with_columns(pl.Series(group_column, lab if ids is None else ids[lab], dtype=pl.Int64))
+        yield offset, frame
+
+
+def _changed(label: str, rows: int) -> EngineError:
+    return EngineError(f"{label} changed during the run: it now has more than the {rows:,} rows counted by the "
+                       f"first pass")
+
+
+def _measure(frame: pl.DataFrame, out: np.ndarray, profile: Profile, cols: _Columns) -> None:
+    """SSE of the published values ``out`` against the input's QI values of ``frame``,
+    both standardized (exactly what is written), and the sums for SST."""
+    col_sse, zs, zq = cols.sums
+    for j, c in enumerate(cols.qi):
+        if profile.scale[j] == 1.0:
+            column_sums(numeric_values(frame.get_column(c)), out[j], profile.scale, profile.mean, j, col_sse, zs, zq)
+        else:  # huge values: differences in units of the scale (x - v itself may overflow)
+            inv = 1.0 / profile.scale[j]
+            column_sums(numeric_values(frame.get_column(c)).astype(np.float64) * inv, out[j] * inv,
+                        np.ones(len(cols.qi)), profile.mean, j, col_sse, zs, zq)
+
+
+def _write_checked(frames, writer: Writer, counter, label: str, rows: int, path, fmt: str, k, progress):
+    """Count and write every frame; the self-check before the file is closed, the
+    footer's row count after. Returns ``(the result in memory or None, the counts)``."""
+    try:
+        with Progress("write", rows, progress) as bar:
+            for offset, frame in read_ahead(frames, "microagg-publisher"):
+                counter.add(frame)
+                writer.add(frame)
+                bar.update(offset + frame.height)
+        if counter.rows < rows:
+            raise EngineError(f"{label} changed during the run: it now has {counter.rows:,} rows, "
+                              f"the first pass counted {rows:,}")
+        checked = counter.check(k, rows)
+        result = writer.close()
+        if path is not None and fmt == "parquet":
+            written = pq.read_metadata(path).num_rows
+            if written != rows:
+                raise VerificationError(f"verification failed: the file holds {written:,} rows, the input {rows:,}")
+    except BaseException:
+        writer.abort()
+        raise
+    return result, checked
 
 
 def finish_sums(sse: np.ndarray, s: np.ndarray, q: np.ndarray, sd: np.ndarray, n: int):

@@ -35,7 +35,7 @@ The flow, one stage per section below:
    no measure, so an unused null bin costs nothing.
 
 2. **Count** (``count_pairs``): one streaming pass over an ``engine.io.TableSource``;
-   the Numba kernels of ``engine.kernels.histogram`` accumulate the 1-D and all-pairs
+   the Numba kernels of ``engine.kernels.dependency.histogram`` accumulate the 1-D and all-pairs
    joint counts with per-thread private arrays. Chunking and threads never change
    the counts. The Gaussian measure streams pairwise moments instead.
 

@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 
+from ..checks import is_finite_number, is_int
 from ..errors import EngineError
 from ..io import TableSource, open_source
 
@@ -90,19 +91,19 @@ def check_settings(columns, measure, width, bins, binning, levels, count, chunk_
     if width is not None and bins is not None:
         raise EngineError("give either width or bins, not both")
     if width is not None:
-        if isinstance(width, bool) or not isinstance(width, (int, float)) or not math.isfinite(width) or width <= 0:
+        if not is_finite_number(width) or width <= 0:
             raise EngineError(f"width must be a positive number, got {width!r}")
         if binning == "quantile":
             raise EngineError("quantile binning takes bins, not width")
-    if bins is not None and (isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1):
+    if bins is not None and (not is_int(bins) or bins < 1):
         raise EngineError(f"bins must be an integer >= 1, got {bins!r}")
-    if isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or levels < 1:
+    if not is_int(levels) or levels < 1:
         raise EngineError(f"levels must be an integer >= 1, got {levels!r}")
-    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
+    if not is_int(chunk_rows) or chunk_rows < 1:
         raise EngineError(f"chunk_rows must be an integer >= 1, got {chunk_rows!r}")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1):
+    if threads is not None and (not is_int(threads) or threads < 1):
         raise EngineError(f"threads must be an integer >= 1, got {threads!r}")
-    if count is not None and (isinstance(count, bool) or not isinstance(count, (int, np.integer)) or not 1 <= count <= len(columns)):
+    if count is not None and (not is_int(count) or not 1 <= count <= len(columns)):
         raise EngineError(f"count must be an integer between 1 and {len(columns)} (the number of columns), got {count!r}")
 
 
@@ -159,6 +160,85 @@ def _parquet_min_max(src: TableSource, cols: Sequence[str]) -> dict | None:
     return {c: (None, None) if lo[c] > hi[c] else (lo[c], hi[c]) for c in cols}
 
 
+def _scan(src: TableSource, cols, types, numeric, min_max: bool, n_q: int) -> dict:
+    """One pass over the columns that need it: ``min:c`` / ``max:c`` of the numeric
+    columns (``min_max``), ``q:c`` their ``n_q``-quantile cuts (``n_q`` > 1) and
+    ``cat:c`` the sorted distinct strings of the string columns."""
+    exprs = []
+    if min_max:
+        for c in numeric:
+            exprs += [pl.col(c).cast(pl.Float64).min().alias(f"min:{c}"), pl.col(c).cast(pl.Float64).max().alias(f"max:{c}")]
+    if n_q > 1:
+        qs = [i / n_q for i in range(1, n_q)]
+        for c in numeric:
+            exprs.append(pl.col(c).cast(pl.Float64).drop_nans().quantile(qs, "linear").alias(f"q:{c}"))
+    for c in cols:
+        if types[c] == "string":
+            exprs.append(pl.col(c).cast(pl.String).drop_nulls().unique().sort().implode().alias(f"cat:{c}"))
+    row = {}
+    if exprs and src.piece_bytes and not (n_q > 1 and numeric):
+        # a CSV read in pieces under --memory-limit: the minima, maxima and categories of
+        # each piece, combined (Polars' one-shot query would read the whole file at once)
+        need = [c for c in cols if types[c] == "string" or (min_max and c in numeric)]
+        for _, frame in src.iter_frames(need, 100_000):
+            part = frame.select(exprs).row(0, named=True)
+            for key, v in part.items():
+                if key not in row or row[key] is None:
+                    row[key] = v
+                elif v is None:
+                    continue
+                elif key.startswith("min:"):
+                    row[key] = min(row[key], v)
+                elif key.startswith("max:"):
+                    row[key] = max(row[key], v)
+                else:  # cat: the sorted distinct strings
+                    row[key] = sorted(set(row[key]) | set(v))
+        for e in exprs:
+            row.setdefault(e.meta.output_name(), [] if e.meta.output_name().startswith("cat:") else None)
+    elif exprs:
+        try:
+            row = src.lazy.select(exprs).collect().row(0, named=True)
+        except Exception as exc:
+            raise EngineError(f"cannot read {src.label}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}") from None
+    return row
+
+
+def _plan_column(c: str, t: str, stats, row: dict, width, bins, binning, levels, n_q, max_cells) -> BinPlan:
+    """The plan of column ``c`` of type ``t`` (``_column_type``), its min and max
+    ``stats``, what ``_scan`` found in ``row``."""
+    if t == "string":
+        cats = tuple(row[f"cat:{c}"] or ())
+        return BinPlan(c, "category", max(len(cats), 1), categories=cats)
+    if t == "bool":
+        return BinPlan(c, "value", 2, lo=0.0, hi=1.0)
+    lo, hi = stats
+    if lo is None or (isinstance(lo, float) and math.isnan(lo)):
+        return BinPlan(c, "constant", 1)
+    lo, hi = float(lo), float(hi)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise EngineError(f"column {c!r} has infinite values: cannot bin it")
+    if lo == hi:
+        return BinPlan(c, "constant", 1, lo=lo, hi=hi)
+    if not math.isfinite((hi - lo) * max(float(n_q), 1.0)):  # e.g. -1e308 .. 1e308: codes would overflow
+        raise EngineError(f"column {c!r} spans {lo:g} .. {hi:g}: too wide to bin for the dependency "
+                          f"profile (its bin codes overflow a float); rescale the column")
+    span = hi - lo + 1
+    if t == "int" and width is None and span <= (bins if bins is not None else levels):
+        return BinPlan(c, "value", int(span), lo=lo, hi=hi)
+    if width is not None:
+        n_w = (hi - lo) / width
+        if not math.isfinite(n_w) or n_w >= max_cells:  # (the cell count, or a C long, would overflow)
+            raise EngineError(f"width {width:g} is too small for column {c!r} ({lo:g} .. {hi:g}): "
+                              f"{n_w:.3g} bins, the joint histograms allow {max_cells} count cells in all; "
+                              f"use a larger width")
+        return BinPlan(c, "width", int(math.floor((hi - lo) / width)) + 1, lo=lo, hi=hi, den=float(width))
+    if binning == "quantile":
+        q = np.asarray(row.get(f"q:{c}") or [], dtype=np.float64)
+        cuts = tuple(float(v) for v in np.unique(q) if lo < v <= hi)
+        return BinPlan(c, "quantile", len(cuts) + 1, lo=lo, hi=hi, cuts=cuts)
+    return BinPlan(c, "bins", int(n_q), lo=lo, hi=hi, mul=float(n_q), den=hi - lo)
+
+
 def plan_bins(
     source,
     columns: Sequence[str] | None = None,
@@ -185,87 +265,12 @@ def plan_bins(
             if types[c] == "string":
                 raise EngineError(f"column {c!r} is not numeric ({schema[c]}): width applies to numeric columns only (strings are binned by category; use bins or leave width out)")
     numeric = [c for c in cols if types[c] in ("int", "float")]
-    stats = _parquet_min_max(src, numeric)
-    exprs = []
-    if stats is None:
-        for c in numeric:
-            exprs += [pl.col(c).cast(pl.Float64).min().alias(f"min:{c}"), pl.col(c).cast(pl.Float64).max().alias(f"max:{c}")]
     n_q = bins if bins is not None else DEFAULT_BINS
-    if binning == "quantile" and n_q > 1:
-        qs = [i / n_q for i in range(1, n_q)]
-        for c in numeric:
-            exprs.append(pl.col(c).cast(pl.Float64).drop_nans().quantile(qs, "linear").alias(f"q:{c}"))
-    for c in cols:
-        if types[c] == "string":
-            exprs.append(pl.col(c).cast(pl.String).drop_nulls().unique().sort().implode().alias(f"cat:{c}"))
-    row = {}
-    if exprs and src.piece_bytes and not any(e.meta.output_name().startswith("q:") for e in exprs):
-        # a CSV read in pieces under --memory-limit: the minima, maxima and categories of
-        # each piece, combined (Polars' one-shot query would read the whole file at once)
-        need = [c for c in cols if types[c] == "string" or (stats is None and c in numeric)]
-        for _, frame in src.iter_frames(need, 100_000):
-            part = frame.select(exprs).row(0, named=True)
-            for key, v in part.items():
-                if key not in row or row[key] is None:
-                    row[key] = v
-                elif v is None:
-                    continue
-                elif key.startswith("min:"):
-                    row[key] = min(row[key], v)
-                elif key.startswith("max:"):
-                    row[key] = max(row[key], v)
-                else:  # cat: the sorted distinct strings
-                    row[key] = sorted(set(row[key]) | set(v))
-        for e in exprs:
-            row.setdefault(e.meta.output_name(), [] if e.meta.output_name().startswith("cat:") else None)
-    elif exprs:
-        try:
-            row = src.lazy.select(exprs).collect().row(0, named=True)
-        except Exception as exc:
-            raise EngineError(f"cannot read {src.label}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}") from None
+    stats = _parquet_min_max(src, numeric)
+    row = _scan(src, cols, types, numeric, stats is None, n_q if binning == "quantile" else 1)
     if stats is None:
         stats = {c: (row[f"min:{c}"], row[f"max:{c}"]) for c in numeric}
-
-    plans = []
-    for c in cols:
-        t = types[c]
-        if t == "string":
-            cats = tuple(row[f"cat:{c}"] or ())
-            plans.append(BinPlan(c, "category", max(len(cats), 1), categories=cats))
-            continue
-        if t == "bool":
-            plans.append(BinPlan(c, "value", 2, lo=0.0, hi=1.0))
-            continue
-        lo, hi = stats[c]
-        if lo is None or (isinstance(lo, float) and math.isnan(lo)):
-            plans.append(BinPlan(c, "constant", 1))
-            continue
-        lo, hi = float(lo), float(hi)
-        if not (math.isfinite(lo) and math.isfinite(hi)):
-            raise EngineError(f"column {c!r} has infinite values: cannot bin it")
-        if lo == hi:
-            plans.append(BinPlan(c, "constant", 1, lo=lo, hi=hi))
-            continue
-        if not math.isfinite((hi - lo) * max(float(n_q), 1.0)):  # e.g. -1e308 .. 1e308: codes would overflow
-            raise EngineError(f"column {c!r} spans {lo:g} .. {hi:g}: too wide to bin for the dependency "
-                              f"profile (its bin codes overflow a float); rescale the column")
-        span = hi - lo + 1
-        if t == "int" and width is None and span <= (bins if bins is not None else levels):
-            plans.append(BinPlan(c, "value", int(span), lo=lo, hi=hi))
-        elif width is not None:
-            n_w = (hi - lo) / width
-            if not math.isfinite(n_w) or n_w >= max_cells:  # (the cell count, or a C long, would overflow)
-                raise EngineError(f"width {width:g} is too small for column {c!r} ({lo:g} .. {hi:g}): "
-                                  f"{n_w:.3g} bins, the joint histograms allow {max_cells} count cells in all; "
-                                  f"use a larger width")
-            plans.append(BinPlan(c, "width", int(math.floor((hi - lo) / width)) + 1, lo=lo, hi=hi, den=float(width)))
-        elif binning == "quantile":
-            q = np.asarray(row.get(f"q:{c}") or [], dtype=np.float64)
-            cuts = tuple(float(v) for v in np.unique(q) if lo < v <= hi)
-            plans.append(BinPlan(c, "quantile", len(cuts) + 1, lo=lo, hi=hi, cuts=cuts))
-        else:
-            plans.append(BinPlan(c, "bins", int(n_q), lo=lo, hi=hi, mul=float(n_q), den=hi - lo))
-
+    plans = [_plan_column(c, types[c], stats.get(c), row, width, bins, binning, levels, n_q, max_cells) for c in cols]
     cells = cell_layout(plans)[2]
     if cells > max_cells:
         big = max(plans, key=lambda p: p.n_bins)

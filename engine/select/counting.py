@@ -11,7 +11,7 @@ import polars as pl
 
 from ..errors import EngineError
 from ..io import TableSource, open_source
-from ..kernels import histogram
+from ..kernels.dependency import histogram
 from ..parallel import numba_threads, read_ahead
 from .binning import BinPlan, DEFAULT_CHUNK_ROWS, cell_layout
 

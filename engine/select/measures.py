@@ -5,22 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from ..kernels.entropy import entropy
 from .counting import Counts
-
-
-def entropy(counts: np.ndarray) -> float:
-    """H(X) = -sum p log2 p over the nonzero cells (Sun et al. (AMA), section 3.1; 0 log 0 = 0).
-
-    Terms are summed in increasing order of count, so tables holding the same
-    multiset of counts give bit-identical entropies (Sun et al. (AMA)'s Table 1 has such
-    ties: MI(A3, A5) = MI(A3, A6), and the tree's tie-break depends on them).
-    """
-    c = np.sort(np.asarray(counts, dtype=np.float64).ravel())
-    c = c[c > 0]
-    if c.size == 0:
-        return 0.0
-    p = c / c.sum()
-    return float(-(p * np.log2(p)).sum())
 
 
 def conditional_entropy(joint: np.ndarray) -> float:

@@ -13,7 +13,7 @@ import numpy as np
 from ..budget import check_command, early_piece, parquet_buffer, parse_limit
 from ..errors import EngineError
 from ..io import open_source
-from ..io.source import csv_options
+from ..io.csvfile import csv_options
 from .binning import (BinPlan, DEFAULT_CHUNK_ROWS, DEFAULT_LEVELS, MAXIMIZE, MAX_CELLS, MEASURES, cell_layout,
                       check_settings, plan_bins, resolve_columns)
 from .counting import Counts, count_pairs, pearson_matrix
@@ -127,7 +127,7 @@ def profile(
     EMAD top-``count``. ``width`` / ``bins`` / ``binning`` / ``levels``: see
     ``plan_bins`` (``gaussian`` uses none of them). ``threads``: Numba threads for
     the counting kernel (default: Numba's setting). ``separator``, ``null_values``,
-    ``encoding``: how a CSV input is read (``engine.io.source.CsvOptions``).
+    ``encoding``: how a CSV input is read (``engine.io.csvfile.CsvOptions``).
     ``memory_limit`` (``"1GiB"``, bytes): refused (one line naming the least limit) when
     the counts would not fit (``_check_limit``); a CSV is then read in pieces.
     """

@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 
-from ..kernels import graph
+from ..kernels.dependency import graph
 
 
 def spanning_tree(matrix: np.ndarray, maximize: bool) -> np.ndarray:

@@ -5,11 +5,10 @@ The MDAV family asks three questions of the rows not yet grouped: which one is
 farthest from a point, which m are nearest to a point, and "remove these". A
 kd-tree with small leaves answers them by branch and bound, but in ten spread-out
 dimensions its boxes prune poorly and its traversal costs more than the rows it
-skips (``engine.kernels.kdtree``: 7.7 s for MDAV on 100,000 x 10 standard normal
-rows, k = 5, against 2.0 s for a brute-force scan of a compacted array). This index
-is one level deep and built for scanning:
+skips (``engine.kernels.index.kdtree``; docs/notes/exact-mdav.md). This index is
+one level deep and built for scanning:
 
-* Buckets. The rows are cut by median splits (``engine.kernels.split``) into
+* Buckets. The rows are cut by median splits (``engine.kernels.index.split``) into
   buckets of at most ``leaf`` (<= 64) rows. A bucket's remaining rows sit
   compacted in the first of its 64 slots, column-major float32 (``C``); removing
   a row moves the bucket's last row into its hole. Each bucket keeps the box of
@@ -75,7 +74,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .kdtree import sq_dist
+from ..common import farther, insert_nearest, sq_dist, widen
 from .split import split_leaves
 
 _SAFE = 1.0 + 1e-9  # widens norms and radii past any rounding of their computation
@@ -110,13 +109,7 @@ def _refresh_box(X, slot_id, bcnt, lo, hi, b):
         lo[j, b] = np.inf
         hi[j, b] = -np.inf
     for s in range(b * _LP, b * _LP + bcnt[b]):
-        i = slot_id[s]
-        for j in range(d):
-            v = X[i, j]
-            if v < lo[j, b]:
-                lo[j, b] = v
-            if v > hi[j, b]:
-                hi[j, b] = v
+        widen(lo.T, hi.T, b, X, slot_id[s])
 
 
 @njit(cache=True, nogil=True)
@@ -295,8 +288,9 @@ def _dists32(C, base, d, bq, out):
     a bucket (padding included): columns four (or one) at a time, fused in one loop
     of a fixed length (vectorized without remainder; any summation order is within
     the bracket ``_eps``). Unsigned offsets: no negative-index wraparound."""
+    for a in range(_LP):
+        out[a] = np.float32(0.0)
     j = 0
-    first = True
     lp = np.uint64(_LP)
     while j + 4 <= d:
         b0 = np.uint64(base + j * _LP)
@@ -307,27 +301,14 @@ def _dists32(C, base, d, bq, out):
         q1 = np.float32(bq[j + 1])
         q2 = np.float32(bq[j + 2])
         q3 = np.float32(bq[j + 3])
-        if first:
-            for a in range(_LP):
-                ua = np.uint64(a)
-                t0 = C[b0 + ua] - q0
-                t1 = C[b1 + ua] - q1
-                t2 = C[b2 + ua] - q2
-                t3 = C[b3 + ua] - q3
-                out[a] = (t0 * t0 + t1 * t1) + (t2 * t2 + t3 * t3)
-        else:
-            for a in range(_LP):
-                ua = np.uint64(a)
-                t0 = C[b0 + ua] - q0
-                t1 = C[b1 + ua] - q1
-                t2 = C[b2 + ua] - q2
-                t3 = C[b3 + ua] - q3
-                out[a] += (t0 * t0 + t1 * t1) + (t2 * t2 + t3 * t3)
-        first = False
-        j += 4
-    if first:
         for a in range(_LP):
-            out[a] = np.float32(0.0)
+            ua = np.uint64(a)
+            t0 = C[b0 + ua] - q0
+            t1 = C[b1 + ua] - q1
+            t2 = C[b2 + ua] - q2
+            t3 = C[b3 + ua] - q3
+            out[a] += (t0 * t0 + t1 * t1) + (t2 * t2 + t3 * t3)
+        j += 4
     while j < d:
         b0 = np.uint64(base + j * _LP)
         q0 = np.float32(bq[j])
@@ -358,31 +339,12 @@ def _far_plain(T, q):
 
 
 @njit(cache=True, nogil=True)
-def _insert(out_id, out_d, m, found, i, dd):
-    # row i at distance dd into the m nearest so far, sorted by (distance, row id)
-    if found == m:
-        if dd > out_d[m - 1] or (dd == out_d[m - 1] and i > out_id[m - 1]):
-            return found
-        p = m - 1
-    else:
-        p = found
-        found += 1
-    while p > 0 and (out_d[p - 1] > dd or (out_d[p - 1] == dd and out_id[p - 1] > i)):
-        out_d[p] = out_d[p - 1]
-        out_id[p] = out_id[p - 1]
-        p -= 1
-    out_d[p] = dd
-    out_id[p] = i
-    return found
-
-
-@njit(cache=True, nogil=True)
 def _near_plain(T, q, m, exclude, out_id, out_d):
     X, alive = T[_X], T[_ALIVE]
     found = np.int64(0)  # (int64, not a literal: one compiled _insert)
     for i in range(X.shape[0]):
         if alive[i] and i != exclude:
-            found = _insert(out_id, out_d, m, found, i, sq_dist(X, i, q))
+            found = insert_nearest(out_id, out_d, m, found, i, sq_dist(X, i, q))
     return found
 
 
@@ -472,7 +434,7 @@ def _far_chunk(T, q, c, nth, best_lo):
         if bnd[b] < best_lo or bnd[b] < 0.0:
             bnd[b] = -1.0
             continue
-        # (written out: measured faster than an inlined helper)
+        # (written out, not an inlined helper: the hot loop of the scan)
         eps, f2 = _scan(X, C, bcnt, cen, esc, rad, bup, q, b, bq, dist)
         cnt = bcnt[b]
         if eps < 0.0:
@@ -520,7 +482,6 @@ def farthest(T, q):
     nth = meta[_THREADS]
     if nth > 1:
         # threads only for a long scan: a parallel region costs more than a short one
-        # (tens of microseconds when a core is busy with other work)
         work = 0
         for b in range(meta[_BUCKETS]):
             work += bnd[b] >= best_lo
@@ -540,12 +501,8 @@ def farthest(T, q):
         eps, f2 = _scan(X, C, bcnt, cen, esc, rad, bup, q, b, bq, dist)
         for a in range(bcnt[b]):
             i = slot_id[b * _LP + a]
-            if eps >= 0.0 and np.float64(dist[a]) * f2 + eps < best_lo:
-                continue
-            dd = sq_dist(X, i, q)
-            if dd > best_d or (dd == best_d and i < best_id):
-                best_d = dd
-                best_id = i
+            if eps < 0.0 or np.float64(dist[a]) * f2 + eps >= best_lo:
+                best_d, best_id = farther(sq_dist(X, i, q), i, best_d, best_id)
     return best_id
 
 
@@ -624,7 +581,7 @@ def knn(T, q, m, exclude, out_id, out_d):
     found = np.int64(0)
     for e in range(nc):
         if cand_lo[e] <= tau:
-            found = _insert(out_id, out_d, m, found, cand_id[e], sq_dist(X, cand_id[e], q))
+            found = insert_nearest(out_id, out_d, m, found, cand_id[e], sq_dist(X, cand_id[e], q))
     return found
 
 
@@ -642,7 +599,7 @@ def knn(T, q, m, exclude, out_id, out_d):
 
 @njit(cache=True, nogil=True)
 def _anchor_at(T, c):
-    X, alive, meta = T[_X], T[_ALIVE], T[_META]
+    X, alive = T[_X], T[_ALIVE]
     n = X.shape[0]
     m = 0
     for i in range(n):

@@ -19,40 +19,18 @@ NCP of a class E (per tuple, the paper's eq. 4 summed over attributes):
 of the class's values of categorical column j and ``ncp_cat(z) = z / card_j`` if
 ``z > 1`` else 0. A class contributes ``|E| * NCP(E)`` to the table's NCP.
 
-Entropies are in bits.
+Entropies are in bits (``engine.kernels.entropy``).
 """
-import math
 from collections import namedtuple
 
 import numpy as np
 from numba import njit
 
-from .graph import find_root as _find
+from ..common import widen
+from ..dependency.graph import find_root as _find
+from ..entropy import entropy_of_sums, xlog2x
 
 # ---------------------------------------------------------------- helpers
-
-
-@njit(cache=True, nogil=True)
-def xlog2x(c):
-    if c <= 0:
-        return 0.0
-    return c * math.log2(c)
-
-
-@njit(cache=True, nogil=True)
-def entropy_counts(cnt):
-    """Shannon entropy (bits) of a count vector."""
-    N = 0
-    for q in range(cnt.shape[0]):
-        N += cnt[q]
-    if N <= 0:
-        return 0.0
-    h = 0.0
-    for q in range(cnt.shape[0]):
-        if cnt[q] > 0:
-            p = cnt[q] / N
-            h -= p * math.log2(p)
-    return h
 
 
 @njit(cache=True, nogil=True)
@@ -63,6 +41,78 @@ def _cat_ncp(z, card):
 
 
 # ---------------------------------------------------------------- maxent: class creation (Figs. 1 and 3)
+
+
+@njit(cache=True, nogil=True)
+def _first_row(order, a, b, sa, class_of, cnt, m, u):
+    """A new class's first row: from the smallest non-empty SA bucket of the cluster
+    ``order[a:b]`` (ties: lowest SA code), its ``floor(u * size)``-th unassigned row in
+    row order."""
+    s0 = -1
+    for s in range(m):
+        if cnt[s] > 0 and (s0 < 0 or cnt[s] < cnt[s0]):
+            s0 = s
+    target = min(int(u * cnt[s0]), cnt[s0] - 1)
+    seen = 0
+    for t in range(a, b):
+        r = order[t]
+        if class_of[r] < 0 and sa[r] == s0:
+            if seen == target:
+                return r
+            seen += 1
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _cheapest_row(Xn, C, off, card, w, sa, order, a, b, class_of, sa_stamp, cat_stamp, setsz, mn, mx, stamp):
+    """The unassigned row of the cluster ``order[a:b]`` whose SA value is not in the class
+    yet (``sa_stamp``) and that gives the class the smallest NCP (ties: lowest row)."""
+    dn = Xn.shape[1]
+    best = -1
+    bestv = np.inf
+    for t in range(a, b):
+        r = order[t]
+        if class_of[r] >= 0 or sa_stamp[sa[r]] == stamp:
+            continue
+        v = 0.0
+        for j in range(dn):
+            x = Xn[r, j]
+            lo = mn[j] if mn[j] < x else x
+            hi = mx[j] if mx[j] > x else x
+            v += w[j] * (hi - lo)
+        for j in range(C.shape[1]):
+            z = setsz[j]
+            if cat_stamp[off[j] + C[r, j]] != stamp:
+                z += 1
+            v += w[dn + j] * _cat_ncp(z, card[j])
+        if v < bestv:
+            bestv = v
+            best = r
+    return best
+
+
+@njit(cache=True, nogil=True)
+def _join(Xn, C, off, sa, r, cls, first, class_of, cnt, sa_stamp, cat_stamp, setsz, mn, mx, stamp):
+    """Row r joins class ``cls`` (``first``: its first row): its SA bucket loses it, the
+    class's ranges and category sets grow. Returns 1 when the bucket became empty."""
+    class_of[r] = cls
+    s = sa[r]
+    sa_stamp[s] = stamp
+    cnt[s] -= 1
+    for j in range(Xn.shape[1]):
+        x = Xn[r, j]
+        if first or x < mn[j]:
+            mn[j] = x
+        if first or x > mx[j]:
+            mx[j] = x
+    for j in range(C.shape[1]):
+        q = off[j] + C[r, j]
+        if first:
+            setsz[j] = 0
+        if cat_stamp[q] != stamp:
+            cat_stamp[q] = stamp
+            setsz[j] += 1
+    return 1 if cnt[s] == 0 else 0
 
 
 @njit(cache=True, nogil=True)
@@ -80,17 +130,15 @@ def form_round(Xn, C, off, card, w, sa, m, order, cstart, d, urand, class_of, ne
     """
     dn = Xn.shape[1]
     dc = C.shape[1]
-    totc = off[dc]
-    ncl = cstart.shape[0] - 1
     cnt = np.zeros(m, np.int64)
     sa_stamp = np.zeros(m, np.int64)
-    cat_stamp = np.zeros(totc, np.int64)
+    cat_stamp = np.zeros(off[dc], np.int64)
     setsz = np.zeros(dc, np.int64)
     mn = np.empty(dn)
     mx = np.empty(dn)
     stamp = 0
     ui = 0
-    for q in range(ncl):
+    for q in range(cstart.shape[0] - 1):
         a = cstart[q]
         b = cstart[q + 1]
         if b - a < d:
@@ -101,78 +149,17 @@ def form_round(Xn, C, off, card, w, sa, m, order, cstart, d, urand, class_of, ne
             cnt[sa[order[t]]] += 1
         nonempty = 0
         for s in range(m):
-            if cnt[s] > 0:
-                nonempty += 1
+            nonempty += cnt[s] > 0
         while nonempty >= d:
             stamp += 1
-            s0 = -1
-            for s in range(m):
-                if cnt[s] > 0 and (s0 < 0 or cnt[s] < cnt[s0]):
-                    s0 = s
-            target = int(urand[ui] * cnt[s0])
+            r = _first_row(order, a, b, sa, class_of, cnt, m, urand[ui])
             ui += 1
-            if target >= cnt[s0]:
-                target = cnt[s0] - 1
-            tm = -1
-            seen = 0
-            for t in range(a, b):
-                r = order[t]
-                if class_of[r] < 0 and sa[r] == s0:
-                    if seen == target:
-                        tm = r
-                        break
-                    seen += 1
-            # start the class with tm
-            class_of[tm] = next_class
-            sa_stamp[s0] = stamp
-            cnt[s0] -= 1
-            if cnt[s0] == 0:
-                nonempty -= 1
-            for j in range(dn):
-                mn[j] = Xn[tm, j]
-                mx[j] = Xn[tm, j]
-            for j in range(dc):
-                cat_stamp[off[j] + C[tm, j]] = stamp
-                setsz[j] = 1
-            for p in range(1, d):
-                best = -1
-                bestv = np.inf
-                for t in range(a, b):
-                    r = order[t]
-                    if class_of[r] >= 0 or sa_stamp[sa[r]] == stamp:
-                        continue
-                    v = 0.0
-                    for j in range(dn):
-                        x = Xn[r, j]
-                        lo = mn[j] if mn[j] < x else x
-                        hi = mx[j] if mx[j] > x else x
-                        v += w[j] * (hi - lo)
-                    for j in range(dc):
-                        z = setsz[j]
-                        if cat_stamp[off[j] + C[r, j]] != stamp:
-                            z += 1
-                        v += w[dn + j] * _cat_ncp(z, card[j])
-                    if v < bestv:
-                        bestv = v
-                        best = r
-                r = best
-                class_of[r] = next_class
-                s = sa[r]
-                sa_stamp[s] = stamp
-                cnt[s] -= 1
-                if cnt[s] == 0:
-                    nonempty -= 1
-                for j in range(dn):
-                    x = Xn[r, j]
-                    if x < mn[j]:
-                        mn[j] = x
-                    if x > mx[j]:
-                        mx[j] = x
-                for j in range(dc):
-                    qq = off[j] + C[r, j]
-                    if cat_stamp[qq] != stamp:
-                        cat_stamp[qq] = stamp
-                        setsz[j] += 1
+            for p in range(d):
+                if p > 0:
+                    r = _cheapest_row(Xn, C, off, card, w, sa, order, a, b, class_of, sa_stamp, cat_stamp, setsz,
+                                      mn, mx, stamp)
+                nonempty -= _join(Xn, C, off, sa, r, next_class, p == 0, class_of, cnt, sa_stamp, cat_stamp, setsz,
+                                  mn, mx, stamp)
             next_class += 1
     return next_class
 
@@ -221,20 +208,14 @@ def refresh_accept(size, sacnt, slog, accept, c, eps, tol):
     N1 = size[c] + 1
     for s in range(sacnt.shape[1]):
         sl = slog[c] - xlog2x(np.int64(sacnt[c, s])) + xlog2x(sacnt[c, s] + 1)
-        accept[c, s] = math.log2(N1) - sl / N1 >= eps - tol
+        accept[c, s] = entropy_of_sums(N1, sl) >= eps - tol
 
 
 @njit(cache=True, nogil=True)
 def _add_row(Xn, C, off, sa, r, c, size, mn, mx, catcnt, setsz, sacnt, slog):
-    dn = Xn.shape[1]
     dc = C.shape[1]
     size[c] += 1
-    for j in range(dn):
-        x = Xn[r, j]
-        if x < mn[c, j]:
-            mn[c, j] = x
-        if x > mx[c, j]:
-            mx[c, j] = x
+    widen(mn, mx, c, Xn, r)
     for j in range(dc):
         q = off[j] + C[r, j]
         if catcnt[c, q] == 0:
@@ -246,14 +227,6 @@ def _add_row(Xn, C, off, sa, r, c, size, mn, mx, catcnt, setsz, sacnt, slog):
     for q in range(sacnt.shape[1]):
         acc += xlog2x(np.int64(sacnt[c, q]))  # one specialization: int64
     slog[c] = acc
-
-
-@njit(cache=True, nogil=True)
-def class_entropy(size, slog, c):
-    N = size[c]
-    if N <= 0:
-        return 0.0
-    return math.log2(N) - slog[c] / N
 
 
 @njit(cache=True, nogil=True)
@@ -375,7 +348,7 @@ def incorporate(Xn, C, off, card, w, sa, class_of, state, eps, tol, max_iter, sr
         low = np.zeros(NC, np.bool_)
         nlow = 0
         for c in range(NC):
-            if alive[c] and class_entropy(size, slog, c) < eps - tol:
+            if alive[c] and entropy_of_sums(size[c], slog[c]) < eps - tol:
                 low[c] = True
                 nlow += 1
         nun = 0
@@ -447,14 +420,11 @@ def _merge_cost(card, w, a, b, size, mn, mx, catcnt, setsz, off, dn, dc, bound):
 
 @njit(cache=True, nogil=True)
 def _merge_entropy(size, sacnt, a, b):
-    N = size[a] + size[b]
-    h = 0.0
+    """The SA entropy of classes a and b as one."""
+    acc = 0.0
     for q in range(sacnt.shape[1]):
-        c = sacnt[a, q] + sacnt[b, q]
-        if c > 0:
-            p = c / N
-            h -= p * math.log2(p)
-    return h
+        acc += xlog2x(np.int64(sacnt[a, q] + sacnt[b, q]))
+    return entropy_of_sums(size[a] + size[b], acc)
 
 
 @njit(cache=True, nogil=True)
@@ -545,7 +515,7 @@ def settle_leftovers(Xn, C, off, card, w, sa, class_of, state, leftover, eps, to
         refresh_accept(size, sacnt, slog, accept, best, eps, tol)
         joins += 1
         a = best
-        while class_entropy(size, slog, a) < eps - tol:
+        while entropy_of_sums(size[a], slog[a]) < eps - tol:
             a = _merge_with_partner(card, w, a, state, off, dn, dc, eps, tol)
             if a < 0:
                 break

@@ -1,6 +1,6 @@
 """The median split of a block into leaves (shared by the streamed pass's leaves,
-``engine.kernels.leaf``, the partition plan, ``engine.kernels.partition``, and the
-buckets of the exact path's index, ``engine.kernels.buckets``).
+``engine.kernels.mdav.leaf``, the partition plan, ``engine.kernels.index.partition``, and the
+buckets of the exact path's index, ``engine.kernels.index.buckets``).
 
 The split: while a node holds more than ``leaf`` rows, cut it at the median
 (position n // 2 of a stable sort by value, ties by row position) of the column
@@ -124,6 +124,19 @@ def widest_column(X, order, s, e, mu, var):
 
 
 @njit(cache=True, nogil=True)
+def cut(X, order, key, s, e, mu, var):
+    """Cut the rows ``order[s:e]`` at their median of the column of largest variance:
+    ``order[s:h]`` the ``(e - s) // 2`` smallest by (value, row), ``key`` their values.
+    Returns ``(column, h)``."""
+    bj = widest_column(X, order, s, e, mu, var)
+    for a in range(s, e):
+        key[a] = X[order[a], bj]
+    h = s + (e - s) // 2
+    quickselect(key, order, s, e, h)
+    return bj, h
+
+
+@njit(cache=True, nogil=True)
 def split_leaves(X, leaf):
     """Order the rows so that leaves are contiguous: returns ``(order, bounds)``;
     leaf ``i`` is ``order[bounds[i]:bounds[i + 1]]``."""
@@ -147,11 +160,7 @@ def split_leaves(X, leaf):
         if size <= leaf:
             bounds.append(e)
             continue
-        bj = widest_column(X, order, s, e, mu, var)
-        for a in range(s, e):
-            key[a] = X[order[a], bj]
-        h = s + size // 2
-        quickselect(key, order, s, e, h)
+        bj, h = cut(X, order, key, s, e, mu, var)
         # right half below left half on the stack, so the left is done first
         st_s[sp] = h
         st_e[sp] = e

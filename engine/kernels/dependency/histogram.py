@@ -38,6 +38,13 @@ BLOCK_ROWS = 16384
 
 
 @njit(cache=True, nogil=True)
+def _part(n_rows, t, n_parts):
+    """``(start, stop)``: part ``t``'s contiguous range of the ``n_rows`` rows cut into
+    ``n_parts``."""
+    return (n_rows * t) // n_parts, (n_rows * (t + 1)) // n_parts
+
+
+@njit(cache=True, nogil=True)
 def bin_linear(x, lo, mul, den, n_bins, null_code, out):
     """Equal-width codes of ``x`` into ``out`` (Oommen & Fayyoumi (EMAD), section 4.2.1 "categorization").
 
@@ -135,13 +142,12 @@ def accumulate_counts(codes, n_rows, col_off, pair_a, pair_b, pair_off, pair_str
     d = codes.shape[0]
     n_pairs = pair_a.shape[0]
     for t in prange(n_parts):
-        start = (n_rows * t) // n_parts
-        stop = (n_rows * (t + 1)) // n_parts
+        start, stop = _part(n_rows, np.int64(t), n_parts)  # (a prange index may be unsigned)
         acc = priv[t]
         idx = np.empty(BLOCK_ROWS, np.uint32)
         for b0 in range(start, stop, BLOCK_ROWS):
-            b1 = min(b0 + BLOCK_ROWS, stop)
-            m = b1 - b0
+            m = min(b0 + BLOCK_ROWS, stop) - b0
+            b1 = b0 + m
             for j in range(d):
                 cj = codes[j, b0:b1]
                 tab = acc[col_off[j] :]
@@ -184,8 +190,7 @@ def accumulate_pair_moments(X, n_rows, shift, priv):
     n_parts = priv.shape[0]
     d = X.shape[0]
     for t in prange(n_parts):
-        start = (n_rows * t) // n_parts
-        stop = (n_rows * (t + 1)) // n_parts
+        start, stop = _part(n_rows, np.int64(t), n_parts)  # (a prange index may be unsigned)
         acc = priv[t]
         for b0 in range(start, stop, BLOCK_ROWS):
             b1 = min(b0 + BLOCK_ROWS, stop)

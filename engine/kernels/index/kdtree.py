@@ -1,10 +1,13 @@
 """A kd-tree with deletions: exact farthest, k-nearest and "remove" queries.
 
 It answers by branch and bound over bounding boxes that shrink as records are
-removed. The refinement (nearest groups, ``engine.kernels.refine``) and the risk
-measures (record linkage, ``engine.kernels.risk``) use it; the MDAV family runs on
-the bucketed index of ``engine.kernels.buckets`` instead, which scans faster in
-many spread-out dimensions (its docstring has the figures).
+removed, in one traversal (``walk``, ``next_leaf``: the leaves that can still beat
+the answer so far, the most promising first) that serves ``farthest``, ``knn`` and
+the risk measures' nearest with ties (``engine.kernels.risk``); each query scans
+the leaves it is given its own way. The refinement's near lists
+(``engine.kernels.search.near``) use it too; the MDAV family runs on the bucketed
+index of ``engine.kernels.index.buckets`` instead, which scans faster in many
+spread-out dimensions (its docstring says why).
 
 Exactness. The answers are *identical* to brute force, not approximate:
 
@@ -38,18 +41,10 @@ import math
 import numpy as np
 from numba import njit
 
+from ..common import farther, sq_dist, widen
+
 _INF = np.inf
 _SAFE = 1.0 + 1e-9  # widens triangle-inequality bounds past any rounding of computed norms
-
-
-@njit(cache=True, nogil=True)
-def sq_dist(X, i, q):
-    """Squared Euclidean distance of row ``X[i]`` to point ``q``, summed in column order."""
-    s = 0.0
-    for j in range(q.shape[0]):
-        t = X[i, j] - q[j]
-        s += t * t
-    return s
 
 
 @njit(cache=True, nogil=True)
@@ -99,12 +94,7 @@ def _leaf_box(Xp, alive, nstart, nend, lo, hi, cnt, node):
     for p in range(nstart[node], nend[node]):
         if alive[p]:
             c += 1
-            for j in range(d):
-                v = Xp[p, j]
-                if v < lo[node, j]:
-                    lo[node, j] = v
-                if v > hi[node, j]:
-                    hi[node, j] = v
+            widen(lo, hi, node, Xp, p)
     cnt[node] = c
 
 
@@ -226,64 +216,88 @@ def remove(T, pos):
         rmax[node] = max(rmax[2 * node + 1], rmax[2 * node + 2])
 
 
+# -- the traversal: one branch and bound for every query ---------------------------
+
+
 @njit(cache=True, nogil=True)
-def farthest(T, q):
-    """Alive position farthest from ``q`` (ties: lowest row id); -1 when none is alive."""
-    Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf, center, rnorm, rmax = T
-    best_d = -1.0
-    best_pos = np.int64(-1)  # (not a literal: callers pass it on)
-    best_id = np.iinfo(np.int64).max
-    stack = np.empty(128, np.int64)
-    bound = np.empty(128)
-    sp = 0
-    if cnt[0] == 0:
-        return -1
+def _bound(T, node, q, qn, far):
+    """The bound of a node: of the largest distance from q to its rows (``far``: the
+    tighter of the box and the ball bound), else of the least (the box)."""
+    lo, hi, rmax = T[6], T[7], T[12]
+    if far:
+        return _far_bound(lo, hi, rmax, node, q, qn)
+    return box_min_dist(lo, hi, node, q)
+
+
+@njit(cache=True, nogil=True)
+def walk(T, q, far):
+    """Start a search from ``q``: ``(stack, bound, sp, qn)`` for ``next_leaf``. ``far``
+    (int64 1): a farthest search, else a nearest one; ``qn``: |q - center|."""
+    center = T[10]
     qn = 0.0
     for j in range(q.shape[0]):
         t = q[j] - center[j]
         qn += t * t
     qn = math.sqrt(qn)
+    stack = np.empty(128, np.int64)
+    bound = np.empty(128)
     stack[0] = 0
-    bound[0] = _far_bound(lo, hi, rmax, stack[0], q, qn)  # the root (an int64, not a literal 0)
-    sp = 1
+    bound[0] = _bound(T, stack[0], q, qn, far)  # the root (an int64, not a literal 0)
+    sp = 1 if T[8][0] > 0 else 0
+    return stack, bound, sp, qn
+
+
+@njit(cache=True, nogil=True)
+def next_leaf(T, q, qn, far, stack, bound, sp, limit):
+    """The next leaf whose bound can still beat ``limit`` (the answer so far: a
+    farthest search skips nodes whose bound is below it, a nearest one nodes whose
+    bound is above it; equal bounds are always inspected, so every tie is seen), the
+    more promising child first. Returns ``(leaf, sp)``, leaf -1 when none is left."""
+    cnt, first_leaf = T[8], T[9]
     while sp > 0:
         sp -= 1
         node = stack[sp]
-        if bound[sp] < best_d:
+        b = bound[sp]
+        if (b < limit) if far else (b > limit):
             continue
         if node >= first_leaf:
-            for p in range(nstart[node], nend[node]):
-                if alive[p]:
-                    dd = sq_dist(Xp, p, q)
-                    if dd > best_d or (dd == best_d and ids[p] < best_id):
-                        best_d = dd
-                        best_pos = p
-                        best_id = ids[p]
-        else:
-            a = 2 * node + 1
-            b = a + 1
-            ba = _far_bound(lo, hi, rmax, a, q, qn) if cnt[a] > 0 else -1.0
-            bb = _far_bound(lo, hi, rmax, b, q, qn) if cnt[b] > 0 else -1.0
-            # push the more promising child last so it is explored first
-            if ba >= bb:
-                if cnt[b] > 0:
-                    stack[sp] = b
-                    bound[sp] = bb
-                    sp += 1
-                if cnt[a] > 0:
-                    stack[sp] = a
-                    bound[sp] = ba
-                    sp += 1
-            else:
-                if cnt[a] > 0:
-                    stack[sp] = a
-                    bound[sp] = ba
-                    sp += 1
-                if cnt[b] > 0:
-                    stack[sp] = b
-                    bound[sp] = bb
-                    sp += 1
-    return best_pos
+            return node, sp
+        a = 2 * node + 1
+        c = a + 1
+        ba = _bound(T, a, q, qn, far) if cnt[a] > 0 else 0.0
+        bc = _bound(T, c, q, qn, far) if cnt[c] > 0 else 0.0
+        a_first = ba >= bc if far else ba <= bc
+        # push the more promising child last, so it is explored first
+        first, fb, second, sb = (c, bc, a, ba) if a_first else (a, ba, c, bc)
+        if cnt[first] > 0:
+            stack[sp] = first
+            bound[sp] = fb
+            sp += 1
+        if cnt[second] > 0:
+            stack[sp] = second
+            bound[sp] = sb
+            sp += 1
+    return np.int64(-1), sp
+
+
+@njit(cache=True, nogil=True)
+def farthest(T, q):
+    """Alive position farthest from ``q`` (ties: lowest row id); -1 when none is alive."""
+    Xp, ids, alive, nstart, nend = T[0], T[1], T[2], T[4], T[5]
+    best_d = -1.0
+    best_pos = np.int64(-1)  # (not a literal: callers pass it on)
+    best_id = np.iinfo(np.int64).max
+    far = np.int64(1)
+    stack, bound, sp, qn = walk(T, q, far)
+    while True:
+        node, sp = next_leaf(T, q, qn, far, stack, bound, sp, best_d)
+        if node < 0:
+            return best_pos
+        for p in range(nstart[node], nend[node]):
+            if alive[p]:
+                best_d, best_id = farther(sq_dist(Xp, p, q), ids[p], best_d, best_id)
+                if best_id == ids[p]:
+                    best_pos = p
 
 
 @njit(cache=True, nogil=True)
@@ -293,62 +307,33 @@ def knn(T, q, m, exclude, out_pos, out_d):
     Fills ``out_pos[:found]`` / ``out_d[:found]`` in increasing (distance, row id)
     order and returns ``found`` (< m only when fewer rows are alive).
     """
-    Xp, ids, alive, leaf_of, nstart, nend, lo, hi, cnt, first_leaf, center, rnorm, rmax = T
+    Xp, ids, alive, nstart, nend = T[0], T[1], T[2], T[4], T[5]
     found = 0
-    if m <= 0 or cnt[0] == 0:
+    if m <= 0:
         return 0
-    stack = np.empty(128, np.int64)
-    bound = np.empty(128)
-    stack[0] = 0
-    bound[0] = box_min_dist(lo, hi, stack[0], q)  # the root (an int64, not a literal 0)
-    sp = 1
-    while sp > 0:
-        sp -= 1
-        node = stack[sp]
-        if found == m and bound[sp] > out_d[m - 1]:
-            continue
-        if node >= first_leaf:
-            for p in range(nstart[node], nend[node]):
-                if not alive[p] or p == exclude:
+    near = np.int64(0)
+    stack, bound, sp, qn = walk(T, q, near)
+    while True:
+        node, sp = next_leaf(T, q, qn, near, stack, bound, sp, out_d[m - 1] if found == m else _INF)
+        if node < 0:
+            return found
+        for p in range(nstart[node], nend[node]):
+            if not alive[p] or p == exclude:
+                continue
+            dd = sq_dist(Xp, p, q)
+            pid = ids[p]
+            if found == m:
+                wd = out_d[m - 1]
+                if dd > wd or (dd == wd and pid > ids[out_pos[m - 1]]):
                     continue
-                dd = sq_dist(Xp, p, q)
-                pid = ids[p]
-                if found == m:
-                    wd = out_d[m - 1]
-                    if dd > wd or (dd == wd and pid > ids[out_pos[m - 1]]):
-                        continue
-                    i = m - 1
-                else:
-                    i = found
-                    found += 1
-                # insertion into the sorted list
-                while i > 0 and (out_d[i - 1] > dd or (out_d[i - 1] == dd and ids[out_pos[i - 1]] > pid)):
-                    out_d[i] = out_d[i - 1]
-                    out_pos[i] = out_pos[i - 1]
-                    i -= 1
-                out_d[i] = dd
-                out_pos[i] = p
-        else:
-            a = 2 * node + 1
-            b = a + 1
-            ba = box_min_dist(lo, hi, a, q) if cnt[a] > 0 else _INF
-            bb = box_min_dist(lo, hi, b, q) if cnt[b] > 0 else _INF
-            if ba <= bb:
-                if cnt[b] > 0:
-                    stack[sp] = b
-                    bound[sp] = bb
-                    sp += 1
-                if cnt[a] > 0:
-                    stack[sp] = a
-                    bound[sp] = ba
-                    sp += 1
+                i = m - 1
             else:
-                if cnt[a] > 0:
-                    stack[sp] = a
-                    bound[sp] = ba
-                    sp += 1
-                if cnt[b] > 0:
-                    stack[sp] = b
-                    bound[sp] = bb
-                    sp += 1
-    return found
+                i = found
+                found += 1
+            # insertion into the sorted list
+            while i > 0 and (out_d[i - 1] > dd or (out_d[i - 1] == dd and ids[out_pos[i - 1]] > pid)):
+                out_d[i] = out_d[i - 1]
+                out_pos[i] = out_pos[i - 1]
+                i -= 1
+            out_d[i] = dd
+            out_pos[i] = p

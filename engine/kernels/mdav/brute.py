@@ -1,29 +1,27 @@
 """V-MDAV and IV-MDAV by brute force, for small blocks and the streamed pass's leaves.
 
 The same labels as ``mdav.microaggregate(X, VMDAV | IVMDAV, k, gamma)`` (the bucket
-index of ``engine.kernels.buckets``), with its conventions: distances summed in
+index of ``engine.kernels.index.buckets``), with its conventions: distances summed in
 column order, centroid = running total / remaining with rows subtracted in the
 order they join their group, ties to the lowest row index, "the k-1 nearest of r"
 excludes r; V-MDAV's nearest-remaining answers cached per member until that record
 is taken (a cached answer stays right: records are only ever removed), its
 leftovers joining the group of their nearest record grouped before; IV-MDAV as read
-in ``engine.kernels.mdav`` (z_1..z_k include y_j itself). Tested against the index
+in ``engine.kernels.mdav.indexed`` (z_1..z_k include y_j itself). Tested against the index
 and ``tests/reference.py``.
 
 No index: the remaining rows sit compacted, column-major, in the slots of the
-leaves' MDAV kernel (``engine.kernels.slots``: ``C`` (d, capacity), ``orig[a]`` the row of
+leaves' MDAV kernel (``engine.kernels.mdav.slots``: ``C`` (d, capacity), ``orig[a]`` the row of
 slot a, the last slot moved into each freed one) and every query scans them all
 with its vectorized helpers (``dists``, ``farthest``, ``nearest``), plus
 ``where`` (row -> slot, -1 once grouped) for the rows a query names. A scan is
 O(remaining), so a block costs O(n^2 / k) distance evaluations: cheaper than the
-index for the blocks of at most ``passes.aggregate.BRUTE_MAX_ROWS`` rows and the
-leaves of at most ``LEAF_BRUTE_MAX_ROWS`` that use it, and it compiles in a
-fraction of the index's time (the point: a method's first use compiles only what
-it runs; docs/notes/first-run-compile.md).
+index for the small blocks and leaves that use it (``engine.kernels.mdav.pick`` has
+the thresholds), and it compiles in a fraction of the index's time.
 
 Like ``slots.mdav_brute_slots`` these need k >= 1, d >= 1 and |x| < 1e100
-(``slots.fits``); ``small_block_labels`` checks that and returns None otherwise
-(the caller then runs the index, which handles any float64).
+(``slots.fits``); ``pick.small_block_labels`` checks that and otherwise leaves the
+block to the index, which handles any float64.
 """
 
 import math
@@ -31,37 +29,13 @@ import math
 import numpy as np
 from numba import njit
 
-from .kdtree import sq_dist
-from .mdav import IVMDAV, MDAV, MDAV_SINGLE, VMDAV, as_block
-from .slots import (INF_BITS, MAX_I64, dists, farthest, fill_slots, fits, leaf_rows, mdav_brute_slots, nearest,
-                    slot_scratch)
-
-# MDAV on a whole table of at most this many rows (mnqia's baseline,
-# ``methods.mnqia.mdav_range_loss``) runs by brute force: about as fast as the index
-# up to here on 3 to 8 columns (30,162 rows of Adult, k = 5: 0.34 s either way;
-# brute force is O(n^2 / k), 3-13x slower at 60,000 rows), and nothing of the index
-# to compile on first use (docs/notes/first-run-compile.md)
-MDAV_BRUTE_MAX_ROWS = 32768
-# V-MDAV / IV-MDAV leaves of at most this many rows run by brute force
-# (``leaf.aggregate_leaves``): 5-8x faster than the index on the default 256-row
-# leaves, 1.3-1.5x at 8,192 rows, 2-3x slower at 32,768 (polished runs' leaves at k <= 3),
-# 8 census-like columns, k = 3 and 5
-LEAF_BRUTE_MAX_ROWS = 8192
-
+from ..common import sq_dist
+from .slots import INF_BITS, MAX_I64, dists, farthest, fill_slots, leaf_rows, nearest, slot_bits, slot_scratch
 
 # the slots' vectorized distance scan as a function of its own (not inlined): each
 # kernel below scans from several places, and every inlined copy of the scan's
 # vectorized loops costs its compilation again
 _scan = njit(cache=True, nogil=True)(dists.py_func)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _slot_bits(C):
-    """Slot bits of ``farthest``'s key for a buffer of C's capacity."""
-    sh = 1
-    while (1 << sh) <= C.shape[1]:
-        sh += 1
-    return sh
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -125,14 +99,14 @@ def _vmdav_slots(X, C, orig, where, m, total, k, gamma, labels, group, dist, q, 
     ``near_d`` of 2k + 1."""
     d = C.shape[0]
     di = dist.view(np.int64)
-    sh = _slot_bits(C)
+    sh = slot_bits(C)
     ng = 0  # rows grouped so far: grouped[:ng] (the leftovers' candidates)
     while m >= k:
         r = _seed_from_centroid(C, orig, m, total, q, dist, sh)
         _dists_from_slot(C, m, r, q, dist)
         found = 0
         if k > 1:
-            found = nearest(di, orig, m, r, k - 1, cand, nd, no, ns)
+            found = nearest(di, orig, m, r, k - 1, sh, cand, nd, no, ns)
         members[0] = orig[r]
         for b in range(found):
             members[b + 1] = orig[ns[b]]
@@ -198,12 +172,12 @@ def _ivmdav_slots(C, orig, where, m, total, k, gamma, labels, group, dist, q, ca
     """IV-MDAV on the slots of ``C`` (arguments as ``_vmdav_slots``; ``nb``, ``nbd``
     of 2k + 1)."""
     di = dist.view(np.int64)
-    sh = _slot_bits(C)
+    sh = slot_bits(C)
     while m >= 3 * k:
         # y_1 = x_r, y_2..y_2k its 2k-1 nearest (distances from x_r kept in nbd)
         r = _seed_from_centroid(C, orig, m, total, q, dist, sh)
         _dists_from_slot(C, m, r, q, dist)
-        found = nearest(di, orig, m, r, 2 * k - 1, cand, nd, no, ns)
+        found = nearest(di, orig, m, r, 2 * k - 1, sh, cand, nd, no, ns)
         for b in range(found):
             nb[b] = orig[ns[b]]
             nbd[b] = dist[ns[b]]
@@ -218,7 +192,7 @@ def _ivmdav_slots(C, orig, where, m, total, k, gamma, labels, group, dist, q, ca
             s = where[nb[b]]
             # z_1..z_k: the k nearest remaining records of y, y included (slot m: none excluded)
             _dists_from_slot(C, m, s, q, dist)
-            nearest(di, orig, m, m, k, cand, nd, no, ns)
+            nearest(di, orig, m, m, k, sh, cand, nd, no, ns)
             d1 = math.sqrt(nbd[b])
             d2 = math.sqrt(dist[ns[k - 1]])
             if d2 > gamma * d1:
@@ -231,7 +205,7 @@ def _ivmdav_slots(C, orig, where, m, total, k, gamma, labels, group, dist, q, ca
         _dists_from_slot(C, m, r, q, dist)
         found = 0
         if k > 1:
-            found = nearest(di, orig, m, r, k - 1, cand, nd, no, ns)
+            found = nearest(di, orig, m, r, k - 1, sh, cand, nd, no, ns)
         for b in range(found):
             nb[b] = orig[ns[b]]
         m = _take(C, orig, where, m, total, labels, group, r)
@@ -257,7 +231,7 @@ def _fill(X, order, bounds, b, C, orig, where, total):
 
 
 @njit(cache=True, nogil=True)
-def _vmdav_rows(X, order, bounds, cap, k, gamma):
+def vmdav_rows(X, order, bounds, cap, k, gamma):
     """V-MDAV on every range ``order[bounds[b]:bounds[b+1]]`` of rows (leaves, or the
     whole block), groups numbered range after range."""
     n, d = X.shape
@@ -274,13 +248,13 @@ def _vmdav_rows(X, order, bounds, cap, k, gamma):
 
 
 @njit(cache=True, nogil=True)
-def _ivmdav_rows(X, order, bounds, cap, k, gamma):
-    """IV-MDAV on every range of rows, as ``_vmdav_rows``."""
+def ivmdav_rows(X, order, bounds, cap, k, gamma):
+    """IV-MDAV on every range of rows, as ``vmdav_rows``."""
     n, d = X.shape
     labels, where = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
     C, orig, total, dist, q, cand, nd, no, ns = slot_scratch(d, cap, 2 * k + 1)
     nb, nbd = np.empty_like(nd), np.empty(nd.shape[0])
-    next_id = np.int64(0)  # not a literal 0: see _vmdav_rows
+    next_id = np.int64(0)  # not a literal 0: see vmdav_rows
     for b in range(bounds.shape[0] - 1):
         m = _fill(X, order, bounds, b, C, orig, where, total)
         next_id = _ivmdav_slots(C, orig, where, m, total, k, gamma, labels, next_id, dist, q, cand, nd, no, ns,
@@ -292,37 +266,11 @@ def _ivmdav_rows(X, order, bounds, cap, k, gamma):
 def leaves_vmdav(X, k, gamma, leaf):
     """``leaf.aggregate_leaves`` for V-MDAV (k >= 1, d >= 1, ``fits(X)``)."""
     order, bounds, cap = leaf_rows(X, k, leaf)
-    return _vmdav_rows(X, order, bounds, cap, k, gamma)
+    return vmdav_rows(X, order, bounds, cap, k, gamma)
 
 
 @njit(cache=True, nogil=True)
 def leaves_ivmdav(X, k, gamma, leaf):
     """``leaf.aggregate_leaves`` for IV-MDAV (k >= 1, d >= 1, ``fits(X)``)."""
     order, bounds, cap = leaf_rows(X, k, leaf)
-    return _ivmdav_rows(X, order, bounds, cap, k, gamma)
-
-
-def usable(X, k):
-    """True when the brute-force kernels take ``X`` (float64, C-contiguous): k >= 1,
-    at least one column, every |x| < 1e100."""
-    return k >= 1 and X.shape[1] > 0 and bool(fits(X))
-
-
-def small_block_labels(X, method, k, gamma):
-    """``method`` on the whole block ``X`` by brute force: the
-    labels of ``mdav.microaggregate``, or None when ``usable`` is False (the caller
-    runs the index). Python: each method's kernel compiles only when first used."""
-    X = as_block(X)
-    method, k = int(method), int(k)
-    if not usable(X, k):
-        return None
-    if method == MDAV or method == MDAV_SINGLE:
-        return mdav_brute_slots(X, method, k)
-    n = X.shape[0]
-    order = np.arange(n, dtype=np.int64)
-    bounds = np.array([0, n], dtype=np.int64)
-    if method == VMDAV:
-        return _vmdav_rows(X, order, bounds, n, k, float(gamma))
-    if method == IVMDAV:
-        return _ivmdav_rows(X, order, bounds, n, k, float(gamma))
-    raise ValueError(f"unknown method code {method}")
+    return ivmdav_rows(X, order, bounds, cap, k, gamma)

@@ -11,16 +11,14 @@ sample came from; every row has exactly one leaf whatever the chunking.
 import numpy as np
 from numba import njit, prange
 
-from .split import quickselect, widest_column
+from ..common import mix64
+from .split import cut
 
 
 @njit(cache=True, nogil=True, inline="always")
 def tie_key(row_id):
     """splitmix64's finalizer: a bijection of the 64-bit row id (as uint64)."""
-    z = np.uint64(row_id) + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    return mix64(np.uint64(row_id) + np.uint64(0x9E3779B97F4A7C15))
 
 
 @njit(cache=True, nogil=True)
@@ -147,17 +145,18 @@ def gather_records_narrow(X, first_id, order, out):
 @njit(cache=True, nogil=True)
 def plan_tree(Z, leaf):
     """The partition plan's kd-tree of median cuts over the sample ``Z`` (m, d), rows
-    in increasing tie-key order (ties between rows then break by position). A node of more than ``leaf`` rows is cut on its
-    column of largest variance (``split.widest_column``) into its ``size // 2``
-    smallest rows by (value, row) and the rest (``split.quickselect``); its threshold is
-    the largest of the left half. Nodes are numbered as they are created (a cut
-    node's children get the next two numbers, left first) and processed depth
+    in increasing tie-key order (ties between rows then break by position). A node of
+    more than ``leaf`` rows is cut on its column of largest variance into its
+    ``size // 2`` smallest rows by (value, row) and the rest (``split.cut``); its
+    threshold is the largest of the left half. Nodes are numbered as they are created
+    (a cut node's children get the next two numbers, left first) and processed depth
     first, left first, so leaves are numbered left to right.
 
     Returns ``(dim, pivot, left, right, leaf_of, n_leaves)``; ``pivot[node]`` is the
     sample row of the threshold (-1 for leaves)."""
     m, d = Z.shape
-    cap = 2 * m + 1
+    # a cut node's halves hold at least (leaf + 1) // 2 rows: at most m / that leaves, twice as many nodes
+    cap = 2 * (m // max(1, (leaf + 1) // 2)) + 3
     dim = np.zeros(cap, np.int64)
     pivot = np.full(cap, -1, np.int64)
     left = np.full(cap, -1, np.int64)
@@ -186,11 +185,7 @@ def plan_tree(Z, leaf):
             leaf_of[node] = n_leaves
             n_leaves += 1
             continue
-        bj = widest_column(Z, order, s, e, mu, var)
-        for a in range(s, e):
-            key[a] = Z[order[a], bj]
-        h = s + size // 2
-        quickselect(key, order, s, e, h)
+        bj, h = cut(Z, order, key, s, e, mu, var)
         best = s  # the largest of the left half by (value, row)
         for a in range(s + 1, h):
             if key[a] > key[best] or (key[a] == key[best] and order[a] > order[best]):

@@ -28,9 +28,9 @@ compiles every branch of a function and one kernel for all methods made the firs
 run of any method compile all four. Integer constants passed to another kernel are
 passed as int64 values (``np.int64(1)``, not ``1``): a literal argument compiles a
 specialization of the callee for that literal, next to its int64 one. Blocks of at
-most ``passes.aggregate.BRUTE_MAX_ROWS`` rows and the streamed pass's leaves run
-by brute force instead (``engine.kernels.leaf``, ``engine.kernels.brute``: the same
-labels, tested), which compiles none of the index.
+most ``pick.BRUTE_MAX_ROWS`` rows and the streamed pass's leaves run by brute
+force instead (``engine.kernels.mdav.pick``: the same labels, tested), which
+compiles none of the index.
 """
 
 import math
@@ -39,15 +39,15 @@ import threading
 import numpy as np
 from numba import get_num_threads, njit
 
-from .buckets import PAR_MIN, anchor_init, build, farthest, farthest_from_moving, knn, remove
-from .kdtree import sq_dist
+from ..index.buckets import PAR_MIN, anchor_init, build, farthest, farthest_from_moving, knn, remove
+from ..common import sq_dist
 
 MDAV = 0
 MDAV_SINGLE = 1
 VMDAV = 2
 IVMDAV = 3
 
-LEAF_SIZE = 64  # rows per bucket of the index (engine.kernels.buckets)
+LEAF_SIZE = 64  # rows per bucket of the index (engine.kernels.index.buckets)
 
 # the run's ``state`` array: rows not yet grouped, the next group's label, 1 once finished
 REMAINING = 0
@@ -111,9 +111,7 @@ def _extend_ivmdav(T, total, state, labels, xr, k, gamma, nb_pos, nb_d, z_pos, z
     # Rawat & Borah (IV-MDAV), IV-MDAV steps 2.3-2.8: y_1 = x_r, y_2..y_2k its 2k-1 nearest; the
     # first k form the group, y_{k+1}..y_{2k} join while d2 > gamma * d1 (cap 2k-1).
     # z_1..z_k are the k nearest remaining records of y_j, y_j itself included (so
-    # z_1 = y_j): this reading reproduces Table 1 of Rawat & Borah (IV-MDAV) (7 of its 8 IV-MDAV
-    # figures for Census and Tarragona to 4 decimals; Census k=4 gives 7.4055
-    # against the printed 7.4034).
+    # z_1 = y_j): this reading reproduces Table 1 of Rawat & Borah (IV-MDAV) (tests/test_paper.py).
     X = T[0]
     none = np.int64(-1)  # no row to exclude (not a literal: see the module docstring)
     found = knn(T, X[xr].copy(), 2 * k - 1, xr, nb_pos, nb_d)
@@ -220,20 +218,23 @@ def _last_groups(T, total, state, labels, k, nb_pos, nb_d):
 
 
 @njit(cache=True, nogil=True)
+def _seed(T, A, total, state):
+    """``(r, A)``: the remaining row farthest from the centroid of the remaining rows."""
+    return farthest_from_moving(T, A, _centroid(total, state[REMAINING]))
+
+
+@njit(cache=True, nogil=True)
 def _run_mdav(T, A, total, state, labels, method, k, budget):
     # MDAV (method 0) or MDAV-single-group (1)
     X = T[0]
-    nb_pos = np.empty(2 * k, np.int64)
-    nb_d = np.empty(2 * k)
-    it = 0
-    while state[REMAINING] >= 3 * k and it < budget:
-        r, A = farthest_from_moving(T, A, _centroid(total, state[REMAINING]))
+    nb_pos, nb_d = np.empty(2 * k, np.int64), np.empty(2 * k)
+    for _ in range(budget):
+        if state[REMAINING] < 3 * k:
+            break
+        r, A = _seed(T, A, total, state)
         _group_around(T, total, state, labels, r, k, nb_pos, nb_d)
-        if method == MDAV:
-            # x_s: farthest from x_r among the records still remaining
-            s = farthest(T, X[r].copy())
-            _group_around(T, total, state, labels, s, k, nb_pos, nb_d)
-        it += 1
+        if method == MDAV:  # x_s: farthest from x_r among the records still remaining
+            _group_around(T, total, state, labels, farthest(T, X[r].copy()), k, nb_pos, nb_d)
     if state[REMAINING] < 3 * k:
         _last_groups(T, total, state, labels, k, nb_pos, nb_d)
     return A
@@ -241,15 +242,13 @@ def _run_mdav(T, A, total, state, labels, method, k, budget):
 
 @njit(cache=True, nogil=True)
 def _run_ivmdav(T, A, total, state, labels, k, gamma, budget):
-    nb_pos = np.empty(2 * k, np.int64)
-    nb_d = np.empty(2 * k)
-    z_pos = np.empty(2 * k, np.int64)
-    z_d = np.empty(2 * k)
-    it = 0
-    while state[REMAINING] >= 3 * k and it < budget:
-        r, A = farthest_from_moving(T, A, _centroid(total, state[REMAINING]))
+    nb_pos, nb_d = np.empty(2 * k, np.int64), np.empty(2 * k)
+    z_pos, z_d = np.empty(2 * k, np.int64), np.empty(2 * k)
+    for _ in range(budget):
+        if state[REMAINING] < 3 * k:
+            break
+        r, A = _seed(T, A, total, state)
         _extend_ivmdav(T, total, state, labels, r, k, gamma, nb_pos, nb_d, z_pos, z_d)
-        it += 1
     if state[REMAINING] < 3 * k:
         _last_groups(T, total, state, labels, k, nb_pos, nb_d)
     return A
@@ -257,16 +256,13 @@ def _run_ivmdav(T, A, total, state, labels, k, gamma, budget):
 
 @njit(cache=True, nogil=True)
 def _run_vmdav(T, A, total, state, labels, k, gamma, budget):
-    members = np.empty(2 * k, np.int64)
-    near_pos = np.empty(2 * k, np.int64)
-    near_d = np.empty(2 * k)
-    z_pos = np.empty(2 * k, np.int64)
-    z_d = np.empty(2 * k)
-    it = 0
-    while state[REMAINING] >= k and it < budget:
-        e, A = farthest_from_moving(T, A, _centroid(total, state[REMAINING]))
+    members, near_pos, near_d = np.empty(2 * k, np.int64), np.empty(2 * k, np.int64), np.empty(2 * k)
+    z_pos, z_d = np.empty(2 * k, np.int64), np.empty(2 * k)
+    for _ in range(budget):
+        if state[REMAINING] < k:
+            break
+        e, A = _seed(T, A, total, state)
         _extend_vmdav(T, total, state, labels, e, k, gamma, members, near_pos, near_d, z_pos, z_d)
-        it += 1
     if state[REMAINING] < k:
         _vmdav_leftovers(T, state, labels)
         state[DONE] = 1
@@ -300,22 +296,10 @@ def run(T, A, total, state, labels, method, k, gamma, budget):
     return _run_mdav(T, A, total, state, labels, method, k, budget)
 
 
-@njit(cache=True, nogil=True)
-def _start(X, leaf_size):
-    n = X.shape[0]
-    T = build(X, leaf_size, np.int64(1), np.int64(PAR_MIN))  # leaves of the streamed pass: one thread each
-    total = _column_sums(X)
-    state = np.zeros(3, np.int64)
-    state[REMAINING] = n
-    labels = np.full(n, -1, np.int64)
-    A = anchor_init(T, _centroid(total, max(n, 1)))
-    return T, A, total, state, labels
-
-
 def start(X, leaf_size, threads=None, par_min=PAR_MIN):
     """Prepare a run over ``X`` (C-contiguous, writable float64: ``as_block``):
-    returns ``(T, A, total, state, labels)``. (Python: ``_start`` for the kernels,
-    its steps one by one here, so no kernel compiles them all once more.)
+    returns ``(T, A, total, state, labels)``. (Python: its steps one by one, so no
+    kernel compiles them all once more.)
 
     ``threads``: the farthest-point scans' threads; by default Numba's thread count
     on the main thread (the in-memory exact path: ``--threads``) and 1 on any other
@@ -346,23 +330,4 @@ def microaggregate(X, method, k, gamma, threads=None, par_min=PAR_MIN):
     T, A, total, state, labels = start(as_block(X), LEAF_SIZE, threads, par_min)
     while state[DONE] == 0:
         A = run(T, A, total, state, labels, method, k, gamma, 1 << 40)
-    return labels
-
-
-# the same, for kernels that run a method on many small blocks (``leaf.aggregate_leaves``)
-
-
-@njit(cache=True, nogil=True)
-def microaggregate_vmdav(X, k, gamma):
-    T, A, total, state, labels = _start(X, np.int64(LEAF_SIZE))
-    while state[DONE] == 0:
-        A = _run_vmdav(T, A, total, state, labels, k, gamma, np.int64(1 << 40))
-    return labels
-
-
-@njit(cache=True, nogil=True)
-def microaggregate_ivmdav(X, k, gamma):
-    T, A, total, state, labels = _start(X, np.int64(LEAF_SIZE))
-    while state[DONE] == 0:
-        A = _run_ivmdav(T, A, total, state, labels, k, gamma, np.int64(1 << 40))
     return labels

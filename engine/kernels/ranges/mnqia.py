@@ -8,6 +8,8 @@ re-implements each of them plainly, and the tests compare.
 import numpy as np
 from numba import njit
 
+from ..common import widen
+
 # ---------------------------------------------------------------- MNQIA: optimal 1-D segmentation
 
 
@@ -177,12 +179,7 @@ def mmdcf(Xn, bseg, bstart, bmem, slice_start, slice_b, capoff, cap, k, scan_dim
                 bv = v
                 best = g
         labels[r] = best
-        for j in range(d):
-            x = Xn[r, j]
-            if x < gmn[best, j]:
-                gmn[best, j] = x
-            if x > gmx[best, j]:
-                gmx[best, j] = x
+        widen(gmn, gmx, best, Xn, r)
     return labels, G, relaxed, nleft
 
 
@@ -216,8 +213,4 @@ def _pick(Xn, b, bseg, bstart, bmem, bsize, capoff, cap, used, stamp, labels, G,
         q = capoff[j] + bseg[b, j]
         cap[q] -= 1
         used[q] = stamp
-        x = Xn[r, j]
-        if x < gmn[G, j]:
-            gmn[G, j] = x
-        if x > gmx[G, j]:
-            gmx[G, j] = x
+    widen(gmn, gmx, G, Xn, r)

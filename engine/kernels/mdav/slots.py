@@ -1,6 +1,6 @@
 """The column-major slots of the brute-force MDAV kernels, shared by the streamed
-pass's leaves (``engine.kernels.leaf``) and V-MDAV / IV-MDAV by brute force
-(``engine.kernels.brute``).
+pass's leaves (``engine.kernels.mdav.leaf``) and V-MDAV / IV-MDAV by brute force
+(``engine.kernels.mdav.brute``).
 
 Layout (``mdav_slots``): the remaining rows of a leaf sit compacted, column-major,
 in a scratch buffer ``C`` (d, capacity): slot ``a`` holds the row ``orig[a]``.
@@ -8,7 +8,7 @@ Removing a row moves the last slot into its hole, so slot order means nothing an
 every tie is broken on ``orig``. A scan (``dists``) computes ``dist[a]`` for all
 slots at once, the columns fused in one loop over the slots:
 ``s = t0*t0; s += t1*t1; ...`` is the same sum, in the same order, as the
-row-by-row ``kdtree.sq_dist`` (0.0 + t0*t0 == t0*t0 exactly), so distances are bit-identical,
+row-by-row ``common.sq_dist`` (0.0 + t0*t0 == t0*t0 exactly), so distances are bit-identical,
 and the loop vectorizes across slots without reassociation (no fastmath). The
 selections then read the distances as int64 bit patterns (a non-negative double
 orders like its bits), which lets the max / min reductions vectorize too:
@@ -34,8 +34,9 @@ everywhere in the engine.
 import numpy as np
 from numba import njit
 
-from .mdav import MDAV
-from .split import split_leaves
+from .indexed import MDAV
+from ..common import insert_nearest
+from ..index.split import split_leaves
 
 # |x| below this everywhere: squared distances to rows and centroids stay finite
 # (d * (3 n 1e100)**2 is far below the float64 range), so no NaN and no inf
@@ -53,8 +54,9 @@ MAX_I64 = (1 << 63) - 1
 @njit(cache=True, nogil=True, inline="always")
 def dists(C, m, q, dist):
     """``dist[a] = sum_j (C[j, a] - q[j])**2`` for the slots a < m, summed over j in
-    column order from 0.0 (bit-identical to ``kdtree.sq_dist``). Columns go eight, four or one
-    at a time, fused in one vectorizable loop over the slots."""
+    column order from 0.0 (bit-identical to ``common.sq_dist``). Columns go eight, four or one
+    at a time, fused in one vectorizable loop over the slots (written out: the hot loop of
+    the leaves)."""
     d = C.shape[0]
     if d >= 8:
         q0, q1, q2, q3, q4, q5, q6, q7 = q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]
@@ -119,6 +121,15 @@ def dists(C, m, q, dist):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def slot_bits(C):
+    """Slot bits of ``farthest``'s key for a buffer of C's capacity."""
+    sh = 1
+    while (1 << sh) <= C.shape[1]:
+        sh += 1
+    return sh
+
+
+@njit(cache=True, nogil=True, inline="always")
 def farthest(di, orig, m, sh):
     """The slot of the largest distance (bits ``di``), ties to the lowest ``orig``."""
     mx = -1
@@ -133,10 +144,10 @@ def farthest(di, orig, m, sh):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def nearest(di, orig, m, r, kk, cand, nd, no, ns):
+def nearest(di, orig, m, r, kk, sh, cand, nd, no, ns):
     """The kk >= 1 nearest slots to slot r (not r) by (distance, orig), into
-    ``ns[:kk]`` in that order (``nd``, ``no``: their distance bits and rows).
-    Needs m - 1 >= kk. Overwrites ``di[r]``."""
+    ``ns[:kk]`` in that order (``nd``: their distance bits; ``no``: scratch; ``sh``:
+    ``slot_bits``). Needs m - 1 >= kk. Overwrites ``di[r]``."""
     di[r] = INF_BITS
     # thr = the kk-th smallest distance: pass i finds the next distinct distance v
     # and counts the rows at the previous one (prev); cum counts rows <= prev
@@ -163,27 +174,14 @@ def nearest(di, orig, m, r, kk, cand, nd, no, ns):
     for a in range(m):
         cand[c] = a
         c += di[a] <= thr
-    # bounded insertion by (distance, row index), the rule of _take_group_rows
+    # bounded insertion by (distance, row index), the rule of the MDAV family: the
+    # keys (orig << sh) | slot order as the rows and give back the slots
     found = 0
     for e in range(c):
         a = cand[e]
-        dd = di[a]
-        o = orig[a]
-        if found == kk:
-            if dd > nd[kk - 1] or (dd == nd[kk - 1] and o > no[kk - 1]):
-                continue
-            p = kk - 1
-        else:
-            p = found
-            found += 1
-        while p > 0 and (nd[p - 1] > dd or (nd[p - 1] == dd and no[p - 1] > o)):
-            nd[p] = nd[p - 1]
-            no[p] = no[p - 1]
-            ns[p] = ns[p - 1]
-            p -= 1
-        nd[p] = dd
-        no[p] = o
-        ns[p] = a
+        found = insert_nearest(no, nd, kk, found, (orig[a] << sh) | a, di[a])
+    for b in range(found):
+        ns[b] = no[b] & ((1 << sh) - 1)
     return found
 
 
@@ -198,9 +196,7 @@ def mdav_slots(C, orig, m, total, method, k, labels, group, dist, q, cand, nd, n
     of k + 1."""
     d = C.shape[0]
     di = dist.view(np.int64)
-    sh = 1  # slot bits of the farthest-row key
-    while (1 << sh) <= C.shape[1]:
-        sh += 1
+    sh = slot_bits(C)
     kk = k - 1
     # one pass of this loop forms one group around a seed r: from the centroid
     # (MDAV's r) or, for MDAV's second group, the farthest row from the last seed,
@@ -221,7 +217,7 @@ def mdav_slots(C, orig, m, total, method, k, labels, group, dist, q, cand, nd, n
         dists(C, m, q, dist)
         found = 0
         if kk > 0:
-            found = nearest(di, orig, m, r, kk, cand, nd, no, ns)
+            found = nearest(di, orig, m, r, kk, sh, cand, nd, no, ns)
         # the group: r first, then its neighbours by (distance, row index), which is
         # the order their values leave the running total
         labels[orig[r]] = group
@@ -254,11 +250,17 @@ def mdav_slots(C, orig, m, total, method, k, labels, group, dist, q, cand, nd, n
         if final:
             break
         from_last = method == MDAV and not from_last
-    if m > 0:
-        for a in range(m):
-            labels[orig[a]] = group
-        group += 1
-    return group
+    return rest_as_group(labels, orig, m, group)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def rest_as_group(labels, rows, m, group):
+    """The rows ``rows[:m]`` (if any) as one last group; returns the next group number."""
+    if m == 0:
+        return group
+    for a in range(m):
+        labels[rows[a]] = group
+    return group + 1
 
 
 @njit(cache=True, nogil=True)
@@ -320,7 +322,7 @@ def leaf_rows(X, k, leaf):
 def slot_scratch(d, cap, w):
     """The buffers of the column-major kernels for up to ``cap`` rows of d columns:
     ``C``, ``orig``, ``total``, ``dist`` (cap + 1), ``q``, ``cand`` and ``nd``, ``no``,
-    ``ns`` of ``w`` (also used by ``engine.kernels.brute``)."""
+    ``ns`` of ``w`` (also used by ``engine.kernels.mdav.brute``)."""
     return (np.empty((d, cap)), np.empty(cap, np.int64), np.empty(d), np.empty(cap + 1), np.empty(d),
             np.empty(cap, np.int64), np.empty(w, np.int64), np.empty(w, np.int64), np.empty(w, np.int64))
 

@@ -1,0 +1,1 @@
+"""The dependency profile: histograms of codes and spanning trees."""

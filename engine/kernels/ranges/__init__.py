@@ -1,0 +1,1 @@
+"""The range methods: maxent (with its self-organizing map) and mnqia."""

@@ -1,0 +1,1 @@
+"""Local search on a partition: the move/swap core, near lists, polish, the refinement and its windows."""
