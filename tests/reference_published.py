@@ -31,17 +31,18 @@ def merge_segments(src, first, seg_starts):
     return dst, np.array(starts, np.int64)
 
 
-def fill_records(ids, local, first, centroid, range_rows, n_ranges):
-    """``(records (m, 1 + d) float64, starts)``: each row's record, sorted by range, stably."""
-    m, d = ids.shape[0], centroid.shape[1]
-    rec = np.empty((m, 1 + d))
-    keys = [int(i) // range_rows for i in ids]
-    order = sorted(range(m), key=lambda i: keys[i])
-    for p, i in enumerate(order):
+def fill_records(ids, local, first, centroid, range_rows, nxt, rows):
+    """``(records (rows, 1 + d) float64, next)``: row i's record at the next row of its range."""
+    d = centroid.shape[1]
+    rec = np.zeros((rows, 1 + d))
+    nxt = np.array(nxt, np.int64)
+    for i in range(ids.shape[0]):
+        key = int(ids[i]) // range_rows
+        p = nxt[key]
+        nxt[key] += 1
         rec.view(np.int64)[p, 0] = int(ids[i]) | ((first + int(local[i])) << ROW_BITS)
         rec[p, 1:] = centroid[local[i]]
-    starts = np.array([sum(1 for k in keys if k < b) for b in range(n_ranges + 1)], np.int64)
-    return rec, starts
+    return rec, nxt
 
 
 def place_records(rec, first_row, n, groups):

@@ -77,15 +77,17 @@ def test_kernels_match_the_references():
     K.merge_segments(src, np.array(firsts, np.int64), np.stack(starts_all), dst, starts)
     want, want_starts = ref.merge_segments(src, np.array(firsts), np.stack(starts_all))
     assert np.array_equal(dst, want) and np.array_equal(starts, want_starts)
-    # a unit's records by range, then placed back at their rows
+    # a unit's records into each range's part of a buffer, then placed back at their rows
     ids = rng.permutation(1000)[:300].astype(np.int64)
     local = rng.integers(0, 40, 300).astype(np.int64)
     C = rng.normal(size=(40, 3))
-    rec, starts = np.empty((300, 4)), np.empty(5, np.int64)
-    K.fill_records(ids, local, 7, C, 250, rec.view(np.int64), rec, starts)
-    want, want_starts = ref.fill_records(ids, local, 7, C, 250, 4)
-    assert np.array_equal(rec.view(np.int64), want.view(np.int64)) and np.array_equal(starts, want_starts)
-    part = rec[starts[1]: starts[2]]
+    rec, nxt = np.zeros((4 * 120, 4)), np.arange(4, dtype=np.int64) * 120
+    counts = np.bincount(ids // 250, minlength=4)
+    want, want_next = ref.fill_records(ids, local, 7, C, 250, nxt, 4 * 120)
+    K.fill_records(ids, local, 7, C, 250, rec.view(np.int64), rec, nxt)
+    assert np.array_equal(rec.view(np.int64), want.view(np.int64)) and np.array_equal(nxt, want_next)
+    assert np.array_equal(nxt - np.arange(4) * 120, counts)
+    part = rec[120: 120 + counts[1]]
     values, labels = np.empty((3, 250)), np.full(250, -1, np.int64)
     bad = K.place_records(part.view(np.int64), part, 250, 100, values, labels)
     wv, wl, wbad = ref.place_records(part, 250, 250, 100)
@@ -123,6 +125,28 @@ def test_run_file_reads_each_bucket_in_the_order_appended(tmp_path, monkeypatch)
     assert f.counts.sum() == sum(len(v) for v in want.values())
     f.close()
     assert not list(tmp_path.iterdir())
+
+
+def test_run_file_written_by_bucket_parts(tmp_path, monkeypatch):
+    """``reserve_buckets``: records straight into their bucket's part of the buffer; a part
+    full writes the run, an append larger than a part grows the buffers."""
+    monkeypatch.setattr(RunFile, "WINDOW", 2)
+    rng = np.random.default_rng(8)
+    f = RunFile(tmp_path / "p.bin", 5, 1 << 16)  # 5 parts of 1,638 records of 8 bytes
+    want: dict[int, list] = {b: [] for b in range(5)}
+    for m in [*rng.integers(0, 300, 200), 4000, 10]:
+        keys = rng.integers(0, 5, int(m))
+        values = rng.integers(0, 2**62, int(m))
+        buf, nxt = f.reserve_buckets(np.bincount(keys, minlength=5), 8)
+        for key, v in zip(keys, values):
+            buf.view(np.int64)[nxt[key], 0] = v
+            nxt[key] += 1
+            want[int(key)].append(int(v))
+    f.flush(release=True)
+    assert len(f._offsets) >= 5
+    for b in [4, 0, 3, 1, 2]:
+        assert f.read(b).view(np.int64).tolist() == want[b]
+    f.close()
 
 
 def test_run_store_reads_as_a_block_store(tmp_path):
@@ -184,7 +208,7 @@ def test_row_ordered_output_is_the_bytes_of_the_label_map(tmp_path, monkeypatch,
 def test_row_ordered_output_does_not_depend_on_threads_chunks_or_limit(tmp_path, small_spill):
     _table(30_000, seed=4).write_parquet(tmp_path / "in.parquet", row_group_size=3000)
     digests = set()
-    for threads, chunk, limit in ((1, 1000, None), (2, 7777, None), (2, 2500, "1GiB")):
+    for threads, chunk, limit in ((1, 1000, None), (2, 7777, None), (2, 2500, "16GiB")):
         engine.anonymize(tmp_path / "in.parquet", tmp_path / "o.parquet", QI, 4, block_size=1500, polish_rounds=0,
                          threads=threads, chunk_rows=chunk, memory_limit=limit)
         digests.add(_digest(tmp_path / "o.parquet"))

@@ -50,7 +50,7 @@ def test_seam_stage_guarantees_and_invariance(table):
     count, chunk size and memory limit; the stage ran on several blocks; loss below the
     unpolished run's."""
     runs = [_run(table, threads=t, chunk_rows=c, memory_limit=m)
-            for t, c, m in ((1, 100_000, None), (2, 777, None), (2, 100_000, "1GiB"))]
+            for t, c, m in ((1, 100_000, None), (2, 777, None), (2, 100_000, "16GiB"))]
     for r in runs[1:]:
         assert np.array_equal(np.asarray(r.labels), np.asarray(runs[0].labels))
         assert r.table.equals(runs[0].table)

@@ -306,6 +306,8 @@ class RunFile:
         self.counts = np.zeros(self.buckets, np.int64)  # records a bucket, every run
         self._buf: list | None = None  # (filled, written) uint8 buffers, made at the first append
         self._segments: list[tuple[int, np.ndarray]] = []  # the filled buffer's: (first record, bucket starts)
+        self._next: np.ndarray | None = None  # ``reserve_buckets``: each bucket's next row in the buffer
+        self._part = 0  # ``reserve_buckets``: rows of the buffer a bucket's part holds
         self.itemsize = 0
         self.at = 0  # records in the filled buffer
         self._offsets: list[int] = []  # each run's place in the file and record size
@@ -316,6 +318,7 @@ class RunFile:
         self._writer: threading.Thread | None = None
         self._error: BaseException | None = None
         self._fd = self._idx = None
+        self._remover: threading.Thread | None = None  # ``discard``
         try:
             self._fd = private_opener(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
             self._idx = private_opener(self.path.with_suffix(".idx"), os.O_RDWR | os.O_CREAT | os.O_EXCL)
@@ -350,6 +353,42 @@ class RunFile:
             self._segments.append((self.at, np.array(starts, np.int64)))
             self.at += m
 
+    def reserve_buckets(self, counts: np.ndarray, itemsize: int) -> tuple[np.ndarray, np.ndarray]:
+        """The other way to append (a file takes one or the other): records counted by
+        bucket beforehand (``counts``), written by the caller straight into their bucket's
+        part of the buffer (``buckets`` equal parts), so that no merge copies them again:
+        ``(buffer (rows, itemsize) uint8, next (buckets,) int64)``, bucket b's next record at
+        row ``next[b]``, which the caller advances as it writes
+        (``kernels.published.fill_records``). The buffer is written out first when a part
+        has no room left."""
+        if self._buf is None:
+            self._buf = [np.empty(self.buffer_bytes, np.uint8), np.empty(self.buffer_bytes, np.uint8)]
+        if self._next is None:
+            self.itemsize, self._part = itemsize, self._buf[0].shape[0] // itemsize // self.buckets
+            self._next = np.arange(self.buckets, dtype=np.int64) * self._part
+        base = np.arange(self.buckets, dtype=np.int64) * self._part
+        if (self._next + counts > base + self._part).any():
+            if (self._next > base).any():
+                self._flush_parts()
+            if int(counts.max()) > self._part:  # one append larger than a part: the buffers grow to hold it
+                self._wait()
+                self._buf = [np.empty(int(counts.max()) * self.buckets * itemsize, np.uint8) for _ in range(2)]
+                self._part = int(counts.max())
+                self._next = np.arange(self.buckets, dtype=np.int64) * self._part
+        return self._buf[0][: self._part * self.buckets * itemsize].reshape(-1, itemsize), self._next
+
+    def _flush_parts(self) -> None:
+        """``reserve_buckets``' buffer as the next run: its parts' filled rows, in bucket
+        order, written by a background thread while the other buffer is filled."""
+        self._wait()
+        size, base = self.itemsize, np.arange(self.buckets, dtype=np.int64) * self._part
+        filled = self._next - base
+        starts = np.concatenate([[0], np.cumsum(filled)])
+        views = [self._buf[0][int(base[b]) * size: int(self._next[b]) * size] for b in np.flatnonzero(filled)]
+        self._buf.reverse()  # (the filled one is written, the other filled meanwhile)
+        self._next = base.copy()
+        self._run(starts, size, views)
+
     def _flush_async(self) -> None:
         """Merge the filled buffer's segments by bucket into the other buffer and write
         that as the next run, with its line of the index, on a background thread; the
@@ -362,23 +401,34 @@ class RunFile:
         merge_segments(src, np.array([s[0] for s in self._segments], np.int64),
                        np.stack([s[1] for s in self._segments]), dst, starts)
         self._segments = []
+        self.at = 0
+        self._run(starts, size, [self._buf[1][: m * size]])
+
+    def _run(self, starts: np.ndarray, size: int, views: list) -> None:
+        """Write ``views`` (a run of records of ``size`` bytes, each bucket's from
+        ``starts``) at the end of the file, and its line of the index, on a thread."""
         self.counts += np.diff(starts)
         line = (len(self._offsets), starts.astype(np.int32))
         self._offsets.append(self._end)
         self._sizes.append(size)
-        at, self._end, self.at = self._end, self._end + m * size, 0
+        at, self._end = self._end, self._end + int(starts[-1]) * size
         self._window.clear()
-        self._writer = threading.Thread(target=self._write, args=(self._buf[1][: m * size], at, line),
-                                        name="microagg-spill", daemon=True)
+        self._writer = threading.Thread(target=self._write, args=(views, at, line), name="microagg-spill",
+                                        daemon=True)
         self._writer.start()
 
-    def _write(self, data: np.ndarray, at: int, line: tuple[int, np.ndarray]) -> None:
+    def _write(self, views: list, at: int, line: tuple[int, np.ndarray]) -> None:
         try:
-            for fd, buf, pos in ((self._fd, data, at), (self._idx, line[1], line[0] * 4 * (self.buckets + 1))):
-                view = memoryview(buf).cast("B")
-                while view.nbytes:
-                    n = os.pwrite(fd, view, pos)
-                    view, pos = view[n:], pos + n
+            for fd, bufs, pos in ((self._fd, views, at), (self._idx, [line[1]], line[0] * 4 * (self.buckets + 1))):
+                bufs = [memoryview(b).cast("B") for b in bufs]
+                while bufs:
+                    n = os.pwritev(fd, bufs[:512], pos)
+                    pos += n
+                    while bufs and n >= bufs[0].nbytes:
+                        n -= bufs[0].nbytes
+                        bufs.pop(0)
+                    if n:
+                        bufs[0] = bufs[0][n:]
         except BaseException as exc:  # reported by the caller's thread
             self._error = exc
 
@@ -397,9 +447,11 @@ class RunFile:
         the buffers go (a later append makes new ones)."""
         if self.at:
             self._flush_async()
+        if self._next is not None and (self._next > np.arange(self.buckets) * self._part).any():
+            self._flush_parts()
         self._wait()
         if release:
-            self._buf = None
+            self._buf = self._next = None
 
     def _pread(self, fd: int, out: np.ndarray, at: int) -> None:
         want = out.nbytes
@@ -442,8 +494,15 @@ class RunFile:
             pos += want
         return out[:pos]
 
-    def close(self) -> None:
-        """Stop (a write in flight ends first), close and remove the files."""
+    def discard(self) -> None:
+        """No more reads: close, and remove the files on a background thread (freeing a
+        large file's pages takes a while); ``close`` waits for it."""
+        self._close_fds()
+        if self._remover is None:
+            self._remover = threading.Thread(target=self._unlink, name="microagg-spill-rm", daemon=True)
+            self._remover.start()
+
+    def _close_fds(self) -> None:
         if self._writer is not None:
             self._writer.join()
             self._writer = None
@@ -453,9 +512,18 @@ class RunFile:
             if fd is not None:
                 os.close(fd)
                 setattr(self, name, None)
+
+    def _unlink(self) -> None:
         for path in (self.path, self.path.with_suffix(".idx")):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+
+    def close(self) -> None:
+        """Stop (a write in flight ends first), close and remove the files."""
+        self._close_fds()
+        if self._remover is not None:
+            self._remover.join()
+        self._unlink()
 
 
 class RunStore(BlockStore):
@@ -515,7 +583,7 @@ class RunStore(BlockStore):
                               f"{self.runs.path} (block {block})", contiguous)
 
     def discard(self) -> None:
-        self.runs.close()
+        self.runs._close_fds()  # (the file goes with the folder, on the background thread)
         super().discard()
 
     def close(self) -> None:

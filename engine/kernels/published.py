@@ -2,7 +2,8 @@
 
 ``scatter_by_key`` (a stable counting sort of records by key) and ``merge_segments``
 (segments of records sorted by key merged into one run, key by key): a bucketed spill
-file's (``io.spill.RunFile``). ``fill_records`` and
+file's (``io.spill.RunFile``). ``fill_records`` (into each range's part of such a file's
+buffer: ``RunFile.reserve_buckets``) and
 ``place_records``: the row-ordered published values (``passes.published``): the
 aggregate pass turns each unit's rows into records (row id and group id in one 64-bit
 slot, then the group's published values), keyed by the range of rows the write pass
@@ -59,25 +60,18 @@ def merge_segments(src, first, seg_starts, dst, starts):
 
 
 @njit(cache=True, nogil=True)
-def fill_records(ids, local, first, centroid, range_rows, slots, values, starts):
-    """A unit's published records, sorted by range of rows (key ``ids[i] // range_rows``,
-    stable; ``starts``: n_ranges + 1 values, where each range's records begin): row ``i``
-    (row id ``ids[i]``, group ``first + local[i]``) gets the slot ``ids[i] | (first +
-    local[i]) << ROW_BITS`` and the values ``centroid[local[i]]`` (``slots`` and
-    ``values``: int64 and float64 views of the same (m, 1 + d) records)."""
+def fill_records(ids, local, first, centroid, range_rows, slots, values, nxt):
+    """A unit's published records, each at the next row of its range's part of the buffer:
+    row ``i`` (row id ``ids[i]``, group ``first + local[i]``, range ``ids[i] //
+    range_rows``) goes to row ``p = nxt[range]`` (then advanced), with the slot ``ids[i] |
+    (first + local[i]) << ROW_BITS`` and the values ``centroid[local[i]]`` (``slots`` and
+    ``values``: int64 and float64 views of the same (rows, 1 + d) records)."""
     m = ids.shape[0]
     d = centroid.shape[1]
-    n = starts.shape[0] - 1
-    starts[:] = 0
-    for i in range(m):
-        starts[ids[i] // range_rows + 1] += 1
-    for b in range(n):
-        starts[b + 1] += starts[b]
-    fill = starts[:n].copy()
     for i in range(m):
         key = ids[i] // range_rows
-        p = fill[key]
-        fill[key] = p + 1
+        p = nxt[key]
+        nxt[key] = p + 1
         g = local[i]
         slots[p, 0] = ids[i] | ((first + g) << ROW_BITS)
         for j in range(d):

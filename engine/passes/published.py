@@ -70,7 +70,6 @@ class RowRecords:
         except BaseException:
             shutil.rmtree(self.path, ignore_errors=True)
             raise
-        self._starts = np.empty(self.ranges + 1, np.int64)  # a unit's records by range (``fill_records``)
         self.sse = np.zeros(d)
         self.groups = 0
         self.appended = 0
@@ -104,12 +103,13 @@ class RowRecords:
         centroid = np.ascontiguousarray(centroid, np.float64)
         if self.dist is not None:
             self.dist.add_groups(centroid, size)
-        rec = self.file.reserve(ids.shape[0], 8 * (1 + self.d))
-        fill_records(np.asarray(ids, np.int64), local, first, centroid, self.range_rows, rec.view(np.int64),
-                     rec.view(np.float64), self._starts)
-        self.file.commit(self._starts)
-        m = ids.shape[0]
-        self.appended += m
+        ids = np.asarray(ids, np.int64)
+        if ids.shape[0] and (int(ids.min()) < 0 or int(ids.max()) >= self.rows):
+            raise EngineError("internal check failed: a row id is outside the table")
+        by_range = np.bincount(ids // self.range_rows, minlength=self.ranges)
+        rec, nxt = self.file.reserve_buckets(by_range, 8 * (1 + self.d))
+        fill_records(ids, local, first, centroid, self.range_rows, rec.view(np.int64), rec.view(np.float64), nxt)
+        self.appended += ids.shape[0]
         self.groups += g
 
     def finish(self, groups: int) -> "PublishedGroups":
@@ -160,6 +160,8 @@ class RowRecords:
             missing = int(np.flatnonzero(labels < 0)[0]) if (labels < 0).any() else 0
             raise EngineError(f"internal check failed: row {first + missing + 1:,} was not assigned to a group")
         self._range, self._values, self._labels = r, values, labels
+        if r == self.ranges - 1:  # (the last range read: the file goes meanwhile)
+            self.file.discard()
 
     def close(self) -> None:
         self.file.close()
