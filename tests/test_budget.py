@@ -218,6 +218,11 @@ def test_the_least_limit_does_not_grow_with_the_rows():
         with pytest.raises(EngineError, match=named):
             plan_budget(cfg, 100_000_000, d=7, columns=12, threads=2, **kw)
     # a limit that holds the map and the groups keeps them (faster); one that does not goes row-ordered
-    for rows, limit, ordered in ((10_000_000, "1GiB", False), (100_000_000, "1GiB", True), (100_000_000, None, False)):
-        cfg = RunConfig.make(qi=qi, k=5, memory_limit=limit, polish_rounds=0)
+    # (limits relative to the least limits: what this process already holds counts in both)
+    mapped = {rows: least(rows) for rows in (10_000_000, 100_000_000)}
+    halfway = (hundred + mapped[100_000_000]) // 2
+    for rows, limit, ordered in ((10_000_000, mapped[10_000_000], False), (100_000_000, halfway, True),
+                                 (100_000_000, None, False)):
+        cfg = RunConfig.make(qi=qi, k=5, memory_limit=None if limit is None else f"{limit // MiB + 1}MiB",
+                             polish_rounds=0)
         assert plan_budget(cfg, rows, d=7, columns=12, threads=2, row_ordered=True).row_ordered == ordered
