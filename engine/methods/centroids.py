@@ -284,8 +284,9 @@ class CentroidFlow:
         # on Dask the units are tasks: the default block function (this family's kernels,
         # as ``block_labels``) travels, not this flow
         block, mapper = (self._block, None) if self.backend is None else (None, self.backend.map_ordered)
+        # (with the seam stage the units are not polished: the stage polishes every group)
         polish = (self.polish_rounds, near, n_rot, *((SCALE_DESCENT,) if scale else ())) \
-            if self.polish_rounds > 0 else None
+            if self.polish_rounds > 0 and self.stage is None else None
         plan = UnitPlan(self._method(), cfg.effective_leaf_size(rows), polish, block,
                         reduce if self.sums is not None else None,
                         self.stage.router if self.stage is not None else None)
@@ -319,11 +320,11 @@ class CentroidFlow:
             release_memory()
         if self.stage is not None:
             stage, self.stage = self.stage, None
-            rounds, near = self.polish_rounds, scale_near(cfg.k)
-            R = rotations(self.cols.shape[0], SCALE_ROTATIONS)
+            polish = (self.polish_rounds, scale_near(cfg.k), rotations(self.cols.shape[0], SCALE_ROTATIONS),
+                      SCALE_DESCENT)
             try:
                 with timed(passes, "seams"), Progress("seams", blocks.profile.rows, cfg.progress) as bar:
-                    n_groups = seam_pass(stage, blocks.profile, self.cols, self._method(), (rounds, near, R), labels,
+                    n_groups = seam_pass(stage, blocks.profile, self.cols, self._method(), polish, labels,
                                          self.threads, bar, self.sums, self.mixed if self.sums is not None else None,
                                          POLISH_MIN_GAIN)
             finally:

@@ -12,14 +12,17 @@ seams are polished as blocks of their own:
    frame (``kernels.search.polish.rotations``), with blocks of ``POLISH_UNIT_ROWS``
    rows: its cuts cross the first plan's faces, so most groups that touch a face of
    their unit lie inside a block of the second plan;
-2. as each unit is polished, its groups are routed whole, by their rotated centroid,
-   to the second plan's blocks (``Router``, in the worker), and the aggregate pass
-   appends their rows, with their group and unit, to a second spill store
-   (``SeamStage.add``, in unit order);
-3. ``seam_pass`` polishes each block of the second store on its own
-   (``polish_seams``: its first round visits the groups that have a near group from
-   another unit), then measures its groups as the fast path does (``unit_sums``),
-   so the stitch reads nothing again.
+2. as each unit is cut into groups (MDAV leaves, not polished: the second stage
+   polishes every group), its groups are routed whole, by their rotated centroid, to
+   the second plan's blocks (``Router``, in the worker), and the aggregate pass
+   appends their rows, with their group, to a second spill store (``SeamStage.add``,
+   in unit order);
+3. ``seam_pass`` polishes each block of the second store on its own (``polish``, all
+   its groups), then measures its groups as the fast path does (``unit_sums``), so
+   the stitch reads nothing again.
+
+Polishing once, in the second stage, costs half of polishing the units and then
+their seams, for about the same loss (docs/benchmarks.md, "Quality at census scale").
 
 Groups move whole and polish keeps sizes and the group count: the second stage is a
 relabelling of the first's groups, ids given in the second plan's block order. Every
@@ -84,16 +87,15 @@ def seam_plan(sample: np.ndarray, sample_ids: np.ndarray, profile, cols: np.ndar
 
 class SeamStage:
     """The seam stage's spill store: each first-stage group's rows (as the workers read
-    them: the row id, the spilled values, then the group's id and its unit), in the
-    block its ``Router`` chose."""
+    them: the row id, the spilled values, then the group's id), in the block its
+    ``Router`` chose."""
 
     def __init__(self, router: Router, width: int, folder, spill_buffer: int, rows: int, expand=None):
         self.router = router
         self.width = width  # values a spilled record holds (the first store's, before expansion)
         self.expand = expand
-        self.store = BlockStore(router.plan.n_blocks, width + 2, folder, min(spill_buffer, SEAM_SPILL), rows=rows)
+        self.store = BlockStore(router.plan.n_blocks, width + 1, folder, min(spill_buffer, SEAM_SPILL), rows=rows)
         self.store.widen()  # (group ids above 2^24 are not float32)
-        self.units = 0
 
     def add(self, first: int, ids: np.ndarray, X: np.ndarray, local: np.ndarray, gblock: np.ndarray) -> None:
         """A unit's rows (called in unit order): ``first`` is its first group's id."""
@@ -101,13 +103,9 @@ class SeamStage:
         order = np.argsort(block, kind="stable")
         sb = block[order]
         cuts = np.flatnonzero(np.diff(sb)) + 1
-        extra = np.empty((ids.shape[0], 2))
-        extra[:, 0] = first + local
-        extra[:, 1] = self.units
-        rec = np.concatenate([np.asarray(X, np.float64), extra], axis=1)[order]
+        rec = np.concatenate([np.asarray(X, np.float64), (first + local)[:, None].astype(np.float64)], axis=1)[order]
         for lo, hi in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [order.shape[0]]])):
             self.store.append(int(sb[lo]), ids[order[lo:hi]], rec[lo:hi])
-        self.units += 1
 
     def close(self) -> None:
         self.store.close()
@@ -115,24 +113,22 @@ class SeamStage:
 
 def seam_unit(unit, *, stage: SeamStage, profile, cols, method: tuple, polish: tuple, want_sums: bool,
               reduce=None, min_gain: float = 0.0, stop=None):
-    """One block of the seam stage: its groups polished together (``polish_seams``, the
-    first round from the groups with a near group of another unit), then measured as
-    ``aggregate_unit`` measures a unit. Returns ``(row ids, local labels, groups, (sums
+    """One block of the seam stage: its groups polished together (``polish``:
+    ``(rounds, near, rotations[, descent])``), then measured as ``aggregate_unit``
+    measures a unit. Returns ``(row ids, local labels, groups, (sums
     or None, None, None))``, as ``aggregate_unit``."""
     # start-up: the polish kernels are imported when a polished run needs them
-    from ..kernels.search.polish import polish_seams
+    from ..kernels.search.polish import polish as polish_kernel
 
     ids, Y = stage.store.read_many(unit)
     w = stage.width
     X = np.ascontiguousarray(Y[:, :w])
-    gl, first_row, loc = np.unique(Y[:, w].astype(np.int64), return_index=True, return_inverse=True)
+    gl, loc = np.unique(Y[:, w].astype(np.int64), return_inverse=True)
     loc = loc.astype(np.int64).reshape(-1)
-    part = Y[first_row, w + 1].astype(np.int64)
     compact = reduce is not None and stage.expand is not None
     Z = reduce.standardized(X, profile, cols) if compact else standardized(X, profile, cols)
     k = method[1]
-    rounds, near, R = polish
-    polish_seams(Z, loc, k, rounds, near, part, R, np.zeros(1, np.int64) if stop is None else stop, min_gain)
+    polish_kernel(Z, loc, k, *polish[:3], np.zeros(1, np.int64) if stop is None else stop, min_gain, *polish[3:])
     g = int(gl.shape[0])
     if not want_sums:
         sums = None

@@ -174,7 +174,7 @@ def _rounds(Z, P, rid, sums, counts, mu, cap, near, active, labels, k, rounds, s
             break
         for g in range(G):
             active[g] = nxt[g]
-        if applied == 0 or gain < min_gain * sse:
+        if applied == 0 or gain < min_gain * sse or r == rounds:  # (no refresh after the last round)
             break
         sse -= gain
         # sums from scratch (no drift), then the near lists of the changed groups
