@@ -27,7 +27,8 @@ POLISH_MIN_GAIN = 0.01
 SCALE_LEAF_SIZE = 1024
 SCALE_POLISH_ROUNDS = 1
 SCALE_ROTATIONS = 1
-SCALE_DESCENT = 1  # two-hop refreshes of the units' near lists (up to 2M rows: 2)
+SCALE_DESCENT = 1  # two-hop refreshes of the near lists (up to 2M rows: 2)
+SCALE_WINDOW = 12  # positions searched on each side in the kd orders (up to 2M rows: 24)
 SEAM_SPILL = 8 << 20  # bytes the seam stage's spill store buffers before a write
 POLISH_ROTATIONS = 3  # near lists from windows of 1 + 3 kd orders (0: exact kd-tree queries, slower)
 
@@ -38,8 +39,8 @@ def polish_near(k: int) -> int:
 
 
 def scale_near(k: int) -> int:
-    """Near groups searched per group above POLISH_MAX_ROWS: about 30 rows' worth, 6..12 groups."""
-    return int(min(12, max(6, 30 // k)))
+    """Near groups searched per group above POLISH_MAX_ROWS: about 25 rows' worth, 5..12 groups."""
+    return int(min(12, max(5, 25 // k)))
 
 
 def polish_leaf_size(k: int) -> int:

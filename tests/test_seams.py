@@ -122,14 +122,14 @@ def test_groups_move_whole(tmp_path):
             X = rng.normal(size=(1000, 3))
             local = rng.permutation(np.arange(1000) % 200)
             g = int(local.max()) + 1
-            gblock = router.blocks(X, local, g, ids, 0)
-            stage.add(u * 200, ids, X, local, gblock)
+            stage.add(u * 200, *router.records(X, X, local, g, ids, u))
         stage.store.flush()
         seen = {}
         for b in range(stage.store.n_blocks):
             ids, Y = stage.store.read(b)
-            assert np.all(ids // 1000 == Y[:, 3].astype(int) // 200)  # (each row with its unit's group ids)
-            for gid in Y[:, 3].astype(int):
+            gids = stage.group_ids(Y)
+            assert np.all(ids // 1000 == gids // 200)  # (each row with its unit's group ids)
+            for gid in gids:
                 assert seen.setdefault(gid, b) == b
         assert sum(int(r) for r in stage.store.rows) == 4_000
     finally:
@@ -175,7 +175,7 @@ def test_seam_pass_property(tmp_path, unit_rows_part, block_rows):
             local = aggregate_leaves(np.ascontiguousarray(X[rows]), 0, k, 0.0, 4 * k).astype(np.int64)
             g = int(local.max()) + 1
             labels[rows] = first + local
-            stage.add(first, rows, X[rows], local, router.blocks(X[rows], local, g, rows, 0))
+            stage.add(first, *router.records(X[rows], X[rows], local, g, rows, u))
             first += g
         before = sse(X, labels)
         out = np.full(n, -1, np.int32)

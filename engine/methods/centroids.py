@@ -30,7 +30,7 @@ import numpy as np
 from ..encode import mixed as mixed_types
 from ..encode.kinds import csv_types
 from ..tuning import (POLISH_MAX_ROWS, POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_UNIT_ROWS, SCALE_DESCENT,
-                      SCALE_ROTATIONS, polish_near, scale_near)
+                      SCALE_ROTATIONS, SCALE_WINDOW, polish_near, scale_near)
 from ..errors import EngineError
 from ..kernels.mdav.leaf import aggregate_leaves
 from ..kernels.search.polish import polish_seams, rotations
@@ -285,7 +285,7 @@ class CentroidFlow:
         # as ``block_labels``) travels, not this flow
         block, mapper = (self._block, None) if self.backend is None else (None, self.backend.map_ordered)
         # (with the seam stage the units are not polished: the stage polishes every group)
-        polish = (self.polish_rounds, near, n_rot, *((SCALE_DESCENT,) if scale else ())) \
+        polish = (self.polish_rounds, near, n_rot, *((SCALE_DESCENT, SCALE_WINDOW) if scale else ())) \
             if self.polish_rounds > 0 and self.stage is None else None
         plan = UnitPlan(self._method(), cfg.effective_leaf_size(rows), polish, block,
                         reduce if self.sums is not None else None,
@@ -321,7 +321,7 @@ class CentroidFlow:
         if self.stage is not None:
             stage, self.stage = self.stage, None
             polish = (self.polish_rounds, scale_near(cfg.k), rotations(self.cols.shape[0], SCALE_ROTATIONS),
-                      SCALE_DESCENT)
+                      SCALE_DESCENT, SCALE_WINDOW)
             try:
                 with timed(passes, "seams"), Progress("seams", blocks.profile.rows, cfg.progress) as bar:
                     n_groups = seam_pass(stage, blocks.profile, self.cols, self._method(), polish, labels,

@@ -104,7 +104,7 @@ class UnitPlan:
     ``method``: ``(code, k, gamma)``; ``leaf``: leaves of at most that many rows
     (median splits; the method runs on each leaf: ``engine.kernels.leaf``), 0 for the
     whole unit as one block (``aggregate_block``; the in-memory run is one unit);
-    ``polish``: ``(rounds, near, rotations[, descent])`` or None: the unit's partition polished in
+    ``polish``: ``(rounds, near, rotations[, descent, window])`` or None: the unit's partition polished in
     the worker (``engine.kernels.polish``: moves and swaps among each group's ``near``
     nearest groups, at most ``rounds`` rounds, ending at a round gaining less than
     ``POLISH_MIN_GAIN``; ``rotations``: a count, or the matrices once ``aggregate_blocks``
@@ -230,7 +230,7 @@ def aggregate_unit(unit, *, store: SpillStore, profile, cols, plan: UnitPlan, wa
     g = int(local.max()) + 1
     regrouped = None
     if plan.regroup is not None:  # (the seam stage: the unit's rows as read, with their groups' blocks)
-        regrouped = (ids, X, local, plan.regroup.blocks(Z, local, g, ids, unit[0]))
+        regrouped = plan.regroup.records(Z, X, local, g, ids, unit[0])
     if not want_sums:
         part = None
     elif compact:

@@ -63,12 +63,36 @@ class Router:
         C = np.empty((g, Z.shape[1]))
         for j in range(Z.shape[1]):
             C[:, j] = np.bincount(local, weights=Z[:, j], minlength=g) / cnt
-        Cr = C @ self.rotation.T
+        Cr = (C[:, None, :] * self.rotation[None, :, :]).sum(axis=2)  # C R^T, no BLAS threads in a worker
         order = np.argsort(local, kind="stable")
         first = ids[order[np.searchsorted(local[order], np.arange(g))]].astype(np.int64)
         if self.block_strata is not None:
             Cr = np.column_stack([Cr, np.full(g, float(self.block_strata[block]))])
         return self.plan.assign(np.ascontiguousarray(Cr), first)
+
+    def records(self, Z: np.ndarray, X: np.ndarray, local: np.ndarray, g: int, ids: np.ndarray,
+                block: int) -> tuple:
+        """A unit's rows as the seam stage stores them (in the worker): ``(block, blocks,
+        cuts, records)``, rows sorted by their group's block (stable); ``blocks[i]`` is
+        the block of the rows ``cuts[i]:cuts[i + 1]``. A record is the spill store's (the
+        row id's bits, the values: ``io.spill``), then the row's local group id and the
+        unit's first block ``block``; float32 when every value is a float32 (as the
+        partition's records), else float64."""
+        gblock = self.blocks(Z, local, g, ids, block)
+        block_of = gblock[local]
+        # (a stable sort of 16-bit keys is a radix sort)
+        order = np.argsort(block_of.astype(np.int16) if self.plan.n_blocks < 1 << 15 else block_of, kind="stable")
+        sb = block_of[order]
+        cuts = np.concatenate([[0], np.flatnonzero(np.diff(sb)) + 1, [order.shape[0]]])
+        Xo = X[order]
+        narrow = np.array_equal(Xo.astype(np.float32), Xo, equal_nan=True)
+        w = X.shape[1]
+        rec = np.empty((order.shape[0], w + 3), np.float32 if narrow else np.float64)
+        rec.view(np.uint32 if narrow else np.int64)[:, 0] = ids[order]
+        rec[:, 1: w + 1] = Xo
+        rec[:, w + 1] = local[order]
+        rec[:, w + 2] = block
+        return block, sb[cuts[:-1]], cuts, rec
 
 
 def seam_plan(sample: np.ndarray, sample_ids: np.ndarray, profile, cols: np.ndarray, rows: int,
@@ -87,25 +111,35 @@ def seam_plan(sample: np.ndarray, sample_ids: np.ndarray, profile, cols: np.ndar
 
 class SeamStage:
     """The seam stage's spill store: each first-stage group's rows (as the workers read
-    them: the row id, the spilled values, then the group's id), in the block its
+    them: the row id, the spilled values, then the group), in the block its
     ``Router`` chose."""
 
     def __init__(self, router: Router, width: int, folder, spill_buffer: int, rows: int, expand=None):
         self.router = router
         self.width = width  # values a spilled record holds (the first store's, before expansion)
         self.expand = expand
-        self.store = BlockStore(router.plan.n_blocks, width + 1, folder, min(spill_buffer, SEAM_SPILL), rows=rows)
-        self.store.widen()  # (group ids above 2^24 are not float32)
+        # (records: the values, the local group id, the unit's first block; narrow below 2^32 rows)
+        self.store = BlockStore(router.plan.n_blocks, width + 2, folder, min(spill_buffer, SEAM_SPILL), rows=rows)
+        self.unit_block: list[int] = []  # each unit's first block (increasing) ...
+        self.unit_first: list[int] = []  # ... and first group id
 
-    def add(self, first: int, ids: np.ndarray, X: np.ndarray, local: np.ndarray, gblock: np.ndarray) -> None:
-        """A unit's rows (called in unit order): ``first`` is its first group's id."""
-        block = gblock[local]
-        order = np.argsort(block, kind="stable")
-        sb = block[order]
-        cuts = np.flatnonzero(np.diff(sb)) + 1
-        rec = np.concatenate([np.asarray(X, np.float64), (first + local)[:, None].astype(np.float64)], axis=1)[order]
-        for lo, hi in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [order.shape[0]]])):
-            self.store.append(int(sb[lo]), ids[order[lo:hi]], rec[lo:hi])
+    def add(self, first: int, block: int, blocks: np.ndarray, cuts: np.ndarray, rec: np.ndarray) -> None:
+        """A unit's rows (called in unit order), as ``Router.records`` gives them:
+        ``first`` is the unit's first group id."""
+        self.unit_block.append(block)
+        self.unit_first.append(first)
+        if rec.dtype == np.float32 and not self.store.narrow:  # (an earlier unit's values were not float32)
+            wide = np.empty(rec.shape)
+            wide.view(np.int64)[:, 0] = rec.view(np.uint32)[:, 0]
+            wide[:, 1:] = rec[:, 1:]
+            rec = wide
+        for b, lo, hi in zip(blocks.tolist(), cuts[:-1].tolist(), cuts[1:].tolist()):
+            self.store.append_records(b, rec[lo:hi])
+
+    def group_ids(self, Y: np.ndarray) -> np.ndarray:
+        """The group ids of records read back (``Y``: their values, local group id, unit)."""
+        unit = np.searchsorted(np.asarray(self.unit_block), Y[:, self.width + 1].astype(np.int64))
+        return np.asarray(self.unit_first, np.int64)[unit] + Y[:, self.width].astype(np.int64)
 
     def close(self) -> None:
         self.store.close()
@@ -123,7 +157,7 @@ def seam_unit(unit, *, stage: SeamStage, profile, cols, method: tuple, polish: t
     ids, Y = stage.store.read_many(unit)
     w = stage.width
     X = np.ascontiguousarray(Y[:, :w])
-    gl, loc = np.unique(Y[:, w].astype(np.int64), return_inverse=True)
+    gl, loc = np.unique(stage.group_ids(Y), return_inverse=True)
     loc = loc.astype(np.int64).reshape(-1)
     compact = reduce is not None and stage.expand is not None
     Z = reduce.standardized(X, profile, cols) if compact else standardized(X, profile, cols)

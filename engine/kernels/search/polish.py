@@ -70,22 +70,23 @@ def rotations(d: int, count: int = 3) -> np.ndarray:
     return out
 
 
-def polish(Z, labels, k, rounds, near_count, R, stop, min_gain=0.0, descent=NEAR_DESCENT):
+def polish(Z, labels, k, rounds, near_count, R, stop, min_gain=0.0, descent=NEAR_DESCENT, window=NEAR_WINDOW):
     """Relabel ``labels`` (int64, in place) with lower SSE; returns
     ``(rounds run, operations applied)``. ``min_gain`` > 0: stop after the first
     round that lowered the SSE by less than this fraction of it. ``descent``: the
-    two-hop refreshes of every near list before the first round."""
-    return _run(Z, labels, k, rounds, near_count, np.empty(0, np.int64), R, stop, min_gain, descent)
+    two-hop refreshes of every near list before the first round; ``window``: the positions
+    on each side searched in every kd order."""
+    return _run(Z, labels, k, rounds, near_count, np.empty(0, np.int64), R, stop, min_gain, descent, window)
 
 
 def polish_seams(Z, labels, k, rounds, near_count, part, R, stop, min_gain=0.0):
     """``polish`` of a partition made of parts already polished on their own
     (``part[g]``: the part of group g): the first round visits only the groups
     with a near group in another part (and, as always, the groups near them)."""
-    return _run(Z, labels, k, rounds, near_count, part, R, stop, min_gain, SEAM_DESCENT)
+    return _run(Z, labels, k, rounds, near_count, part, R, stop, min_gain, SEAM_DESCENT, NEAR_WINDOW)
 
 
-def _run(Z, labels, k, rounds, near_count, part, R, stop, min_gain, descent):
+def _run(Z, labels, k, rounds, near_count, part, R, stop, min_gain, descent, window):
     """Python driver of three kernels (the layout, the near lists, the rounds), so
     that each compiles on its own and a run compiles only the near-list kernel it
     uses (kd-tree queries with an empty ``R``, else the kd orders)."""
@@ -103,7 +104,7 @@ def _run(Z, labels, k, rounds, near_count, part, R, stop, min_gain, descent):
     if R.shape[0] == 0 or R.shape[1] != d:
         nearest_groups(sums, counts, near, active)
     else:
-        near_by_windows(sums, counts, near, R, np.int64(NEAR_WINDOW))
+        near_by_windows(sums, counts, near, R, np.int64(window))
         old_near, ndist, mark = np.empty_like(near), np.empty(L), np.full(G, -1, np.int64)
         # neighbours of neighbours, toward the exact lists: of every group, or for seams of the
         # groups the first round visits (those with a near group in another part, and their near groups)
