@@ -219,7 +219,7 @@ class RunConfig:
                                        methods=CENTROIDS, metavar="N",
                                        help="streamed runs: at most N rounds of moves/swaps among nearest groups, "
                                             "ending early at a round gaining < 1% of the SSE (default 32 up to 2M "
-                                            "rows; above, 1 in each unit and 1 in each block of the seam stage; "
+                                            "rows; above, 1 in each block of a second plan crossing the units' faces; "
                                             "0: off, leaves of 256)")
     refine: str | None = option(kind="choice", choices=("local", "ga"), methods=CENTROIDS,
                                 help="improve the partition: local moves/swaps, or the genetic hybrid "

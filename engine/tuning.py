@@ -20,10 +20,10 @@ DEFAULT_POLISH_ROUNDS = 32
 POLISH_MAX_ROWS = 2_000_000
 POLISH_UNIT_ROWS = 100_000  # rows aggregated and polished together in a worker (consecutive blocks)
 POLISH_MIN_GAIN = 0.01
-# Above POLISH_MAX_ROWS the seams are polished as blocks of their own (engine/passes/seams.py),
-# with bounded memory; both stages use cheaper settings (smaller leaves, shorter near lists from
-# one rotation, one round), which the second stage's pass over every group makes up for
-# (docs/benchmarks.md, "Quality at census scale").
+# Above POLISH_MAX_ROWS the units are not polished; the blocks of a second plan, which cross the
+# units' faces, are (engine/passes/seams.py), with bounded memory and cheaper settings: smaller
+# leaves, shorter near lists from one rotation and narrower windows, one round
+# (docs/notes/quality-at-scale.md).
 SCALE_LEAF_SIZE = 1024
 SCALE_POLISH_ROUNDS = 1
 SCALE_ROTATIONS = 1

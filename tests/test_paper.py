@@ -18,7 +18,7 @@ MDAV_SINGLE_IL = {
     "tarragona": {3: 16.9661, 4: 19.7303, 5: 22.8186, 10: 33.2154},
 }
 # Rawat & Borah (IV-MDAV) Table 1, IV-MDAV (gamma 1.16): seven of eight reproduced; Census k=4
-# prints 7.4034 and we get 7.4055 (see engine/kernels/mdav.py)
+# prints 7.4034 and we get 7.4055 (see engine/kernels/mdav/indexed.py)
 IVMDAV_IL = {
     "census": {3: 5.6354, 5: 8.8757, 10: 13.9961},
     "tarragona": {3: 16.9662, 4: 19.7303, 5: 22.8186, 10: 33.2154},

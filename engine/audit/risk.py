@@ -112,7 +112,7 @@ Which QIs hold a missing value is read before the passes: a Parquet file's foote
 (each row group's null count), else one more read of the QI columns.
 
 How it scales. The original's QIs are held in memory (about ``8 d`` bytes per row,
-standardized) and indexed by the engine's kd-tree (``engine.kernels.kdtree``,
+standardized) and indexed by the engine's kd-tree (``engine.kernels.index.kdtree``,
 another ``8 d + 25`` bytes per row plus node boxes); peak while building is about
 ``n (16 d + 25)`` bytes, e.g. 2.1 GB for 10 million rows of 13 QIs. With a memory
 limit (``memory_limit``, ``--memory-limit``) the need is estimated up front

@@ -11,12 +11,12 @@ function (``Method.block``):
 
 * **centroids** (the MDAV family, AMA): groups of at least k rows; every QI is replaced
   by its group's mean. Hooks ``engine.methods.centroids``; kernels
-  ``engine.kernels.mdav`` and ``engine.kernels.kdtree`` (a whole block),
-  ``engine.kernels.leaf`` (leaves of a spilled block).
+  ``engine.kernels.mdav`` and ``engine.kernels.index.kdtree`` (a whole block),
+  ``engine.kernels.mdav.leaf`` (leaves of a spilled block).
 * **ranges** (maxent, mnqia): classes published as ``<col>_min`` / ``<col>_max``
   ranges (or the class mean) and sets of categories. Hooks ``engine.methods.ranges``;
   block functions ``engine.methods.maxent`` and ``engine.methods.mnqia``; kernels
-  ``engine.kernels.maxent`` and ``engine.kernels.mnqia``.
+  ``engine.kernels.ranges.maxent`` and ``engine.kernels.ranges.mnqia``.
 """
 
 from __future__ import annotations

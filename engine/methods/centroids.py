@@ -6,7 +6,7 @@ they do for a centroid method: the QIs are read as numbers; pass 1 may sample
 Parquet row groups instead (the partition pass then measures the columns) and may
 select key attributes (AMA, ``--select``); the block function is
 ``passes.aggregate.aggregate_block`` (kd-tree MDAV on a whole block) or
-``kernels.leaf.aggregate_leaves`` (leaves of a spilled block), then polish (streamed
+``kernels.mdav.leaf.aggregate_leaves`` (leaves of a spilled block), then polish (streamed
 runs up to 2M rows), seam polish and refinement; the stitch gives each group's
 centroid; the write pass gathers the centroids into the QI columns.
 

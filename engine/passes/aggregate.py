@@ -102,10 +102,10 @@ class UnitPlan:
     """What the aggregate pass does to every unit of blocks.
 
     ``method``: ``(code, k, gamma)``; ``leaf``: leaves of at most that many rows
-    (median splits; the method runs on each leaf: ``engine.kernels.leaf``), 0 for the
+    (median splits; the method runs on each leaf: ``engine.kernels.mdav.leaf``), 0 for the
     whole unit as one block (``aggregate_block``; the in-memory run is one unit);
     ``polish``: ``(rounds, near, rotations[, descent, window])`` or None: the unit's partition polished in
-    the worker (``engine.kernels.polish``: moves and swaps among each group's ``near``
+    the worker (``engine.kernels.search.polish``: moves and swaps among each group's ``near``
     nearest groups, at most ``rounds`` rounds, ending at a round gaining less than
     ``POLISH_MIN_GAIN``; ``rotations``: a count, or the matrices once ``aggregate_blocks``
     made them); ``block(Z, leaf, progress)``: the method's block function (None: the
@@ -156,7 +156,7 @@ def aggregate_blocks(store: SpillStore, units, profile, cols: np.ndarray, plan: 
     ``mapper``: see ``aggregate_units`` (the units as Dask tasks: ``plan.block`` None).
     """
     if plan.polish is not None:
-        # start-up: kernels.polish (with kernels.refine) takes 25-60 ms to import; only polished runs need it
+        # start-up: kernels.search.polish (with kernels.search.refine) takes 25-60 ms to import; only polished runs need it
         from ..kernels.search.polish import rotations
 
         rounds, near, n_rot, *descent = plan.polish
@@ -221,7 +221,7 @@ def aggregate_unit(unit, *, store: SpillStore, profile, cols, plan: UnitPlan, wa
     else:
         local = aggregate_block(Z, method_code, k, gamma, progress)
     if plan.polish is not None:
-        # start-up: kernels.polish (with kernels.refine) takes 25-60 ms to import; only polished runs need it
+        # start-up: kernels.search.polish (with kernels.search.refine) takes 25-60 ms to import; only polished runs need it
         from ..kernels.search.polish import polish as polish_kernel
 
         rounds, near, rot, *descent = plan.polish

@@ -47,7 +47,7 @@ from ..progress import Progress
 class Plan:
     dim: np.ndarray        # (nodes,) int64 split dimension (index into the grouping columns)
     thr_value: np.ndarray  # (nodes,) float64
-    thr_row: np.ndarray    # (nodes,) uint64: the tie key (``kernels.partition.tie_key``) of the threshold row
+    thr_row: np.ndarray    # (nodes,) uint64: the tie key (``kernels.index.partition.tie_key``) of the threshold row
     left: np.ndarray       # (nodes,) int64 child node ids
     right: np.ndarray
     leaf_of: np.ndarray    # (nodes,) int64 block number, -1 for inner nodes
@@ -182,7 +182,7 @@ def standardized(X: np.ndarray, profile: Profile, cols: np.ndarray) -> np.ndarra
 
 def plan_blocks(Zs: np.ndarray, ids: np.ndarray, rows: int, block_size: int, strata: "Strata | None" = None) -> Plan:
     """Median-split plan from the standardized sample ``Zs`` (m, d) and its row ids:
-    ``kernels.partition.plan_tree`` on the sample in tie-key order, with leaves of
+    ``kernels.index.partition.plan_tree`` on the sample in tie-key order, with leaves of
     the sample rows that stand for at most ``block_size`` rows. With ``strata``: cut
     by stratum first, then each stratum by its own plan (``stratified_plan``)."""
     if strata is not None:
