@@ -454,9 +454,9 @@ def _unsafe_code() -> tuple:
       ``_devicearray`` does);
     - NumPy's and Polars' Python code: Polars' Rust code (and the ``numpy`` crate it
       uses) calls back into it, and an exception there can make the Rust side panic
-      (seen once: a Ctrl-C half a second into ``demo`` on a loaded machine ended in a
-      ``PanicException`` and exit 1). Called from our code it is safe, but the frame
-      does not say who called it: the interrupt then waits for our own code.
+      (a ``PanicException`` and exit 1 instead of a clean stop). Called from our code
+      it is safe, but the frame does not say who called it: the interrupt then waits
+      for our own code.
 
     Returns ``(files, folders)``; the folders are found without importing the packages."""
     files = frozenset([threading.__file__, queue.__file__, inspect.getfile(concurrent.futures.Future),
@@ -657,8 +657,7 @@ def entry() -> None:
 def _entry_main() -> int:
     # NumPy asks for transparent huge pages for every array of 4 MiB or more; the kernel
     # then zeroes 2 MiB at each first touch, also of pages the run reads before it
-    # writes or never fills. Without: 0.4-0.5 CPU-s less system time per 10M-row
-    # run. NUMPY_MADVISE_HUGEPAGE, if the user set it, wins.
+    # writes or never fills, which costs system time on large runs.
     # (NumPy reads the variable when it is imported, which is after this: ``main``'s commands
     # import it; a value the user set wins)
     os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")

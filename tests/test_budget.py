@@ -79,6 +79,7 @@ def test_a_limit_below_the_minimum_is_refused_with_one_line(tables, tmp_path, na
     assert list(tmp_path.iterdir()) == []  # nothing written, no spill left
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["t.parquet", "t.csv"])
 def test_peak_rss_stays_under_the_least_limit_accepted(tables, tmp_path, name):
     """At the minimum the engine states, the run is accepted and its peak RSS (the
@@ -114,6 +115,7 @@ def test_maxent_peak_rss_stays_under_the_least_limit_accepted(tables, tmp_path):
     assert pl.scan_parquet(out).select(pl.len()).collect().item() == 60_000
 
 
+@pytest.mark.slow
 def test_the_limit_never_changes_the_output(tables, tmp_path):
     """The block size (hence the partition) does not depend on the limit, the thread
     count or the process's memory: a tight limit with 1 or 2 threads gives the output of

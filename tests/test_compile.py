@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from numba import njit
 
 import engine.progress as progress
@@ -103,6 +104,7 @@ _ALLOWED = ("engine.kernels.groups.accumulate_group_sums", "engine.kernels.group
             "engine.kernels.search.windows._window_round")  # (one per --refine mode: the other optimizer never compiles)
 
 
+@pytest.mark.slow
 def test_each_kernel_compiles_once_per_run_type(tmp_path):
     """A run of every method and option leaves one specialization per kernel, none
     of them for a literal argument: each extra one is a compilation of its own on

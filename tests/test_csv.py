@@ -126,6 +126,7 @@ def _late_rows(n=12_500):
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 def test_defect2_types_change_after_row_12000(tmp_path, capsys, fmt):
     src = tmp_path / "late.csv"

@@ -25,6 +25,7 @@ def partitions(draw):
     return np.array(vals, dtype=np.float64), k
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(partitions(), st.booleans())
 def test_polish_is_a_local_optimum_with_sizes_kept(part, windows):
@@ -132,6 +133,7 @@ def table():
     return census_like(6_000, seed=9).select(list(NUMERIC_QI))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["mdav", "mdav-single", "ivmdav"])
 def test_streamed_polish_guarantees_and_gain(table, method, monkeypatch):
     """Blocks of 1,000 rows, units of 2,000 (so seams exist): every row in one group,

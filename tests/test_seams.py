@@ -208,3 +208,24 @@ def test_seam_stage_on_dask_equals_local(table, tmp_path):
         rep = engine.anonymize(src, dask, tmp_dir=tmp_path / "t2", scheduler=client, **opts)
     assert rep.polish["seam_blocks"] > 1
     assert dask.read_bytes() == local.read_bytes()
+
+
+def test_seam_stage_row_ordered_writes_the_bytes_of_the_map_path(table, tmp_path, monkeypatch):
+    """A polished run above the threshold keeps no per-row state either: the seam stage's
+    blocks hand their published values to the write pass in row order
+    (``passes.published``), and the output is the bytes of the run that keeps the
+    row -> group map."""
+    from engine import budget
+    from engine.passes import published
+
+    src = tmp_path / "in.parquet"
+    table.write_parquet(src, row_group_size=2_000)
+    opts = dict(qi=table.columns, k=K, block_size=1_000)
+    engine.anonymize(src, tmp_path / "map.parquet", **opts)  # (no limit: the map is kept)
+    calls, add = [], published.RowRecords.add
+    monkeypatch.setattr(published.RowRecords, "add", lambda self, *a: (calls.append(1), add(self, *a))[1])
+    monkeypatch.setattr(budget, "PREFER_MAP", False)  # (row-ordered whenever a run may be)
+    monkeypatch.setattr(budget, "RANGE_ROWS", 3_000)
+    rep = engine.anonymize(src, tmp_path / "rows.parquet", memory_limit="16GiB", **opts)
+    assert len(calls) > 1 and rep.polish["seam_blocks"] > 1
+    assert (tmp_path / "rows.parquet").read_bytes() == (tmp_path / "map.parquet").read_bytes()

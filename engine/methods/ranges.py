@@ -50,10 +50,8 @@ epsilon)`` (UNIT_SLACK = 0.2: a fifth of the table's own slack), or that has a
 single SA value or fewer than k rows, absorbs the next one until the union
 reaches it; a failing remainder at the end is fused backwards into the previous
 unit(s) (``maxent.fuse_units``). The whole table reaches the target (H >= epsilon
-is checked), so this always ends. (Measured on 200k census-like rows, epsilon =
-0.8 H, blocks of 4,000: no slack gave NCP/nd 0.108 with 472 merges and a class of
-3,125 rows; 0.2 gave 0.071 with no merge, units of at most 22k rows; 0.5 gave
-0.075 with units of 53k rows at five times the time.) ``unit_fusions`` reports
+is checked), so this always ends. (No slack needs many merges and leaves very large
+classes; more slack makes larger units, slower for no gain: 0.2 lies between.) ``unit_fusions`` reports
 how many fusions were needed; each unit's own class merges are summed in
 ``merges``. Every class is then at or above epsilon, re-checked from the SA codes
 before anything is written. The degenerate default epsilon = H with coprime SA

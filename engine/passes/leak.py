@@ -30,13 +30,7 @@ stops as soon as every pair has shown a violation (a value with two partners), w
 on real data is within the first chunk; while some pairs still hold (a leak, two
 row-unique columns, a derived column's relation being learnt), it reads on with only
 their columns (``_Reader``: the iteration is restarted on fewer columns, the rows
-read so far skipped). Measured on the 10M-row census-like Parquet folder of
-``benchmarks/make_census.py`` (8 numeric QIs beside person_id, sex, region,
-occupation; 2 shared cores, chunks of 100,000 rows): 0.09 s (every pair fails within
-the first chunk), plus the kernels' first load in a process (about 0.4 s, which the
-next pass would otherwise pay); with ``birth_year = 2024.0 - age`` added, refused after
-1.3 s (that pair read to the end, two columns); with ``--derived birth_year=age``,
-0.7 s. A whole run of the first 1M rows (k = 3) takes 45 s, its leak pass 0.43 s.
+read so far skipped), so on real data the pass costs a fraction of a second.
 Inside the write pass it would cost no read, but a refusal would come after the
 whole run, the write pass reads no QI when the blocks measured the loss, and a
 derived column's relation must be known before its first row is written.
