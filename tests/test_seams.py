@@ -229,3 +229,36 @@ def test_seam_stage_row_ordered_writes_the_bytes_of_the_map_path(table, tmp_path
     rep = engine.anonymize(src, tmp_path / "rows.parquet", memory_limit="16GiB", **opts)
     assert len(calls) > 1 and rep.polish["seam_blocks"] > 1
     assert (tmp_path / "rows.parquet").read_bytes() == (tmp_path / "map.parquet").read_bytes()
+
+
+def test_narrow_and_wide_records_read_back_exactly(tmp_path):
+    """Units whose values are float32 spill narrow records, others wide ones; a store
+    widened by one unit takes the next narrow unit's records widened: every row reads
+    back with its exact values and its group id."""
+    from engine.passes.partition import plan_blocks
+
+    rng = np.random.default_rng(1)
+    router = Router(plan_blocks(rng.normal(size=(300, 2)), np.arange(300), 3_000, 400), np.eye(2))
+    stage = SeamStage(router, 2, tmp_path, 1 << 14, 3_000)
+    units = [rng.integers(-50, 50, size=(1000, 2)).astype(np.float64),  # float32 values: narrow
+             rng.normal(size=(1000, 2)),                                 # not: widens the store
+             rng.integers(0, 9, size=(1000, 2)).astype(np.float64)]      # narrow again, widened
+    try:
+        for u, X in enumerate(units):
+            ids = np.arange(u * 1000, (u + 1) * 1000)
+            local = np.arange(1000) // 5
+            block, blocks, cuts, rec = router.records(X, X, local, 200, ids, u)
+            assert rec.dtype == (np.float64 if u == 1 else np.float32)
+            stage.add(u * 200, block, blocks, cuts, rec)
+        stage.store.flush()
+        got_ids, got_X, got_g = [], [], []
+        for b in range(stage.store.n_blocks):
+            ids, Y = stage.store.read(b)
+            got_ids.append(ids), got_X.append(Y[:, :2]), got_g.append(stage.group_ids(Y))
+        ids, X, gid = np.concatenate(got_ids), np.concatenate(got_X), np.concatenate(got_g)
+        order = np.argsort(ids)
+        assert np.array_equal(ids[order], np.arange(3000))
+        assert np.array_equal(X[order], np.concatenate(units))
+        assert np.array_equal(gid[order], np.arange(3000) // 5)
+    finally:
+        stage.close()

@@ -2,11 +2,10 @@
 units polished block by block, with bounded memory.
 
 A polished streamed run cuts its units (consecutive blocks of the kd plan, about
-``POLISH_UNIT_ROWS`` rows) into groups and polishes each unit in a worker. The
-groups along a unit's faces cannot trade rows with the next unit's. Up to
-``POLISH_MAX_ROWS`` rows the seam polish runs on every standardized row at once
-(``CentroidFlow._polish_seams``). Above, that would hold the whole table, so the
-seams are polished as blocks of their own:
+``POLISH_UNIT_ROWS`` rows) into groups. Up to ``POLISH_MAX_ROWS`` rows it polishes
+each unit in a worker, then the seams between units (the groups along a unit's faces,
+which could not trade rows with the next unit's) on every standardized row at once
+(``CentroidFlow._polish_seams``). Above, that would hold the whole table, so:
 
 1. a second kd plan (``seam_plan``) is made from the first plan's sample in a rotated
    frame (``kernels.search.polish.rotations``), with blocks of ``POLISH_UNIT_ROWS``
@@ -76,8 +75,8 @@ class Router:
         cuts, records)``, rows sorted by their group's block (stable); ``blocks[i]`` is
         the block of the rows ``cuts[i]:cuts[i + 1]``. A record is the spill store's (the
         row id's bits, the values: ``io.spill``), then the row's local group id and the
-        unit's first block ``block``; float32 when every value is a float32 (as the
-        partition's records), else float64."""
+        unit's first block ``block``; float32 when every value is a float32 and the row
+        ids fit 32 bits (as the partition's records), else float64."""
         gblock = self.blocks(Z, local, g, ids, block)
         block_of = gblock[local]
         # (a stable sort of 16-bit keys is a radix sort)
@@ -85,7 +84,8 @@ class Router:
         sb = block_of[order]
         cuts = np.concatenate([[0], np.flatnonzero(np.diff(sb)) + 1, [order.shape[0]]])
         Xo = X[order]
-        narrow = np.array_equal(Xo.astype(np.float32), Xo, equal_nan=True)
+        narrow = (np.array_equal(Xo.astype(np.float32), Xo, equal_nan=True) and block < 1 << 24 and g <= 1 << 24
+                  and (ids.shape[0] == 0 or int(ids.max()) < 1 << 32))
         w = X.shape[1]
         rec = np.empty((order.shape[0], w + 3), np.float32 if narrow else np.float64)
         rec.view(np.uint32 if narrow else np.int64)[:, 0] = ids[order]
