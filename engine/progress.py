@@ -10,7 +10,8 @@ import time
 class Progress:
     """``with Progress("aggregate", total=n, enabled=True) as bar: bar.update(done)``.
 
-    Redraws at most five times a second; prints nothing when disabled.
+    Draws at once (0 %: the pass has started, even when its first step is long), then
+    at most five times a second; prints nothing when disabled.
     """
 
     def __init__(self, label: str, total: int, enabled: bool, stream=None):
@@ -23,6 +24,7 @@ class Progress:
         self.done = 0
 
     def __enter__(self):
+        self.update(0)
         return self
 
     def update(self, done: int) -> None:
