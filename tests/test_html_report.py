@@ -464,6 +464,8 @@ def test_page_renders_in_headless_chromium(tmp_path):
     page = tmp_path / "page.html"
     urls = _browse(exe, page, tmp_path / "shot.png", tmp_path / "net.json")
     assert urls == [], f"the page requested {urls}"
+    import matplotlib.image  # (not loaded by the page's own drawing in this process: a worker drew it)
+
     img = matplotlib.image.imread(tmp_path / "shot.png")[..., :3]
     assert img.shape[0] >= 2000 and img.shape[1] >= 1000
     ink = (img < 0.9).any(axis=2).mean()  # share of pixels that are not (nearly) white

@@ -34,6 +34,7 @@ CI = ROOT / ".ci" / "run"
 SKIP_MARKER = "<!-- not run by tests/test_readme.py: set-up -->"
 INSTALL = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]'"
 TEST = "python -m pytest"
+TEST_SLOW = "python -m pytest -m slow"  # the end-to-end runs the default leaves out
 MAX_LINES = 150
 BLOCK_TIMEOUT = 300  # seconds; the whole README runs in well under a minute on 2 cores
 
@@ -114,11 +115,12 @@ def test_only_set_up_is_skipped_and_ci_runs_it():
     assert skipped, f"no block carries {SKIP_MARKER!r}"
     for code in skipped:
         for line in code.strip().splitlines():
-            assert line in (INSTALL, TEST), f"a skipped block runs more than set-up: {line!r}"
+            assert line in (INSTALL, TEST, TEST_SLOW), f"a skipped block runs more than set-up: {line!r}"
     commands = [line for code in skipped for line in code.strip().splitlines()]
-    assert INSTALL in commands and TEST in commands
+    assert INSTALL in commands and TEST in commands and TEST_SLOW in commands
     ci = [line.strip() for line in CI.read_text().splitlines() if "pip install" in line]
-    assert ci == [f"{INSTALL} && {TEST}"], f".ci/run no longer installs and tests as the README says: {ci}"
+    assert ci == [f"{INSTALL} && {TEST} && {TEST_SLOW}"], \
+        f".ci/run no longer installs and tests as the README says: {ci}"
     assert any("microagg demo" in code for _, lang, code, s in blocks if lang == "sh" and not s)
 
 
