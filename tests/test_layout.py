@@ -147,3 +147,36 @@ def test_imports_inside_functions_say_why():
             if not any(r in said for r in LAZY_REASONS):
                 found.append(f"{m}:{node.lineno} imports {target}")
     assert found == [], f"{len(found)} imports inside functions without a reason:\n" + "\n".join(found)
+
+
+# the sizes a reader can take in at once (the kernel library's issue): lines of a module,
+# lines of a function's body without its docstring
+MAX_MODULE_LINES = 800
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_module_or_function_too_long():
+    found = []
+    for m, p in _modules().items():
+        text = p.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            found.append(f"{m}: {len(text.splitlines())} lines")
+        for fn in ast.walk(ast.parse(text)):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            body = fn.body
+            if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                body = body[1:]  # the docstring
+            if body and fn.end_lineno - body[0].lineno + 1 > MAX_FUNCTION_LINES:
+                found.append(f"{m}:{fn.lineno} {fn.name}: {fn.end_lineno - body[0].lineno + 1} lines")
+    assert found == [], "\n".join(found)
+
+
+def test_kernels_import_nothing_from_the_rest_of_the_package():
+    """``engine.kernels`` is pure Numba on NumPy arrays: the thread pools, I/O and
+    options belong to the passes that call it."""
+    found = [f"{m}:{node.lineno} imports {target}" for m, p in _modules().items() if m.startswith("engine.kernels")
+             for target, _, node, _ in _imports(m, p)
+             if target.split(".")[0] == "engine" and not target.startswith("engine.kernels")]
+    assert found == [], "\n".join(found)
