@@ -26,7 +26,7 @@ from engine.io import tempfiles
 from engine.io.tempfiles import HOST_TAG, SPILL_PREFIX, TMP_SUFFIX, clean_stale
 from engine.synth import NUMERIC_QI, census_like
 
-pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
+pytestmark = pytest.mark.slow  # end-to-end: run with -m slow (left out by default; CI runs it)
 
 QI = list(NUMERIC_QI)
 QI_ARG = ",".join(QI)

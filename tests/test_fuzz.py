@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from engine.cli import main
 
-pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
+pytestmark = pytest.mark.slow  # end-to-end: run with -m slow (left out by default; CI runs it)
 
 FLOATS = st.one_of(st.integers(-3, 3).map(float), st.floats(-1e6, 1e6, allow_nan=False),
                    st.sampled_from([0.0, -0.0, 1e300, -1e300, 1e-300, 2.5]))

@@ -20,7 +20,7 @@ from engine.passes.partition import plan_blocks, partition_pass, sample_profile,
 from engine.passes.profile import Moments, profile_columns
 from engine.synth import NUMERIC_QI, census_like
 
-pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
+pytestmark = pytest.mark.slow  # end-to-end: run with -m slow (left out by default; CI runs it)
 
 QI = list(NUMERIC_QI)
 

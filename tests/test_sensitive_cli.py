@@ -8,7 +8,7 @@ import pytest
 
 from conftest import DATA
 
-pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
+pytestmark = pytest.mark.slow  # end-to-end: run with -m slow (left out by default; CI runs it)
 
 
 def _run(*args):

@@ -22,7 +22,7 @@ import pytest
 import engine
 from engine.cli import main
 
-pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
+pytestmark = pytest.mark.slow  # end-to-end: run with -m slow (left out by default; CI runs it)
 
 ROOT = Path(__file__).resolve().parents[1]
 

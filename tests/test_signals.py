@@ -21,7 +21,7 @@ import pytest
 from engine.io.tempfiles import HOST_TAG, SPILL_PREFIX, TMP_SUFFIX
 from engine.synth import NUMERIC_QI, census_like
 
-pytestmark = pytest.mark.slow  # end-to-end: deselect with -m "not slow"
+pytestmark = pytest.mark.slow  # end-to-end: run with -m slow (left out by default; CI runs it)
 
 ROOT = Path(__file__).resolve().parents[1]
 QI_ARG = ",".join(NUMERIC_QI)
