@@ -1,5 +1,4 @@
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -25,7 +24,8 @@ def tarragona():
 def pytest_configure(config):
     os.environ.setdefault("NUMBA_NUM_THREADS", "2")
     _bytecode_of_the_package()
-    _numba_cache_of_this_worker()
+    # (both workers share one Numba cache: a kernel is compiled once, by the first that
+    # needs it, under its entry's lock; engine/kernels/__init__.py)
 
 
 def _bytecode_of_the_package():
@@ -39,27 +39,6 @@ def _bytecode_of_the_package():
     import compileall
 
     compileall.compile_dir(Path(__file__).resolve().parents[1] / "engine", quiet=1)
-
-
-def _numba_cache_of_this_worker():
-    """Under pytest-xdist each worker (and every process its tests start) compiles into a
-    Numba cache of its own, ``xdist-gwN`` inside ``NUMBA_CACHE_DIR`` (default: the
-    repository's build/numba-cache), first filled with a copy of that cache. Two processes
-    compiling the same kernels into one cache at once can leave entries that crash when
-    loaded (numba/numba#4807: a cached kernel calling a ``parallel=True`` one), and both
-    workers start on the same kernels. Runs before any test module imports Numba."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if not worker:
-        return
-    base = Path(os.environ.get("NUMBA_CACHE_DIR") or Path(__file__).parent.parent / "build" / "numba-cache").resolve()
-    own = base / f"xdist-{worker}"
-    if not own.exists() and base.is_dir():
-        part = base / f".xdist-{worker}-{os.getpid()}"
-        shutil.copytree(base, part, ignore=lambda folder, names: [
-            n for n in names if Path(folder) == base and n.startswith((".xdist-", "xdist-"))])
-        os.replace(part, own)
-    own.mkdir(parents=True, exist_ok=True)
-    os.environ["NUMBA_CACHE_DIR"] = str(own)
 
 
 # The order in which test files are handed to the workers (pytest-xdist, ``--dist loadfile``

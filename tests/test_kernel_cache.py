@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,36 @@ def test_only_this_package_uses_the_package_stamp():
     assert type(locator).__name__.startswith("Kernels") and locator.get_source_stamp() == kernels.fingerprint()
     assert caching.CacheImpl._locator_classes[0].from_function(test_only_this_package_uses_the_package_stamp,
                                                                __file__) is None
+
+
+def _probe_proc(cache: Path) -> subprocess.Popen:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+    return subprocess.Popen([sys.executable, "-c", PROBE], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT)
+
+
+def test_a_kernel_is_loaded_or_compiled_under_its_entry_lock(tmp_path):
+    """While another process holds a kernel's lock (it compiles or saves that kernel), a
+    run that needs the kernel waits, then loads it; runs that start together on an empty
+    cache all succeed, and what they saved loads (numba/numba#10128)."""
+    fcntl = pytest.importorskip("fcntl")
+    cache = tmp_path / "cache"
+    procs = [_probe_proc(cache) for _ in range(3)]  # together, on an empty cache
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    locks = sorted(cache.rglob("*.lock"))
+    assert any("leaf_rows" in p.name for p in locks), locks
+    held = [open(p, "a+b") for p in locks]
+    try:
+        for fh in held:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        waiting = _probe_proc(cache)
+        time.sleep(3.0)
+        assert waiting.poll() is None, "the run loaded a kernel whose entry another process held"
+    finally:
+        for fh in held:
+            fh.close()
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, err
+    assert out.split() == ["1", "0"]  # loaded what the first runs saved, compiled nothing

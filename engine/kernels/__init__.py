@@ -39,6 +39,16 @@ sub-packages included (their paths and contents): any change to any of them
 recompiles every kernel on its next use. The cache stays where Numba puts it
 (``NUMBA_CACHE_DIR``, else ``__pycache__`` beside the sources, else the user's cache
 folder); only the staleness test changes, and only for this package's functions.
+
+One process at a time per kernel. Two processes that compile the same kernel at the
+same moment into one cache can leave its files mixed from both (the index, the
+machine code and a parallel kernel's ``guf-`` entry): later runs that load them crash
+(numba/numba#10128, #4807), and two new signatures saved at once can take the same
+data file. So loading or compiling one of this package's kernels holds a file lock
+beside its cache entry (``flock``: released by the system if the process dies); a
+second process waits, then loads what the first saved. A kernel's lock is taken
+inside Numba's own compiler lock, so one thread of a process compiles at a time, and
+while its callees' are taken in call order, so no two processes wait on each other.
 """
 
 from __future__ import annotations
@@ -46,7 +56,14 @@ from __future__ import annotations
 import hashlib
 import os
 
-from numba.core import caching
+from numba.core import caching, sigutils
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.dispatcher import Dispatcher
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: Numba's own behaviour, no lock
+    fcntl = None
 
 _DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -90,3 +107,51 @@ _LOCATORS = [type("Kernels" + base.__name__, (_PackageStamped, base), {})
                           caching.UserWideCacheLocator)]
 if not any(getattr(c, "__name__", "").startswith("Kernels") for c in caching.CacheImpl._locator_classes):
     caching.CacheImpl._locator_classes[:0] = _LOCATORS
+
+
+_PACKAGE = os.path.dirname(_DIR) + os.sep  # the engine's kernels and its passes' few jitted helpers
+_held: dict[str, tuple] = {}  # lock path -> (open file, depth): under Numba's compiler lock
+
+
+def _entry_lock(disp) -> str | None:
+    """The lock file of ``disp``'s cache entry; None: not this package's, or not cached."""
+    if not disp.py_func.__code__.co_filename.startswith(_PACKAGE):
+        return None
+    cache_file = getattr(disp._cache, "_cache_file", None)  # (NullCache: caching is off)
+    path = getattr(cache_file, "_index_path", None)
+    return None if path is None else path[:-len(".nbi")] + ".lock"
+
+
+def _compile(self, sig):
+    """``Dispatcher.compile`` with the entry's lock held (module docstring)."""
+    lock = _entry_lock(self) if fcntl is not None else None
+    if lock is None or tuple(sigutils.normalize_signature(sig)[0]) in self.overloads:  # (in this process)
+        return _numba_compile(self, sig)
+    with global_compiler_lock:
+        fh, depth = _held.get(lock, (None, 0))
+        if depth == 0:
+            try:
+                os.makedirs(os.path.dirname(lock), exist_ok=True)
+                fh = open(lock, "a+b")
+            except OSError:  # an unwritable cache: Numba does not save there either
+                return _numba_compile(self, sig)
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX)
+            except BaseException:
+                fh.close()
+                raise
+        _held[lock] = (fh, depth + 1)
+        try:
+            return _numba_compile(self, sig)
+        finally:
+            if depth == 0:
+                del _held[lock]
+                fh.close()  # (releases the lock)
+            else:
+                _held[lock] = (fh, depth)
+
+
+# (a reload of this module wraps Numba's method again, not its own wrapper)
+_numba_compile = getattr(Dispatcher.compile, "numba_compile", Dispatcher.compile)
+_compile.numba_compile = _numba_compile
+Dispatcher.compile = _compile
