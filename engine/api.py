@@ -40,7 +40,8 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
                    select_count: int | None = None,
                    select_measure: str | None = None, width: float | None = None,
                    bins: int | None = None, sa: str | None = None, epsilon: float | None = None,
-                   numeric_output: str | None = None, ordinal=None, weights=None, derived=None, strata=None,
+                   numeric_output: str | None = None, ordinal=None, nominal=None, missing=None, weights=None,
+                   derived=None, strata=None,
                    separator: str | None = None, null_values=None,
                    encoding: str | None = None) -> RunResult:
     """Microaggregate ``data`` in memory and return ``RunResult(report, labels, table)``.
@@ -106,6 +107,14 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
         Ordinal QIs: ``{"education": ["Preschool", "1st-4th", ...]}`` (the order),
         ``{"grade": None}`` (an Enum's own order) or ``{"education": "@education_num"}``
         (ordered by a numeric column). Other non-numeric QIs are nominal.
+    nominal : list of str or str, optional
+        Numeric QIs whose values are codes of categories (``["SEX", "STATEFIP"]`` or
+        ``"SEX,STATEFIP"``): grouped and published as categories, each published value
+        one of the input's codes (the group's most frequent), in the column's own type.
+    missing : dict or list of str, optional
+        Declared missing codes of QIs, ``{"AGE": [996, 999]}`` or ``["AGE=996,999"]``
+        (numbers for a numeric column, texts for a text one): missing values for the
+        grouping, never averaged, published as a missing code (docs/notes/missing-values.md).
     weights : dict or str, optional
         Weight of each QI in the mixed distance, ``{"age": 2}`` or ``"age=2,sex=1"``
         (default 1 each).
@@ -218,7 +227,8 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
               select: str | None = None,
               select_count: int | None = None, select_measure: str | None = None, width: float | None = None,
               bins: int | None = None, risk: bool = False, sa: str | None = None, epsilon: float | None = None,
-              numeric_output: str | None = None, ordinal=None, weights=None, derived=None, strata=None,
+              numeric_output: str | None = None, ordinal=None, nominal=None, missing=None, weights=None,
+              derived=None, strata=None,
               report: PathLike | None = None, html: PathLike | None = None, weight_column: str | None = None,
               separator: str | None = None,
               null_values: str | Sequence[str] | None = None,

@@ -191,6 +191,15 @@ class RunConfig:
                                    help="an ordinal quasi-identifier and its categories in order (repeatable); "
                                         "COL alone: an Enum column's own order; COL=@NUMCOL: ordered by a numeric "
                                         "column (e.g. education_num)")
+    nominal: tuple | None = option(methods=MIXED, repeat=True, metavar="COL[,COL...]",
+                                   help="quasi-identifiers whose numbers are codes of categories (a state, a "
+                                        "race code): grouped as categories and published as one of the input's "
+                                        "codes (the group's most frequent), never a mean (repeatable)")
+    missing: tuple | None = option(methods=MIXED, repeat=True, metavar="COL=CODE[,CODE...]",
+                                   help="codes of a quasi-identifier that are declared missing values (996, 999: "
+                                        "'Unknown'), for any input: never averaged with real values, published "
+                                        "as a missing code (repeatable; numbers for a numeric column, texts for "
+                                        "a text one)")
     weights: tuple | None = option(methods=MIXED, metavar="COL=W,...",
                                    help="weights of quasi-identifiers in the mixed distance (default 1 each)")
     derived: tuple | None = option(methods=CENTROIDS, commands=ANONYMIZE, repeat=True, metavar="COL=QI",
@@ -397,6 +406,8 @@ class RunConfig:
         except TypeError:
             raise EngineError("qi must be a list of column names") from None
         values["ordinal"] = parse_ordinal(given.get("ordinal"))
+        values["nominal"] = parse_nominal(given.get("nominal"))
+        values["missing"] = parse_missing(given.get("missing"))
         values["weights"] = parse_weights(given.get("weights"))
         values["derived"] = parse_derived(given.get("derived"))
         for name, o in OPTIONS.items():
@@ -460,6 +471,21 @@ class RunConfig:
                 raise EngineError(f"ordinal (--ordinal): column {c!r} cannot be ordered by {by!r}, a quasi-identifier")
         if self.ordinal and len({c for c, _, _ in self.ordinal}) != len(self.ordinal):
             raise EngineError("ordinal (--ordinal) names a column twice")
+        for c in self.nominal or ():
+            if c not in self.qi:
+                raise EngineError(f"nominal (--nominal): column {c!r} is not a quasi-identifier")
+            if any(c == o for o, _, _ in self.ordinal or ()):
+                raise EngineError(f"column {c!r} is named by both nominal (--nominal) and ordinal (--ordinal)")
+        if self.nominal and len(set(self.nominal)) != len(self.nominal):
+            dup = next(c for c in self.nominal if self.nominal.count(c) > 1)
+            raise EngineError(f"nominal (--nominal) names column {dup!r} twice")
+        for c, _codes in self.missing or ():
+            if c not in self.qi:
+                raise EngineError(f"missing (--missing): column {c!r} is not a quasi-identifier (other columns "
+                                  f"pass through unchanged, their codes with them)")
+        if self.missing and len({c for c, _ in self.missing}) != len(self.missing):
+            dup = next(c for c, _ in self.missing if sum(d == c for d, _ in self.missing) > 1)
+            raise EngineError(f"missing (--missing) names column {dup!r} twice")
         for c, w in self.weights or ():
             if c not in self.qi:
                 raise EngineError(f"weights (--weights): column {c!r} is not a quasi-identifier")
@@ -595,6 +621,81 @@ def parse_ordinal(value) -> tuple | None:
         else:
             items.append((c, tuple(str(v) if not isinstance(v, (str, bool)) else v for v in order), None))
     return tuple(items)
+
+
+def parse_nominal(value) -> tuple | None:
+    """``nominal`` as ``(column, ...)``: from a list of names, or texts ``"a,b"`` (one
+    per ``--nominal``, a list of them)."""
+    if value is None:
+        return None
+    texts = [value] if isinstance(value, str) else value
+    try:
+        texts = list(texts)
+    except TypeError:
+        raise EngineError(f"nominal (--nominal): expected column names, got {value!r}") from None
+    names = []
+    for t in texts:
+        if not isinstance(t, str):
+            raise EngineError(f"nominal (--nominal): expected a column name, got {t!r}")
+        for part in t.split(","):
+            if not part.strip():
+                raise EngineError(f"nominal (--nominal): empty column name in {t!r}")
+            names.append(part.strip())
+    return tuple(names) or None
+
+
+def parse_missing(value) -> tuple | None:
+    """``missing`` as ``((column, (code, ...)), ...)``: from a dict ``{column: [codes]}``
+    (numbers or texts as given), or texts ``"column=996,997"`` (one per ``--missing``;
+    in one text, a part with ``=`` starts the next column: ``"age=996,sex=9"``). Codes
+    from the command line stay texts here: ``engine.encode.codes.resolve_missing``
+    reads them as numbers or texts by the column's type once the input is known."""
+    if value is None:
+        return None
+    if isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], tuple)
+                                        for v in value):
+        return value or None  # already normalized (RunConfig.missing)
+    pairs: list = []
+    if isinstance(value, dict):
+        for c, codes in value.items():
+            codes = [codes] if isinstance(codes, (str, numbers.Real)) else codes
+            try:
+                pairs.append((c, tuple(codes)))
+            except TypeError:
+                raise EngineError(f"missing (--missing): the codes of column {c!r} must be a list, "
+                                  f"got {codes!r}") from None
+    else:
+        texts = [value] if isinstance(value, str) else value
+        try:
+            texts = list(texts)
+        except TypeError:
+            raise EngineError(f"missing (--missing): expected COLUMN=CODE,..., got {value!r}") from None
+        for t in texts:
+            if not isinstance(t, str):
+                raise EngineError(f"missing (--missing): expected COLUMN=CODE,..., got {t!r}")
+            for part in t.split(","):
+                name, eq, code = part.partition("=")
+                if eq:
+                    pairs.append((name.strip(), []))
+                elif not pairs:
+                    raise EngineError(f"missing (--missing): expected COLUMN=CODE,..., got {t!r}")
+                else:
+                    code = name
+                if not code.strip():
+                    raise EngineError(f"missing (--missing): empty code in {t!r}")
+                pairs[-1][1].append(code.strip())
+        pairs = [(c, tuple(codes)) for c, codes in pairs]
+    for c, codes in pairs:
+        if not isinstance(c, str) or not c:
+            raise EngineError(f"missing (--missing): invalid column name {c!r}")
+        if not codes:
+            raise EngineError(f"missing (--missing): no code given for column {c!r}")
+        for v in codes:
+            if isinstance(v, bool) or not isinstance(v, (str, numbers.Real)) or (
+                    isinstance(v, float) and not math.isfinite(v)):
+                raise EngineError(f"missing (--missing): code {v!r} of column {c!r} must be a finite number "
+                                  f"or a text")
+    return tuple(pairs) or None
 
 
 def parse_derived(value) -> tuple | None:
