@@ -416,6 +416,17 @@ def test_py_typed_is_shipped():
     assert 'engine = ["py.typed"]' in text
 
 
+def test_the_license_is_an_spdx_expression():
+    """A license as a TOML table is deprecated by setuptools (builds stop after 2027-02-18):
+    an SPDX string, with the setuptools that reads it (77, PEP 639)."""
+    import tomllib
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert meta["project"]["license"] == "MIT"
+    requires = [r for r in meta["build-system"]["requires"] if r.startswith("setuptools")]
+    assert requires == ["setuptools>=77"]
+
+
 def test_import_engine_loads_no_heavy_library():
     code = ("import sys, engine; from engine.cli import entry; "
             "print(sorted(m for m in ('polars', 'numba', 'numpy') if m in sys.modules))")
