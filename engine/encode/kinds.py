@@ -32,8 +32,14 @@ def is_number(dt) -> bool:
     return dt.is_numeric() and dt != pl.Boolean
 
 
-def kind_of(column: str, dt, ordinal: bool) -> str:
-    """The QI kind of a column of type ``dt`` (``ordinal``: named by ``--ordinal``)."""
+def kind_of(column: str, dt, ordinal: bool, nominal: bool = False) -> str:
+    """The QI kind of a column of type ``dt`` (``ordinal``: named by ``--ordinal``;
+    ``nominal``: by ``--nominal``, a number that codes a category)."""
+    if nominal:
+        if not (is_number(dt) or is_categorical(dt)):
+            raise EngineError(f"column {column!r} is nominal (--nominal) but of type {dt}: a nominal "
+                              f"quasi-identifier holds numbers or texts that code categories")
+        return "nominal"
     if ordinal:
         if not is_categorical(dt) or dt == pl.Boolean:
             raise EngineError(f"column {column!r} is ordinal (--ordinal) but of type {dt}: an ordinal "
@@ -56,11 +62,12 @@ def csv_types(source, cfg) -> dict:
     numeric column, ``4O`` for ``40``, is not a category); otherwise (or when named by
     ``--ordinal``) text: Boolean when every value is true/false, Date when every value
     is an ISO date, else String. A value further down that does not fit the type read
-    is then an error naming its row (``TableSource._diagnose``)."""
+    is then an error naming its row (``TableSource._diagnose``). A column named by
+    ``--nominal`` is read as text: its codes published as the input wrote them."""
     types = {c: pl.Float64 for c in cfg.qi}
     if source.kind != "csv" or not cfg.spec.centroids:
         return types
-    ordinal = {c for c, _, _ in cfg.ordinal or ()}
+    ordinal = {c for c, _, _ in cfg.ordinal or ()} | set(cfg.nominal or ())
     try:
         head = source.text_head([c for c in cfg.qi if c in set(source.columns)], 1000)
     except Exception:

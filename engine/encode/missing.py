@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from ..errors import EngineError
 from ..passes.profile import Moments, bad_value_error
+from .codes import mask_codes
 
 
 def parquet_nulls(paths: Sequence[str], columns: Sequence[str]) -> dict:
@@ -44,15 +45,17 @@ def parquet_nulls(paths: Sequence[str], columns: Sequence[str]) -> dict:
     return out
 
 
-def scan_missing(source, columns: Sequence[str], chunk_rows: int) -> dict:
+def scan_missing(source, columns: Sequence[str], chunk_rows: int, codes: dict | None = None) -> dict:
     """``{column: (missing values, mean of the values present)}`` of the numeric or date
     ``columns`` (dates: their epoch values) that have missing values; a column missing
     in every row is an error naming it. A NaN or infinite value is an error naming its
-    row, as pass 1's."""
+    row, as pass 1's. ``codes``: a column's declared missing codes (``--missing``), read
+    as missing values (``encode.codes.mask_codes``)."""
     columns = list(columns)
+    codes = codes or {}
     if source.kind == "parquet" and source.paths:
         known = parquet_nulls(source.paths, columns)
-        columns = [c for c in columns if known[c] != 0]
+        columns = [c for c in columns if known[c] != 0 or c in codes]
     if not columns:
         return {}
     moments = {c: Moments([c], np.ones(1)) for c in columns}
@@ -73,6 +76,8 @@ def scan_missing(source, columns: Sequence[str], chunk_rows: int) -> dict:
             s = frame.get_column(c)
             if s.dtype.is_temporal():
                 s = s.to_physical()
+            if c in codes:
+                s = mask_codes(s, codes[c])
             nulls[c] += s.null_count()
             present = s.drop_nulls()
             if present.len():

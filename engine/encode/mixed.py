@@ -65,6 +65,7 @@ from ..passes.profile import Moments, Profile, bad_value_error
 from ..progress import Progress
 from ..tuning import EMBED_DIMS, ONE_HOT_MAX
 from .dictionary import Categorical, dictionary_indices, indices_codes, learn, text_codes, unseen
+from .codes import mask_codes, resolve_missing
 from .kinds import KINDS, is_number, kind_of
 from .missing import scan_missing
 from .source import EncodedSource
@@ -91,6 +92,7 @@ class QI:
     width: int = 1  # its encoded columns
     table: np.ndarray | None = None  # nominal: (codes, width) each code's coordinates
     counts: np.ndarray | None = None  # each category's rows, as the dictionary pass counted them (``plan(counts=)``)
+    codes: tuple = ()  # a numeric QI's declared missing codes (``--missing``: read as missing, published as a code)
 
     _enum: object = field(default=None, init=False, repr=False, compare=False)
     _index: tuple | None = field(default=None, init=False, repr=False, compare=False)
@@ -148,10 +150,14 @@ def plan(source, cfg, chunk_rows: int, passes: dict | None = None, counts: bool 
     schema = source.schema
     ordinal = {c: (order, by) for c, order, by in cfg.ordinal or ()}
     weights = dict(cfg.weights or ())
-    qis = [QI(c, kind_of(c, schema[c], c in ordinal), schema[c], weights.get(c, 1.0)) for c in cfg.qi]
+    nominal = set(cfg.nominal or ())
+    qis = [QI(c, kind_of(c, schema[c], c in ordinal, c in nominal), schema[c], weights.get(c, 1.0)) for c in cfg.qi]
+    declared = resolve_missing(cfg.missing, {q.name: (q.kind, q.dtype) for q in qis}, source.label)
+    for q in qis:
+        q.codes = declared.get(q.name, ()) if q.kind == "numeric" else ()
     t = time.perf_counter()
     numbers = [q.name for q in qis if q.kind in ("numeric", "date")]
-    missing = scan_missing(source, numbers, chunk_rows) if numbers else {}
+    missing = scan_missing(source, numbers, chunk_rows, {q.name: q.codes for q in qis if q.codes}) if numbers else {}
     if all(q.kind == "numeric" for q in qis) and not ordinal and not weights and not missing:
         return None
     mixed = [q.name for q in qis if q.kind != "numeric"] or list(missing)
@@ -352,6 +358,8 @@ class Mixed:
             if q.kind in ("numeric", "date"):
                 if q.kind == "date":
                     s = s.to_physical()
+                if q.codes:  # declared missing codes: missing values (``encode.codes``)
+                    s = mask_codes(s, q.codes)
                 if q.nulls and s.dtype.is_float():  # (NaN is no missing value: pass 1's error)
                     bad = (~s.is_finite()).fill_null(False).arg_true()
                     if bad.len():

@@ -25,6 +25,7 @@ from ..kernels.groups import column_sums, compact_group_sums, gather_columns
 from ..passes.partition import frame_to_columns
 from ..passes.stitch import aligned_zeros
 from ..passes.write import finish_sums
+from .codes import code_rows, mask_codes
 
 _CHUNK = 262_144  # rows at a time in ``from_input`` and ``exact_dates``
 
@@ -106,6 +107,29 @@ def exact_dates(mixed, groups) -> dict:
     return out
 
 
+def declared_codes(mixed, groups) -> dict:
+    """Each group's declared missing code of each numeric QI with ``--missing`` codes
+    (``encode.codes``): the position among its codes of the code most frequent among the
+    group's rows (ties: the first declared; -1: none), from one read of those columns.
+    A group publishing no mean (every value missing) publishes that code."""
+    qis = [q for q in mixed.qis if q.codes]
+    if not qis:
+        return {}
+    g = groups.sizes.shape[0]
+    counts = {q.name: np.zeros(g * len(q.codes), np.int64) for q in qis}
+    for offset, frame in mixed.source.base.iter_frames([q.name for q in qis], _CHUNK):
+        lab = groups.labels[offset: offset + frame.height].astype(np.int64, copy=False)
+        for q in qis:
+            rows = code_rows(frame.get_column(q.name), q.codes)
+            have = rows >= 0
+            counts[q.name] += np.bincount(lab[have] * len(q.codes) + rows[have], minlength=g * len(q.codes))
+    out = {}
+    for q in qis:
+        c = counts[q.name].reshape(g, len(q.codes))
+        out[q.name] = np.where(c.any(axis=1), c.argmax(axis=1), -1)
+    return out
+
+
 class Publisher:
     """The write pass's published QI values, information loss and missing-cell counts,
     chunk by chunk (``passes.write.write_pass(publisher=...)``)."""
@@ -129,6 +153,7 @@ class Publisher:
         self.imputed, self.kept, self.suppressed = sums[Q:2 * Q].copy(), sums[2 * Q:3 * Q].copy(), sums[3 * Q:].copy()
         self.domains = {q.name: q.domain() for q in qis if q.categories is not None}
         self.exact = exact_dates(mixed, groups)
+        self.declared = declared_codes(mixed, groups)
         e = len(mixed.names)
         # numeric and date QIs: the write pass's row-order sums (``kernels.groups.column_sums``)
         # by encoded column, over the values present. They do not depend on the chunking.
@@ -148,6 +173,8 @@ class Publisher:
             p = values[j]
             if q.kind in ("numeric", "date"):
                 s = frame.get_column(q.name)
+                if q.codes:  # declared missing codes: missing values, never part of a mean
+                    s = mask_codes(s, q.codes)
                 x = numeric_values(s if q.kind == "numeric" else s.to_physical()).astype(np.float64, copy=False)
                 if q.name in self.exact:  # (the loss of the exact means published)
                     p = np.where(np.isnan(p), np.nan, self.exact[q.name][lab].astype(np.float64))
@@ -171,6 +198,11 @@ class Publisher:
                     col = pl.Series(q.name, ints, dtype=pl.Int64)
                 if q.nulls:
                     col = col.set(pl.Series(np.isnan(p)), None)
+                if q.name in self.declared:  # a group of missing values only: its declared code
+                    code = self.declared[q.name][lab]
+                    lut = pl.Series(q.name, list(q.codes), dtype=pl.Float64)
+                    col = pl.select(pl.when(pl.Series(np.isnan(p) & (code >= 0))).then(lut.gather(np.maximum(code, 0)))
+                                    .otherwise(col)).to_series().alias(q.name)
                 out.append(col if q.kind == "numeric" else col.cast(q.dtype))
             else:
                 codes = np.where(np.isnan(p), len(q.categories), p).astype(np.int64)  # (ordinal: NaN -> the null)
