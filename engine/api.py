@@ -41,7 +41,8 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
                    select_measure: str | None = None, width: float | None = None,
                    bins: int | None = None, sa: str | None = None, epsilon: float | None = None,
                    numeric_output: str | None = None, ordinal=None, nominal=None, missing=None, weights=None,
-                   derived=None, strata=None,
+                   derived=None, strata=None, person_column: str | None = None,
+                   household_column: str | None = None,
                    separator: str | None = None, null_values=None,
                    encoding: str | None = None) -> RunResult:
     """Microaggregate ``data`` in memory and return ``RunResult(report, labels, table)``.
@@ -124,6 +125,11 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
         anonymized on its own, no group spans two strata, the columns pass through
         unchanged; a stratum of fewer than k rows is refused, naming it. The report's
         ``strata`` gives each stratum's rows, groups and information loss.
+    person_column, household_column : str, optional
+        The column naming each record's person (several records a person) or household
+        (MDAV family): every published class holds at least k distinct persons, all records
+        of a person publish the same QI values, and the QIs constant within every household
+        are published identically for its members (docs/households.md).
     derived : dict or list of str, optional
         Columns that follow a QI, ``{"education_num": "education"}`` or
         ``["education_num=education"]``: published recomputed from the QI's published
@@ -228,8 +234,9 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
               select_count: int | None = None, select_measure: str | None = None, width: float | None = None,
               bins: int | None = None, risk: bool = False, sa: str | None = None, epsilon: float | None = None,
               numeric_output: str | None = None, ordinal=None, nominal=None, missing=None, weights=None,
-              derived=None, strata=None,
+              derived=None, strata=None, person_column: str | None = None, household_column: str | None = None,
               report: PathLike | None = None, html: PathLike | None = None, weight_column: str | None = None,
+              max_risk=None,
               separator: str | None = None,
               null_values: str | Sequence[str] | None = None,
               encoding: str | None = None, scheduler=None) -> Report:
@@ -250,6 +257,10 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
     disclosure risk (``engine.audit.risk``: DBRL, interval disclosure, the
     re-identification risks of the release's classes) goes into ``report.risk``;
     ``weight_column``: the input's sampling weights for those risks (with ``risk``).
+    ``max_risk`` (with ``risk``): thresholds such as ``{"prosecutor": 0.05, "dbrl": 0.05}``
+    (``engine.audit.verdict``); a measure above its threshold raises
+    ``engine.audit.verdict.RiskAboveThreshold`` (an ``EngineError``) after ``report`` and
+    ``html`` were written, with nothing at ``sink``.
 
     The disclosure risk is measured on the finished output before it is renamed into
     place, so a failing risk step leaves nothing at ``sink``.

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from .checks import is_int
+from .checks import is_int, split_names
 from .errors import EngineError
 from .methods import METHODS, REGISTRY
 from .tuning import (DEFAULT_LEAF_SIZE, DEFAULT_POLISH_ROUNDS, POLISH_MAX_ROWS, SCALE_LEAF_SIZE, SCALE_POLISH_ROUNDS,
@@ -95,7 +95,8 @@ class Option:
             return value
         if self.kind == "whole":
             if not is_int(value) or value < self.low:
-                raise EngineError(f"{self.name} must be {self.must}, got {value!r}")
+                must = self.must if is_int(value) or "whole" in self.must else f"a whole number {self.must}"
+                raise EngineError(f"{self.name} must be {must}, got {value!r}")
         elif self.kind == "number":
             bad = isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
             if bad or value < self.low or (self.open_low and value == self.low):
@@ -159,6 +160,9 @@ def _sa_hint() -> str:
     return ": a sensitive attribute is protected by method maxent (microagg verify --sa measures a release's diversity)"
 
 
+_ENTITY_HINT = (": persons and households are grouped by the MDAV family (one point per person or household); "
+                "use method mdav")
+ENTITY_COMMANDS = frozenset({"anonymize", "verify", "risk"})
 _DEPENDENCY = "Oommen & Fayyoumi"
 _WITH_SELECT = Needs(_selects, "method ama or select='emad'", "with `--select`", CENTROIDS - {"ama"})
 
@@ -169,7 +173,7 @@ class RunConfig:
     declaration. Build it with ``RunConfig.make``; ``None`` means not given."""
 
     qi: tuple = option((), help="comma-separated quasi-identifier columns: numbers, dates, and for the MDAV "
-                                "family also categories (nominal, ordinal)", commands=ANONYMIZE, in_report=False,
+                                "family also categories (nominal, ordinal); a backslash escapes a comma or a space", commands=ANONYMIZE, in_report=False,
                                 required=True)
     k: int | None = option(kind="whole", low=2, must="at least 2",
                            help="minimum group size (default 3; maxent: none unless given)", in_report=False)
@@ -215,6 +219,17 @@ class RunConfig:
                                  help="gamma of vmdav (default 0.2) or ivmdav (default 1.16)")
     group_column: str | None = option(kind="name", commands=ANONYMIZE, metavar="NAME",
                                       help="add each row's group id as column NAME")
+    person_column: str | None = option(kind="name", methods=CENTROIDS, commands=ENTITY_COMMANDS, metavar="COL",
+                                       hint=_ENTITY_HINT,
+                                       help="the column identifying a person with several records (visits, survey "
+                                            "rounds): every published class holds at least k distinct persons and "
+                                            "all records of a person publish the same QI values (docs/households.md)")
+    household_column: str | None = option(kind="name", methods=CENTROIDS, commands=ENTITY_COMMANDS, metavar="COL",
+                                          hint=_ENTITY_HINT,
+                                          help="the column identifying a household: the QIs constant within every "
+                                               "household (state, household size) are published identically for "
+                                               "all its members, grouped by household, the others per person "
+                                               "(docs/households.md)")
     strata: Any = option(metavar="COL[,COL...]",
                          help="anonymize each stratum (a combination of these columns' values, a null being a "
                               "value) on its own, as sdcMicro's strata_variables: no group spans two strata; the "
@@ -308,10 +323,17 @@ class RunConfig:
                              "sdcMicro's individual risk)")
     weight_column: str | None = option(kind="name", commands=frozenset({"anonymize", "risk"}), metavar="COL",
                                        in_report=False,
-                                       help="the input's column of sampling weights (numbers of at least 1): "
-                                            "the journalist and marketer risks against the population they "
-                                            "stand for, and sdcMicro's individual risk, which needs them "
-                                            "(anonymize: with --risk)")
+                                       help="the input's column of sampling weights (numbers of at least 0; a "
+                                            "class's population is at least its records): the journalist and "
+                                            "marketer risks against the population they stand for, and "
+                                            "sdcMicro's individual risk, which needs them (anonymize: with --risk)")
+    max_risk: Any = option(commands=frozenset({"anonymize", "risk"}), repeat=True, metavar="MEASURE=T,...",
+                           help="fail (exit 1) when a disclosure risk measure is above its threshold in (0, 1], "
+                                "e.g. prosecutor=0.05,dbrl=0.05; a measure alone takes its default (0.09, the "
+                                "EMA's line), 'default' every measured one that has one: prosecutor, journalist, "
+                                "marketer, dbrl, individual, global, household, household_dbrl, "
+                                "household_individual; records_at_risk and interval need a value. anonymize: "
+                                "with --risk; nothing is written at OUTPUT, the --report and --html are")
     report: Any = option(commands=RUN, metavar="FILE", in_report=False,
                          help="also write the report as JSON to FILE (-: to stdout)")
     html: Any = option(commands=ANONYMIZE, metavar="FILE", in_report=False,
@@ -400,7 +422,7 @@ class RunConfig:
         values = {}
         qi = given.get("qi", ())
         if isinstance(qi, str):
-            qi = [c.strip() for c in qi.split(",")] if qi.strip() else []
+            qi = split_names(qi)  # (a backslash escapes a comma or a space: ``engine.checks``)
         try:
             values["qi"] = tuple(qi)
         except TypeError:
@@ -444,6 +466,7 @@ class RunConfig:
             raise EngineError(f"method {self.method} needs k")
         if self.group_column in self.qi:
             raise EngineError(f"group column {self.group_column!r} is also a qi column")
+        self.check_entity_columns()
         least = 2 * max(2, self.k or 0)  # maxent without k: classes of at least 2 rows
         if self.block_size is not None and self.block_size < least:
             raise EngineError(f"block_size must be a whole number of at least 2k={least}, got {self.block_size!r}")
@@ -505,6 +528,26 @@ class RunConfig:
         if self.derived and len({c for c, _ in self.derived}) != len(self.derived):
             dup = next(c for c, _ in self.derived if sum(d == c for d, _ in self.derived) > 1)
             raise EngineError(f"derived (--derived) names column {dup!r} twice")
+
+    def check_entity_columns(self) -> None:
+        """A person or household column identifies records: it cannot be grouped or published
+        as anything else (docs/households.md)."""
+        strata = self.strata.split(",") if isinstance(self.strata, str) else \
+            self.strata if isinstance(self.strata, (list, tuple)) else ()
+        strata = [c.strip() if isinstance(c, str) else c for c in strata]
+        roles = [("person_column", self.person_column), ("household_column", self.household_column)]
+        for name, col in roles:
+            if col is None:
+                continue
+            label = OPTIONS[name].label
+            for what, hit in (("a quasi-identifier", col in self.qi), ("a stratum (--strata)", col in strata),
+                              ("the group column", col == self.group_column), ("the sensitive attribute", col == self.sa),
+                              ("a derived column (--derived)", any(col in pair for pair in self.derived or ()))):
+                if hit:
+                    raise EngineError(f"{label}: column {col!r} is {what}; it identifies records and is published "
+                                      f"unchanged")
+        if self.person_column is not None and self.person_column == self.household_column:
+            raise EngineError(f"person_column and household_column name the same column {self.person_column!r}")
 
     def check_applies(self) -> None:
         """Every option given takes effect with this method, or the run stops here with
