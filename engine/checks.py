@@ -25,3 +25,33 @@ def check_whole(value, name: str, minimum: int) -> int:
     if value < minimum:
         raise EngineError(f"{name} must be at least {minimum}, got {value}")
     return int(value)
+
+
+
+def split_names(text: str) -> list[str]:
+    """Column names given as one text (``--qi a,b``): split at the commas, each name
+    stripped of the spaces around it. A backslash takes the next character as it is, so
+    that a name may hold a comma or start or end with a space: ``--qi 'a\\,b,\\ c'``
+    names ``a,b`` and `` c`` (a backslash of a name's own: ``\\\\``)."""
+    names, part = [], []  # part: (character, escaped)
+    chars = iter(text)
+    for ch in chars:
+        if ch == "\\":
+            part.append((next(chars, "\\"), True))
+        elif ch == ",":
+            names.append(_stripped(part))
+            part = []
+        else:
+            part.append((ch, False))
+    names.append(_stripped(part))
+    return [] if names == [""] else names
+
+
+def _stripped(part: list) -> str:
+    """``part``'s text without the unescaped white space at its ends."""
+    start, end = 0, len(part)
+    while start < end and not part[start][1] and part[start][0].isspace():
+        start += 1
+    while end > start and not part[end - 1][1] and part[end - 1][0].isspace():
+        end -= 1
+    return "".join(ch for ch, _ in part[start:end])

@@ -105,7 +105,7 @@ def _profile_args(pr: argparse.ArgumentParser) -> None:
 def _verify_args(v: argparse.ArgumentParser) -> None:
     v.add_argument("output", help="the release: CSV or Parquet file, folder of Parquet files, or glob; - reads "
                                   "it from stdin")
-    v.add_argument("--qi", required=True, help="comma-separated quasi-identifiers (c, or c_min/c_max ranges)")
+    v.add_argument("--qi", required=True, help="comma-separated quasi-identifiers (c, or c_min/c_max ranges; a backslash escapes a comma)")
     v.add_argument("--k", type=int, required=True, help="minimum class size to check")
     v.add_argument("--sa", default=None, help="sensitive attribute, with --l or --epsilon")
     vg = v.add_mutually_exclusive_group()
@@ -128,7 +128,7 @@ def _verify_args(v: argparse.ArgumentParser) -> None:
 def _risk_args(r: argparse.ArgumentParser) -> None:
     r.add_argument("original", help="the original table (CSV/Parquet; -: from stdin)")
     r.add_argument("masked", help="the release (CSV/Parquet; -: from stdin), rows in the original's order")
-    r.add_argument("--qi", required=True, help="comma-separated quasi-identifiers")
+    r.add_argument("--qi", required=True, help="comma-separated quasi-identifiers (a backslash escapes a comma)")
     r.add_argument("--p", type=float, default=0.05,
                    help="interval disclosure half-width in standard deviations (default 0.05)")
     r.add_argument("--ordinal", action="append", default=None, metavar="COL=CAT1,CAT2,...",
@@ -285,10 +285,17 @@ def _cmd_risk(args) -> int:
     with _stdin(args, ("ORIGINAL", "original"), ("MASKED", "masked")):
         res = disclosure_risk(args.original, args.masked, args.qi, p=args.p, chunk_rows=args.chunk_rows,
                               ordinal=args.ordinal, memory_limit=args.memory_limit,
-                              weight_column=getattr(args, "weight_column", None), **csv_given(args))
+                              weight_column=getattr(args, "weight_column", None),
+                              household_column=getattr(args, "household_column", None),
+                              max_risk=getattr(args, "max_risk", None), **csv_given(args))
         if args.json:
             _write_json(args.json, res.to_json())
     print(res.summary(), file=_summary_stream(args.json))
+    if res.verdict is not None and not res.verdict["passed"]:
+        from .audit.verdict import failure_line  # start-up: see the module's docstring
+
+        print(f"microagg: {failure_line(res.verdict)}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -620,6 +627,9 @@ def _failed(exc: Exception) -> int:
     """The exit code and the one line of an error that is not an interrupt."""
     if isinstance(exc, VerificationError):  # the engine broke its own guarantee: a bug, not bad input
         print(f"microagg: error: {exc}; nothing was written", file=sys.stderr)
+        return 1
+    if getattr(exc, "verdict", None) is not None:  # audit.verdict.RiskAboveThreshold: a refused release
+        print(f"microagg: {exc}", file=sys.stderr)
         return 1
     if isinstance(exc, EngineError):
         print(f"microagg: error: {exc}", file=sys.stderr)

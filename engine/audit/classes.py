@@ -13,6 +13,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import polars as pl
 
+from ..checks import split_names
 from ..errors import EngineError
 from ..io.source import TableSource
 
@@ -23,7 +24,7 @@ COUNT = "__microagg_verify_count__"
 def parse_columns(qi, what: str = "qi") -> list[str]:
     """``"a,b"`` or a list of names -> list; empty, blank or repeated names are errors."""
     if isinstance(qi, str):
-        names = [c.strip() for c in qi.split(",")] if qi.strip() else []
+        names = split_names(qi)  # (a backslash escapes a comma or a space)
     else:
         try:
             names = [c.strip() if isinstance(c, str) else c for c in qi]

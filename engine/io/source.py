@@ -32,6 +32,7 @@ from ..parallel import read_ahead
 from . import remote
 from .csvfile import (GZIP, KIND_TYPES, CsvOptions, cast_text, check_header, check_structure, csv_pieces, join_kinds,
                       kind_of, not_a_value, readable_csv, reads_as, typed_from_text)
+from .labelled import convert, stat_input
 from .memory import from_memory, input_kind
 from .schema import (FolderSchema, adapt, adapt_lazy, check_reconciled, reconcile_parquet, unreadable_column,
                      unsupported_field)
@@ -573,7 +574,10 @@ def _kind(path: str) -> str:
         return "parquet"
     if suffix in _CSV:
         return "csv"
-    raise EngineError(f"unsupported input format {suffix or '(none)'!r}: {path} (use .csv or .parquet)")
+    if stat_input(path):
+        return "stat"
+    raise EngineError(f"unsupported input format {suffix or '(none)'!r}: {path} (use .csv, .parquet, .sav, .zsav, "
+                      f".por, .dta, .sas7bdat, .xpt or an IPUMS codebook .xml)")
 
 
 def open_csv(files: list[str], text: str, opts: CsvOptions | None, tmp_dir) -> TableSource:
@@ -603,6 +607,43 @@ def open_csv(files: list[str], text: str, opts: CsvOptions | None, tmp_dir) -> T
             except OSError:
                 pass
         raise
+
+
+def open_parquet(files: list[str], text: str) -> TableSource:
+    """Parquet files, their schemas reconciled (``engine.io.schema``)."""
+    try:
+        folder = reconcile_parquet(files, text)
+        if folder.uniform:
+            lf = pl.scan_parquet(files if len(files) > 1 else files[0],
+                                 storage_options=remote.polars_options(files[0]))
+        else:  # each file cast to the reconciled schema, in its column order
+            lf = pl.concat([adapt_lazy(pl.scan_parquet(f, storage_options=remote.polars_options(f)),
+                                       folder.schema, folder.file_schema(f))
+                            for f in files], how="vertical")
+    except EngineError:
+        raise
+    except Exception as exc:
+        why = next((w for w in map(unreadable_column, files) if w), None) or first_line(exc)
+        raise EngineError(f"cannot read {text}: {why}") from None
+    arrow = _parquet_arrow(files[0])
+    bad = unsupported_field(arrow) if arrow is not None else None
+    if bad is not None:
+        raise EngineError(f"cannot read {text}: {bad}")
+    return TableSource(lf, text, tuple(files), "parquet", folder.schema, folder=folder, arrow=arrow)
+
+
+def open_stat(files: list[str], text: str, tmp_dir) -> TableSource:
+    """An SPSS, Stata or SAS file or an IPUMS codebook: read from a private Parquet copy
+    (``engine.io.labelled.convert``, in ``tmp_dir``), which ``close`` removes."""
+    if len(files) > 1:
+        raise EngineError(f"input {text}: one SPSS, Stata or SAS file or IPUMS codebook at a time")
+    tmp = convert(files[0], text, tmp_dir)
+    try:
+        src = open_parquet([tmp], text)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return replace(src, label=text, _temps=[tmp])
 
 
 def _parquet_arrow(path: str) -> pa.Schema | None:
@@ -643,7 +684,9 @@ def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | N
         if len(cols) != data.shape[1]:
             raise EngineError(f"qi names {len(cols)} columns but the array has {data.shape[1]}")
         try:
-            frame = pl.DataFrame({c: np.asarray(data[:, j]) for j, c in enumerate(cols)})
+            # NaN is NumPy's missing value (it has no other): missing, as a pandas NaN is
+            # (a null); in the inputs that have nulls (Polars, Arrow, Parquet, CSV) NaN is an error
+            frame = pl.DataFrame([pl.Series(c, np.asarray(data[:, j]), nan_to_null=True) for j, c in enumerate(cols)])
         except Exception as exc:
             raise EngineError(f"cannot convert the NumPy array ({data.dtype}): {first_line(exc)}") from None
         return TableSource(frame.lazy(), "input array")
@@ -656,23 +699,7 @@ def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | N
         kind = kinds.pop()
         if kind == "csv":
             return open_csv(files, text, csv, tmp_dir)
-        try:
-            folder = reconcile_parquet(files, text)
-            if folder.uniform:
-                lf = pl.scan_parquet(files if len(files) > 1 else files[0],
-                                     storage_options=remote.polars_options(files[0]))
-            else:  # each file cast to the reconciled schema, in its column order
-                lf = pl.concat([adapt_lazy(pl.scan_parquet(f, storage_options=remote.polars_options(f)),
-                                           folder.schema, folder.file_schema(f))
-                                for f in files], how="vertical")
-        except EngineError:
-            raise
-        except Exception as exc:
-            why = next((w for w in map(unreadable_column, files) if w), None) or first_line(exc)
-            raise EngineError(f"cannot read {text}: {why}") from None
-        arrow = _parquet_arrow(files[0])
-        bad = unsupported_field(arrow) if arrow is not None else None
-        if bad is not None:
-            raise EngineError(f"cannot read {text}: {bad}")
-        return TableSource(lf, text, tuple(files), kind, folder.schema, folder=folder, arrow=arrow)
+        if kind == "stat":
+            return open_stat(files, text, tmp_dir)
+        return open_parquet(files, text)
     raise EngineError(f"unsupported input type {type(data).__name__}")

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..encode import mixed as mixed_types
-from ..encode.kinds import csv_types
+from ..encode.kinds import csv_types, shown_kind
 from ..tuning import (POLISH_MAX_ROWS, POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_UNIT_ROWS, SCALE_DESCENT,
                       SCALE_ROTATIONS, SCALE_WINDOW, polish_near, scale_near)
 from ..errors import EngineError
@@ -185,7 +185,11 @@ class CentroidFlow:
                 else:
                     profile = profile_columns(source, cfg.qi, budget.chunk_rows, cfg.progress, rows=rows,
                                               sample_stride=0 if single else stride)
-            log.info("profiled %d rows x %d quasi-identifiers", rows, len(cfg.qi))
+            if self.mixed is not None:  # (``cfg.qi``: the encoded columns, a category's own among them)
+                log.info("profiled %d rows x %d quasi-identifiers (%d encoded columns)", rows,
+                         len(self.mixed.original.qi), len(cfg.qi))
+            else:
+                log.info("profiled %d rows x %d quasi-identifiers", rows, len(cfg.qi))
         else:
             log.info("sampled %d rows from the row groups", sampled[0].shape[0])
         if cfg.selects:
@@ -467,7 +471,10 @@ class CentroidFlow:
         if self.mixed is not None:
             self.metrics["mixed"] = self.mixed.summary(written.col_sse, written.col_sst,
                                                        self.missing() if self.missing else None)
+        kinds = ({q.name: shown_kind(q.kind, q.dtype) for q in self.mixed.qis} if self.mixed is not None
+                 else dict.fromkeys(cfg.qi, "numeric"))
         return dict(
+            qi_kinds=kinds,
             gamma=cfg.effective_gamma if cfg.method in ("vmdav", "ivmdav") else None,
             leaf_size=None if inp.single else cfg.effective_leaf_size(inp.rows),
             polish=self.polished or None,
