@@ -67,6 +67,7 @@ from .options import RunConfig
 from .errors import EngineError
 from .io.sink import CommitGroup, atomic_output, check_destination, check_tmp_dir, input_files, output_format
 from .io.remote import is_remote
+from .io.labelled import file_meta, with_declarations
 from .io.source import open_source
 from .kernels.groups import count_labels
 from .parallel import numba_threads
@@ -140,6 +141,7 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     "before" counts alone (``{"distributions": ...}``, no "after": their figure is
     begun during the aggregate pass). ``force_blocks`` (tests): spill even a table of one block."""
     t0 = time.perf_counter()
+    cfg = with_declarations(cfg, file_meta(data))  # a labelled file's categories and missing codes
     # the heap's free pages back to the OS first: in a long-lived process (a batch job calling
     # ``anonymize`` file after file) the last run's leftovers would count against the budget
     release_memory()

@@ -24,17 +24,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 
 from . import html_report
-from .audit import risk
+from .audit import risk, verdict
 from .encode.kinds import is_number
 from .coordinator import RunResult, run
+from .io.labelled import check_stat_output, stat_output, write_release
 from .io.sink import (STDOUT, CommitGroup, check_destination, check_side_output, check_tmp_dir, input_files,
                       written_source)
 from .io.source import open_source
 from .io.tempfiles import input_label, private_folder
 from .errors import EngineError
 from .options import OPTIONS, RunConfig
+from .passes.partition import strata_columns
 from .report import PeakRSS
 
 
@@ -47,6 +50,7 @@ def release(data, dest, cfg: RunConfig, *, output_option: str = "OUTPUT",
     overlap the caller's)."""
     inputs = input_files(data)
     _check_weight_column(data, cfg)
+    _check_max_risk(cfg)
     shown = None if dest is None else os.fspath(dest)  # OUTPUT as given (``-``), for the error lines
     if dest is not None:
         dest = os.fspath(dest)
@@ -72,15 +76,28 @@ def release(data, dest, cfg: RunConfig, *, output_option: str = "OUTPUT",
             if prerender is None:
                 prerender = html_report.Prerender()
             stack.enter_context(contextlib.closing(prerender))
+        stat = stat_output(dest)  # .sav / .dta: the run writes Parquet, converted with the input's labels
+        run_dest = dest
+        if stat is not None:
+            meta = check_stat_output(data, dest, stat, cfg.memory_limit)
+            run_dest = os.path.join(stack.enter_context(private_folder(cfg.tmp_dir)), "release.parquet")
         with PeakRSS() as peak:  # the run's and the risk's (the run measures its own)
-            result = run(data, cfg, dest, tmp_dir=cfg.tmp_dir, group=group,
+            result = run(data, cfg, run_dest, tmp_dir=cfg.tmp_dir, group=group,
                          distributions=prerender.ahead if html_tmp is not None else cfg.report is not None)
             rep = result.report
             rep.input = input_label(data) if isinstance(data, (str, os.PathLike)) else \
                 html_report.describe_input(data)
             if cfg.risk:
-                rep.risk = _disclosure_risk(data, dest, cfg, group)
+                t0 = time.perf_counter()
+                rep.risk = _disclosure_risk(data, run_dest, cfg, group)
+                rep.passes["risk"] = time.perf_counter() - t0  # (the summary's and the report's wall time)
+                rep.wall_seconds += rep.passes["risk"]
+            if stat is not None:
+                write_release(group.temp(run_dest), group.add(dest), dest, stat, meta, cfg.memory_limit)
         rep.peak_rss_bytes = max(rep.peak_rss_bytes, int(peak.peak))
+        failed = rep.risk is not None and rep.risk.get("verdict") and not rep.risk["verdict"]["passed"]
+        if failed and dest is not None:  # the report and the page say why; nothing at OUTPUT
+            group.withdraw(dest)
         if html_tmp is not None:
             page_report = rep.to_dict()
             prerender.request(page_report)  # drawn by the worker while the JSON report is written
@@ -89,20 +106,47 @@ def release(data, dest, cfg: RunConfig, *, output_option: str = "OUTPUT",
         if html_tmp is not None:
             html_report.write(page_report, html_tmp, cfg.html, prerender)
         group.commit()
+    if failed:
+        raise verdict.RiskAboveThreshold(rep.risk["verdict"])
     return result
 
 
 def _disclosure_risk(data, dest, cfg: RunConfig, group: CommitGroup) -> dict | None:
     """Disclosure risk of a finished run, read from the output's temporary file (before
-    the commit), on the QIs ``risk_qi`` names; None when there are none."""
+    the commit), on the QIs ``risk_qi`` names and the columns ``risk_key`` adds (in the
+    measures and in the classes' key); None when there are none."""
     qi = risk_qi(data, cfg)
     if not qi or dest is None:
         return None
+    key = [c for c in risk_key(cfg) if c not in qi]
     masked = written_source(group.temp(dest), dest)
-    return risk.disclosure_risk(data, masked, qi, chunk_rows=cfg.chunk_rows,
-                           ordinal=cfg.ordinal if cfg.spec.centroids else None, separator=cfg.separator,
-                           null_values=cfg.null_values, encoding=cfg.encoding, weight_column=cfg.weight_column,
-                           classes_on=list(cfg.qi)).to_dict()
+    return risk.disclosure_risk(data, masked, qi + key, chunk_rows=cfg.chunk_rows,
+                                ordinal=cfg.ordinal if cfg.spec.centroids else None, separator=cfg.separator,
+                                null_values=cfg.null_values, encoding=cfg.encoding, weight_column=cfg.weight_column,
+                                classes_on=list(dict.fromkeys(list(cfg.qi) + key)),
+                                household_column=getattr(cfg, "household_column", None),
+                                max_risk=getattr(cfg, "max_risk", None)).to_dict()
+
+
+def risk_key(cfg: RunConfig) -> list[str]:
+    """The columns an intruder holds beside the QIs: those published unchanged, or
+    recomputed from a QI, that are also in the original: the strata and the ``derived``
+    columns (as published). Person and household ids are not: an id is a label the
+    intruder does not hold, and one unique to a record would make every class a single
+    record; households enter through the household risk (docs/guide.md)."""
+    return list(dict.fromkeys(list(strata_columns(cfg)) + [c for c, _ in cfg.derived or ()]))
+
+
+def _check_max_risk(cfg: RunConfig) -> None:
+    """``max_risk``: with ``risk`` only, its measures and thresholds valid: before any work."""
+    given = getattr(cfg, "max_risk", None)
+    if given is None:
+        return
+    if not cfg.risk:
+        raise EngineError(f"{OPTIONS['max_risk'].label} takes effect only with risk (--risk): the thresholds are "
+                          f"held against the measured risk")
+    verdict.parse_max_risk(given, weights=cfg.weight_column is not None,
+                           households=getattr(cfg, "household_column", None) is not None)
 
 
 def _check_weight_column(data, cfg: RunConfig) -> None:
@@ -117,6 +161,7 @@ def _check_weight_column(data, cfg: RunConfig) -> None:
         return
     with open_source(data, csv=cfg.csv, tmp_dir=cfg.tmp_dir) as src:
         risk.check_weight_column(src, cfg.weight_column, list(cfg.qi))
+        risk.check_weight_values(src, cfg.weight_column, cfg.chunk_rows)  # (before the first pass: one line)
 
 
 def risk_qi(data, cfg: RunConfig) -> list[str]:

@@ -130,7 +130,9 @@ def is_stdout(dest) -> bool:
 
 def output_format(dest: str | os.PathLike) -> str:
     """"parquet" or "csv" by the name's suffix; "folder" for a name ending in "/" (a
-    folder of Parquet part files, written by ``--scheduler`` runs: ``engine.cluster``)."""
+    folder of Parquet part files, written by ``--scheduler`` runs: ``engine.cluster``);
+    "csv" for a stream or special file without a suffix (``/dev/stdout``, a FIFO), as
+    for ``-``."""
     if is_folder_output(dest):
         return "folder"
     if os.fspath(dest) == STDOUT:
@@ -140,7 +142,16 @@ def output_format(dest: str | os.PathLike) -> str:
         return "parquet"
     if suffix in (".csv",):
         return "csv"
-    raise EngineError(f"unsupported output format {suffix or '(none)'!r}: {dest} (use .csv or .parquet)")
+    if suffix in (".sav", ".zsav", ".dta"):  # written from a Parquet release (engine.io.labelled)
+        return "sav" if suffix != ".dta" else "dta"
+    if not remote.is_remote(dest):
+        target = output_target(dest)
+        if target.direct:  # /dev/stdout, /dev/fd/N, a FIFO, /dev/null: CSV, as for "-"
+            return "csv"
+        if target.path.is_dir():
+            raise EngineError(f"output {dest} is a folder: name a file (.csv or .parquet) in it")
+    raise EngineError(f"unsupported output format {suffix or '(none)'!r}: {dest} (use .csv, .parquet, .sav, .zsav "
+                      f"or .dta)")
 
 
 def is_folder_output(dest) -> bool:
@@ -498,6 +509,21 @@ class CommitGroup:
                 return i.name + ("" if i.folder == i.parent or i.target.direct else
                                  f" (temporary file in {i.folder})")
         return tmp
+
+    def withdraw(self, dest: str | os.PathLike) -> None:
+        """Leave ``dest`` out of the commit: its temporary file is removed and its
+        destination not touched (``engine.release``: a release whose risk is above its
+        ``--max-risk`` commits its report and page only)."""
+        for n, i in enumerate(self._items):
+            if _is_dest(i, dest):
+                _remove_temp(i.tmp)
+                if i.upload is not None:
+                    i.upload.discard()
+                del self._items[n]
+                self._main -= n < self._main
+                self._redirects.pop(os.fspath(dest), None)
+                return
+        raise KeyError(str(dest))
 
     def discard(self) -> None:
         """Remove every temporary file and key (the destinations are not touched)."""
