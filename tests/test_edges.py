@@ -84,3 +84,38 @@ def test_the_log_counts_the_quasi_identifiers_not_the_encoded_columns(caplog):
         engine.microaggregate(frame, qi=["age", "town", "job", "pay"], k=3)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("profiled ")]
     assert lines and all(" x 4 quasi-identifiers" in line for line in lines), lines
+
+
+# ---------------------------------------------------------------- item 5: OUTPUT as a device or a folder
+
+
+def _small_csv(tmp_path):
+    rng = np.random.default_rng(0)
+    src = tmp_path / "in.csv"
+    pl.DataFrame({"a": rng.normal(size=50), "b": rng.normal(size=50),
+                  "day": [f"2020-01-0{i % 9 + 1}" for i in range(50)]}).write_csv(src)
+    return src
+
+
+def test_dev_stdout_as_output_writes_csv_as_dash_does(tmp_path):
+    import subprocess
+    import sys
+
+    src = _small_csv(tmp_path)
+    runs = {}
+    for dest in ("-", "/dev/stdout"):
+        proc = subprocess.run([sys.executable, "-m", "engine", "anonymize", str(src), dest, "--qi", "a,b", "--k", "5",
+                               "--no-progress"], capture_output=True, cwd=tmp_path, timeout=120)
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert b"rows 50" in proc.stderr  # the summary on stderr, the CSV alone on stdout
+        runs[dest] = proc.stdout
+    assert runs["/dev/stdout"] == runs["-"] and runs["-"].startswith(b"a,b,day\n")
+
+
+def test_a_folder_as_output_is_named_a_folder(tmp_path, capsys):
+    src = _small_csv(tmp_path)
+    (tmp_path / "out").mkdir()
+    code, out, err = _run(["anonymize", src, tmp_path / "out", "--qi", "a,b", "--k", "5"], capsys)
+    assert code == 2 and err.startswith("microagg: error: output ") and err.endswith(
+        "out is a folder: name a file (.csv or .parquet) in it"), err
+    assert not any((tmp_path / "out").iterdir())
