@@ -25,7 +25,7 @@ from .html_sections import figure as _figure  # (module globals: every figure of
 from .html_sections import new_figure as _fig
 
 EXTRA = "pip install 'microagg-engine[html]'"
-SECTIONS = ("run", "guarantee", "utility", "dependency", "sensitive", "risk")
+SECTIONS = ("verdict", "run", "guarantee", "passthrough", "utility", "dependency", "sensitive", "risk")
 
 
 def require_matplotlib(option: str = "--html") -> None:
@@ -224,7 +224,7 @@ _FIELDS = {"rows": ("count", False), "groups": ("count", False), "min_group_size
            "information_loss_percent": ("num", True), "settings": ("dict", True), "passes": ("dict", True),
            "verified": ("dict", True), "group_size_counts": ("dict", True), "information_loss_by_qi": ("dict", True),
            "key_attributes": ("names", True), "distributions": ("dict", True), "metrics": ("dict", True),
-           "risk": ("dict", True), "strata": ("list", True)}
+           "risk": ("dict", True), "strata": ("list", True), "qi_kinds": ("dict", True)}
 
 
 def _bad(name, value, kind, null=False):
@@ -258,6 +258,8 @@ def check_fields(r: dict):
         found = found or _bad(f'"group_size_counts"."{size}"', n, "count")
     for name, v in (r.get("information_loss_by_qi") or {}).items():
         found = found or _bad(f'"information_loss_by_qi"."{name}"', v, "num")
+    for name, v in (r.get("qi_kinds") or {}).items():
+        found = found or _bad(f'"qi_kinds"."{name}"', v, "str")
     for c, d in (r.get("distributions") or {}).items():
         found = found or _check_distribution(f'"distributions"."{c}"', d)
     for i, st in enumerate(r.get("strata") or []):

@@ -1,6 +1,8 @@
 """The sections of the release page (``engine.html_report``) and their markup: the
-run, the guarantee, the utility, the dependency profile, the sensitive attribute and
-the disclosure risk, each built from the report's dict alone. ``figures`` (from
+risk verdict (first: pass or fail, each measure against its ``--max-risk`` threshold),
+the run, the guarantee, the columns passed through (and the leak guard's checks on
+them, when the report lists them), the utility, the dependency profile, the sensitive
+attribute and the disclosure risk, each built from the report's dict alone. ``figures`` (from
 ``engine.html_report``, which renders the page) gives the figures the page's worker
 may have drawn ahead: ``figures.group_sizes(counts, k)`` and
 ``figures.distributions(dist)``, as markup, and serializes the others:
@@ -126,8 +128,10 @@ def head(r: dict) -> str:
 
 def section_run(r: dict, figures) -> str:
     settings = {k: v for k, v in (r.get("settings") or {}).items() if v is not None and k not in ("qi", "k", "method")}
+    kinds = r.get("qi_kinds") or {}  # each QI's kind: numeric, nominal, ordinal, date, boolean
     rows = [("input", r.get("input") or "an in-memory table"), ("rows", r["rows"]),
-            ("quasi-identifiers", ", ".join(r["qi"])), ("method", r["method"]), ("k", r.get("k")),
+            ("quasi-identifiers", ", ".join(f"{c} ({kinds[c]})" if c in kinds else c for c in r["qi"])),
+            ("method", r["method"]), ("k", r.get("k")),
             ("settings as given", ", ".join(f"{k}={v}" for k, v in settings.items()) or "defaults"),
             ("blocks", r.get("blocks", 1)),
             ("wall time (s)", r["wall_seconds"]), ("peak memory", Raw(f"{r['peak_rss_bytes'] / 2 ** 20:,.0f} MiB")),
@@ -472,6 +476,13 @@ def section_risk(r: dict, figures) -> str:
         details += [("equivalence classes of the release", risk.get("classes")),
                     ("classes keyed on", ", ".join(risk.get("class_qi") or risk.get("qi") or [])),
                     ("sampling weights", risk.get("weight_column") or "none")]
+    hh = risk.get("household")
+    if hh:
+        details += [("households", f"{hh['households']:,} ({hh['column']}; re-identified if any member is)"),
+                    ("household risk, prosecutor", Raw(f"highest {_pct(hh['prosecutor']['highest_risk'])}, mean "
+                                                       f"{_pct(hh['prosecutor']['success_rate'])}, at risk "
+                                                       f"{_pct(hh['prosecutor']['households_at_risk'])}")),
+                    ("household DBRL", Raw(_pct(hh["dbrl"])))]
     details += [("distinct masked points (DBRL)", risk.get("masked_points")),
                 ("points with tied nearest originals", risk.get("tied_points")),
                 ("risk wall time (s)", risk.get("wall_seconds"))]
@@ -480,6 +491,50 @@ def section_risk(r: dict, figures) -> str:
         body.append(note("This report predates the re-identification risks of the release's classes: measure "
                           "again with --risk for them."))
     return section("risk", "Disclosure risk", body)
+
+
+def section_verdict(r: dict, figures) -> str:
+    """The risk verdict (``engine.audit.verdict``), first on the page."""
+    v = (r.get("risk") or {}).get("verdict")
+    if not v:
+        return section("verdict", "Risk verdict", [note(
+            "No verdict: give thresholds with --risk --max-risk (prosecutor=0.09,dbrl=0.09, say; docs/guide.md) to "
+            "have the run pass or fail on the measured risk.")])
+    head = ('<p><span class="ok">PASS</span>: every measure is at most its threshold.</p>' if v["passed"] else
+            '<p><span class="bad">FAIL</span>: a measure is above its threshold; the release was not written '
+            '(this report and page were).</p>')
+    rows = [(m["what"], Raw(f"{m['value']:.4g}"), Raw(f"{m['threshold']:.4g}"),
+             Raw('<span class="ok">pass</span>' if m["passed"] else '<span class="bad">FAIL</span>'))
+            for m in v["measures"]]
+    return section("verdict", "Risk verdict", [head, table(rows, header=("measure", "value", "threshold",
+                                                                         "verdict")),
+                                               note("A measure passes when its value is at most its threshold "
+                                                    "(--max-risk); the measures are in the risk section below.")])
+
+
+def section_passthrough(r: dict, figures) -> str:
+    """The columns published unchanged, and the leak guard's checks on them (``leak_checks``
+    of the report, when the guard lists them)."""
+    cols = r.get("pass_through")
+    if cols is None:
+        return section("passthrough", "Columns passed through", [note("Not recorded in this report.")])
+    body = [f"<p>{len(cols)} column{'s' if len(cols) != 1 else ''} published unchanged (text, type, nulls and "
+            f"order): {escape(', '.join(cols)) or 'none'}.</p>"]
+    checks = r.get("leak_checks")
+    if checks:
+        rows = []
+        for c in checks:
+            c = c if isinstance(c, dict) else {"check": c}
+            rest = {k: v for k, v in c.items() if k not in ("column", "check", "result")}
+            rows.append((c.get("column", ""), c.get("check", ""), c.get("result", ""),
+                         ", ".join(f"{k}={v}" for k, v in rest.items())))
+        body.append(table(rows, header=("column", "check", "result", "details")))
+        body.append(note("The leak guard's checks: whether a column passed through gives a QI's original value "
+                         "back (engine.passes.leak)."))
+    else:
+        body.append(note("The leak guard refused every column that corresponds one-to-one with a QI before the "
+                         "run (engine.passes.leak); this report lists no further checks."))
+    return section("passthrough", "Columns passed through", body)
 
 
 def _risk_figure(risk: dict, pro, mark, ind, thr):

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from .checks import is_int, split_names
+from .declared import parse_missing
 from .errors import EngineError
 from .methods import METHODS, REGISTRY
 from .tuning import (DEFAULT_LEAF_SIZE, DEFAULT_POLISH_ROUNDS, POLISH_MAX_ROWS, SCALE_LEAF_SIZE, SCALE_POLISH_ROUNDS,
@@ -173,7 +174,8 @@ class RunConfig:
     declaration. Build it with ``RunConfig.make``; ``None`` means not given."""
 
     qi: tuple = option((), help="comma-separated quasi-identifier columns: numbers, dates, and for the MDAV "
-                                "family also categories (nominal, ordinal); a backslash escapes a comma or a space", commands=ANONYMIZE, in_report=False,
+                                "family also categories (nominal, ordinal); a backslash escapes a comma or a space",
+                       commands=ANONYMIZE, in_report=False,
                                 required=True)
     k: int | None = option(kind="whole", low=2, must="at least 2",
                            help="minimum group size (default 3; maxent: none unless given)", in_report=False)
@@ -199,6 +201,9 @@ class RunConfig:
                                    help="quasi-identifiers whose numbers are codes of categories (a state, a "
                                         "race code): grouped as categories and published as one of the input's "
                                         "codes (the group's most frequent), never a mean (repeatable)")
+    numeric: tuple | None = option(repeat=True, metavar="COL[,COL...]",
+                                   help="quasi-identifiers averaged as numbers although their file's value labels "
+                                        "make them categories (SPSS, Stata, SAS, IPUMS inputs: docs/inputs.md)")
     missing: tuple | None = option(methods=MIXED, repeat=True, metavar="COL=CODE[,CODE...]",
                                    help="codes of a quasi-identifier that are declared missing values (996, 999: "
                                         "'Unknown'), for any input: never averaged with real values, published "
@@ -429,6 +434,7 @@ class RunConfig:
             raise EngineError("qi must be a list of column names") from None
         values["ordinal"] = parse_ordinal(given.get("ordinal"))
         values["nominal"] = parse_nominal(given.get("nominal"))
+        values["numeric"] = parse_nominal(given.get("numeric"), "numeric (--numeric)")
         values["missing"] = parse_missing(given.get("missing"))
         values["weights"] = parse_weights(given.get("weights"))
         values["derived"] = parse_derived(given.get("derived"))
@@ -502,6 +508,11 @@ class RunConfig:
         if self.nominal and len(set(self.nominal)) != len(self.nominal):
             dup = next(c for c in self.nominal if self.nominal.count(c) > 1)
             raise EngineError(f"nominal (--nominal) names column {dup!r} twice")
+        for c in self.numeric or ():
+            if c not in self.qi:
+                raise EngineError(f"numeric (--numeric): column {c!r} is not a quasi-identifier")
+            if c in (self.nominal or ()):
+                raise EngineError(f"column {c!r} is named by both nominal (--nominal) and numeric (--numeric)")
         for c, _codes in self.missing or ():
             if c not in self.qi:
                 raise EngineError(f"missing (--missing): column {c!r} is not a quasi-identifier (other columns "
@@ -666,79 +677,25 @@ def parse_ordinal(value) -> tuple | None:
     return tuple(items)
 
 
-def parse_nominal(value) -> tuple | None:
+def parse_nominal(value, label: str = "nominal (--nominal)") -> tuple | None:
     """``nominal`` as ``(column, ...)``: from a list of names, or texts ``"a,b"`` (one
-    per ``--nominal``, a list of them)."""
+    per ``--nominal``, a list of them); ``label`` names the option (``numeric`` too)."""
     if value is None:
         return None
     texts = [value] if isinstance(value, str) else value
     try:
         texts = list(texts)
     except TypeError:
-        raise EngineError(f"nominal (--nominal): expected column names, got {value!r}") from None
+        raise EngineError(f"{label}: expected column names, got {value!r}") from None
     names = []
     for t in texts:
         if not isinstance(t, str):
-            raise EngineError(f"nominal (--nominal): expected a column name, got {t!r}")
+            raise EngineError(f"{label}: expected a column name, got {t!r}")
         for part in t.split(","):
             if not part.strip():
-                raise EngineError(f"nominal (--nominal): empty column name in {t!r}")
+                raise EngineError(f"{label}: empty column name in {t!r}")
             names.append(part.strip())
     return tuple(names) or None
-
-
-def parse_missing(value) -> tuple | None:
-    """``missing`` as ``((column, (code, ...)), ...)``: from a dict ``{column: [codes]}``
-    (numbers or texts as given), or texts ``"column=996,997"`` (one per ``--missing``;
-    in one text, a part with ``=`` starts the next column: ``"age=996,sex=9"``). Codes
-    from the command line stay texts here: ``engine.encode.codes.resolve_missing``
-    reads them as numbers or texts by the column's type once the input is known."""
-    if value is None:
-        return None
-    if isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], tuple)
-                                        for v in value):
-        return value or None  # already normalized (RunConfig.missing)
-    pairs: list = []
-    if isinstance(value, dict):
-        for c, codes in value.items():
-            codes = [codes] if isinstance(codes, (str, numbers.Real)) else codes
-            try:
-                pairs.append((c, tuple(codes)))
-            except TypeError:
-                raise EngineError(f"missing (--missing): the codes of column {c!r} must be a list, "
-                                  f"got {codes!r}") from None
-    else:
-        texts = [value] if isinstance(value, str) else value
-        try:
-            texts = list(texts)
-        except TypeError:
-            raise EngineError(f"missing (--missing): expected COLUMN=CODE,..., got {value!r}") from None
-        for t in texts:
-            if not isinstance(t, str):
-                raise EngineError(f"missing (--missing): expected COLUMN=CODE,..., got {t!r}")
-            for part in t.split(","):
-                name, eq, code = part.partition("=")
-                if eq:
-                    pairs.append((name.strip(), []))
-                elif not pairs:
-                    raise EngineError(f"missing (--missing): expected COLUMN=CODE,..., got {t!r}")
-                else:
-                    code = name
-                if not code.strip():
-                    raise EngineError(f"missing (--missing): empty code in {t!r}")
-                pairs[-1][1].append(code.strip())
-        pairs = [(c, tuple(codes)) for c, codes in pairs]
-    for c, codes in pairs:
-        if not isinstance(c, str) or not c:
-            raise EngineError(f"missing (--missing): invalid column name {c!r}")
-        if not codes:
-            raise EngineError(f"missing (--missing): no code given for column {c!r}")
-        for v in codes:
-            if isinstance(v, bool) or not isinstance(v, (str, numbers.Real)) or (
-                    isinstance(v, float) and not math.isfinite(v)):
-                raise EngineError(f"missing (--missing): code {v!r} of column {c!r} must be a finite number "
-                                  f"or a text")
-    return tuple(pairs) or None
 
 
 def parse_derived(value) -> tuple | None:

@@ -123,6 +123,8 @@ class Report:
     method: str
     gamma: float | None
     qi: list[str]
+    # each QI's kind as the run treated it: numeric, nominal, ordinal, date, boolean (``encode.kinds.shown_kind``)
+    qi_kinds: dict | None = None
     passes: dict = field(default_factory=dict)
     group_size_counts: dict = field(default_factory=dict)
     blocks: int = 1
@@ -150,6 +152,10 @@ class Report:
     # (100 SSE / SST of the QIs within the stratum, on the run's z-scores; None: not measured per stratum)
     strata: list | None = None
     input: str | None = None  # what was read (set by the CLI / API: a path, or the kind of frame)
+    # the columns published unchanged (set by engine.release from the written output; None: not recorded)
+    pass_through: list | None = None
+    # the leak guard's checks on them (engine.passes.leak, when it lists them): [{"column", "check", "result", ...}]
+    leak_checks: list | None = None
     engine_version: str = field(default_factory=version)
 
     def to_dict(self) -> dict:
@@ -190,6 +196,12 @@ class Report:
         return (f"strata {len(st):,} ({names}): rows {min(rows):,}..{max(rows):,}, groups "
                 f"{min(groups):,}..{max(groups):,}{il}")
 
+    def _kinds_line(self) -> list:
+        """``qi: AGE numeric, SEX nominal, STATEFIP nominal`` (none when not known)."""
+        if not self.qi_kinds:
+            return []
+        return ["qi: " + ", ".join(f"{c} {k}" for c, k in self.qi_kinds.items())]
+
     def summary(self) -> str:
         by_size = [f"{s}: {c}" for s, c in sorted(self.group_size_counts.items(), key=lambda t: int(t[0]))]
         sizes = ", ".join(by_size if len(by_size) <= 12 else [*by_size[:8], "...", *by_size[-3:]])
@@ -204,6 +216,7 @@ class Report:
             f"rows {self.rows:,}  groups {self.groups:,}  group size {self.min_group_size}..{self.max_group_size}"
             f"  (k={self.k}, method {self.method}{'' if self.gamma is None else f', gamma {self.gamma}'})",
             il,
+            *self._kinds_line(),
             f"wall {self.wall_seconds:.2f} s  peak RSS {self.peak_rss_bytes / 2**20:.0f} MiB{self._limit_note()}"
             f"  [{timing}]",
             f"groups by size: {sizes}",
@@ -246,4 +259,14 @@ class Report:
                            "not measured (needs --weight-column)"))
             lines.append(f"disclosure risk: DBRL {100 * r['dbrl']:.4f} %, interval disclosure "
                          f"(p={r['p']:g}) {100 * r['interval_disclosure']:.4f} %{more}")
+            hh = r.get("household")
+            if hh:  # (engine.audit.risk: a household is re-identified if any member is)
+                lines.append(f"household risk ({hh['households']:,} households of {hh['column']!r}): prosecutor "
+                             f"highest {100 * hh['prosecutor']['highest_risk']:.3g} %, mean "
+                             f"{100 * hh['prosecutor']['success_rate']:.3g} %; DBRL {100 * hh['dbrl']:.3g} %")
+            v = r.get("verdict")
+            if v:  # (engine.audit.verdict)
+                lines.append(f"risk verdict: {'pass' if v['passed'] else 'FAIL'} (" + ", ".join(
+                    f"{m['what']} {m['value']:.4g} {'<=' if m['passed'] else '>'} {m['threshold']:.4g}"
+                    for m in v["measures"]) + ")")
         return "\n".join(lines)

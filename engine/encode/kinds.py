@@ -12,7 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..errors import EngineError
-from ..io.csvfile import not_a_value
+from ..io.csvfile import DATETIME, LOOKS_DATETIME, not_a_value, reads_as
 
 KINDS = ("numeric", "date", "ordinal", "nominal")
 
@@ -55,13 +55,26 @@ def kind_of(column: str, dt, ordinal: bool, nominal: bool = False) -> str:
                       f"strings, categories or booleans")
 
 
+def shown_kind(kind: str, dt) -> str:
+    """A QI's kind as the summary and the report name it: ``kind`` (``KINDS``), a
+    Boolean column's nominal kind named "boolean"."""
+    return "boolean" if kind == "nominal" and dt == pl.Boolean else kind
+
+
+def range_kinds(qi, schema) -> dict:
+    """The range methods' QI kinds (``shown_kind``): numbers become ranges, every other
+    column a set of categories (dates too: their values compared as categories)."""
+    return {c: "numeric" if is_number(schema[c]) else shown_kind("nominal", schema[c]) for c in qi}
+
+
 def csv_types(source, cfg) -> dict:
     """How a CSV input's QIs are read, from their first 1,000 values (missing values left
     out): Float64 when every one is a number (as every numeric QI always was); refused,
     naming the first value that is not, when more than half are numbers (a typo in a
     numeric column, ``4O`` for ``40``, is not a category); otherwise (or when named by
     ``--ordinal``) text: Boolean when every value is true/false, Date when every value
-    is an ISO date, else String. A value further down that does not fit the type read
+    is an ISO date, Datetime (microseconds) when every one is an ISO datetime without a
+    time zone (one with a time zone is refused), else String. A value further down that does not fit the type read
     is then an error naming its row (``TableSource._diagnose``). A column named by
     ``--nominal`` is read as text: its codes published as the input wrote them."""
     types = {c: pl.Float64 for c in cfg.qi}
@@ -93,6 +106,13 @@ def csv_types(source, cfg) -> dict:
                 types[c] = pl.Boolean
             elif v.str.to_date("%Y-%m-%d", strict=False).null_count() == 0:
                 types[c] = pl.Date
+            elif reads_as(v, DATETIME).all():
+                types[c] = DATETIME
+            elif v.str.contains(LOOKS_DATETIME).all():  # (with an offset or a Z: no one type reads them all)
+                first = v.filter(~reads_as(v, DATETIME))[0]
+                raise EngineError(f"column {c!r} of {source.label} holds a datetime that is not read as one: "
+                                  f"{first!r}; a CSV datetime quasi-identifier is read as YYYY-MM-DD HH:MM:SS "
+                                  f"(no time zone): write it so, or as Parquet, or list it in --nominal")
             else:
                 types[c] = pl.String
     return types

@@ -89,6 +89,10 @@ class CentroidFlow:
         self.strata_groups = None
         self.strata_loss = None
         self._seam_strata = None  # each unit's stratum, for the seam polish
+        # engine.entities (set by the coordinator): each row's group, given (no aggregate pass), and the
+        # self-check's extra class columns and person column (``passes.selfcheck.entity_counter``)
+        self.given = None
+        self.classes = None
 
     # ------------------------------------------------------------ boundary
 
@@ -424,6 +428,8 @@ class CentroidFlow:
         verified: dict = {}  # the write pass's own count of the published classes
         write = write_pass if self.backend is None else self.backend.write_pass
         extra = {} if publisher is None else {"publisher": publisher}
+        if self.classes is not None:
+            extra["classes"] = self.classes
         sse, sst, table, col_sse, col_sst = write(source, path, fmt, profile, groups,
                                                   cfg.group_column, chunk_rows, cfg.progress,
                                                   k=cfg.k, verified=verified, **extra)

@@ -93,7 +93,7 @@ import polars as pl
 
 from ..budget import check_unit, plan_budget
 from ..encode.dictionary import Categorical, learn
-from ..encode.kinds import is_number
+from ..encode.kinds import is_number, range_kinds
 from ..encode.source import EncodedSource, ValueCodes
 from ..errors import EngineError
 from ..io.schema import check_output_types
@@ -533,7 +533,7 @@ class RangeFlow:
         return Written(table, verified, c.col_sse, sst, list(self.num))
 
     def report_fields(self, inp, blocks, classes, written) -> dict:
-        return dict(gamma=None, metrics=self.metrics)
+        return dict(gamma=None, metrics=self.metrics, qi_kinds=range_kinds(self.qi, self.schema))
 
 
 def _published_columns(qi, schema, numeric_output) -> list[str]:
