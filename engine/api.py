@@ -9,7 +9,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from .coordinator import RunResult, run
+from .coordinator import RunResult
+from .entities import run  # (coordinator.run, or by person or household)
 from .errors import EngineError
 from .io.schema import ArrowTarget
 from .io.memory import input_kind
@@ -40,7 +41,7 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
                    select_count: int | None = None,
                    select_measure: str | None = None, width: float | None = None,
                    bins: int | None = None, sa: str | None = None, epsilon: float | None = None,
-                   numeric_output: str | None = None, ordinal=None, nominal=None, missing=None, weights=None,
+                   numeric_output: str | None = None, ordinal=None, nominal=None, numeric=None, missing=None, weights=None,
                    derived=None, strata=None, person_column: str | None = None,
                    household_column: str | None = None,
                    separator: str | None = None, null_values=None,
@@ -112,6 +113,9 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3,
         Numeric QIs whose values are codes of categories (``["SEX", "STATEFIP"]`` or
         ``"SEX,STATEFIP"``): grouped and published as categories, each published value
         one of the input's codes (the group's most frequent), in the column's own type.
+    numeric : list of str or str, optional
+        QIs averaged as numbers although the value labels of their file (SPSS, Stata,
+        SAS, IPUMS: docs/inputs.md) make them categories.
     missing : dict or list of str, optional
         Declared missing codes of QIs, ``{"AGE": [996, 999]}`` or ``["AGE=996,999"]``
         (numbers for a numeric column, texts for a text one): missing values for the
@@ -233,7 +237,7 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
               select: str | None = None,
               select_count: int | None = None, select_measure: str | None = None, width: float | None = None,
               bins: int | None = None, risk: bool = False, sa: str | None = None, epsilon: float | None = None,
-              numeric_output: str | None = None, ordinal=None, nominal=None, missing=None, weights=None,
+              numeric_output: str | None = None, ordinal=None, nominal=None, numeric=None, missing=None, weights=None,
               derived=None, strata=None, person_column: str | None = None, household_column: str | None = None,
               report: PathLike | None = None, html: PathLike | None = None, weight_column: str | None = None,
               max_risk=None,

@@ -127,7 +127,8 @@ class _Input:
 
 
 def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=None,
-        group: CommitGroup | None = None, distributions=False, force_blocks: bool = False) -> RunResult:
+        group: CommitGroup | None = None, distributions=False, force_blocks: bool = False,
+        given: np.ndarray | None = None, classes: tuple | None = None) -> RunResult:
     """Anonymize ``data`` with ``cfg``; write to ``dest`` (CSV/Parquet) or return the table.
 
     With ``group`` (``io.sink.CommitGroup``) the output is left in its temporary file
@@ -139,7 +140,11 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     ``group_size_counts``, ``distributions``: ``html_report.Prerender`` draws their
     figures meanwhile), and for centroid methods after the partition pass with the
     "before" counts alone (``{"distributions": ...}``, no "after": their figure is
-    begun during the aggregate pass). ``force_blocks`` (tests): spill even a table of one block."""
+    begun during the aggregate pass). ``force_blocks`` (tests): spill even a table of one block.
+    ``given`` (``engine.entities``, MDAV family): each row's group, formed on persons or
+    households; the aggregate pass is skipped, the groups' values stitched from the blocks.
+    ``classes``: ``(extra columns, person column or None)`` of the self-check
+    (``passes.selfcheck.entity_counter``)."""
     t0 = time.perf_counter()
     cfg = with_declarations(cfg, file_meta(data))  # a labelled file's categories and missing codes
     # the heap's free pages back to the OS first: in a long-lived process (a batch job calling
@@ -148,15 +153,19 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     start_rss = current_rss()
     note_run_start(start_rss)
     try:
-        return _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0, start_rss)
+        return _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0, start_rss, given,
+                    classes)
     finally:
         release_memory()  # (and what this run leaves resident: the next run's budget knows it)
         note_run_end(current_rss())
 
 
-def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0, start_rss) -> RunResult:
+def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0, start_rss, given=None,
+         classes=None) -> RunResult:
     passes: dict[str, float] = {}
     flow: MethodFlow = FLOWS[cfg.spec.publishes](cfg, distributions=bool(distributions))
+    if given is not None or classes is not None:  # (engine.entities: the MDAV family's flow)
+        flow.given, flow.classes = given, classes
     with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
         inp = _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rss, force_blocks)
         with timed(passes, "leak"):  # no pass-through column publishes a QI (passes.leak); --derived learnt
@@ -369,7 +378,8 @@ def _aggregate_and_stitch(inp: _Input, cfg, flow, blocks: Blocks | None, passes,
         labels = np.zeros(rows, np.int32)
         stitched = flow.one_class()
     else:
-        if inp.budget.row_ordered and not inp.single:
+        given = getattr(flow, "given", None)
+        if inp.budget.row_ordered and not inp.single and given is None:
             labels = records = RowRecords(inp.folder, rows, len(flow.cfg.qi), cfg.k, inp.budget.chunk_rows,
                                           inp.budget.spill_buffer, flow.dist, inp.budget.range_rows)
             cleanup.callback(records.close)
@@ -378,12 +388,16 @@ def _aggregate_and_stitch(inp: _Input, cfg, flow, blocks: Blocks | None, passes,
                 np.memmap(blocks.store.private_file("labels.i32", 4 * rows), dtype=np.int32, mode="r+",
                           shape=(rows,))
             labels[:] = -1  # a row no unit assigns stays -1 and fails the recount
-        with timed(passes, flow.aggregate_pass), Progress(flow.aggregate_pass, rows, cfg.progress) as bar:
-            threads = inp.threads if inp.backend is not None or blocks.single else \
-                workers(inp.budget, cfg.memory_limit, blocks.unit_rows, inp.threads)  # units at once
-            n_groups = flow.aggregate(blocks, labels, threads, bar)
-        release_memory()
-        n_groups = flow.after_aggregate(blocks, labels, n_groups, passes)
+        if given is not None:  # the groups formed on persons or households (engine.entities)
+            labels[:] = given
+            n_groups = int(given.max()) + 1
+        else:
+            with timed(passes, flow.aggregate_pass), Progress(flow.aggregate_pass, rows, cfg.progress) as bar:
+                threads = inp.threads if inp.backend is not None or blocks.single else \
+                    workers(inp.budget, cfg.memory_limit, blocks.unit_rows, inp.threads)  # units at once
+                n_groups = flow.aggregate(blocks, labels, threads, bar)
+            release_memory()
+            n_groups = flow.after_aggregate(blocks, labels, n_groups, passes)
         with timed(passes, "stitch"), Progress("stitch", rows, cfg.progress) as bar:
             stitched = flow.stitch(blocks, labels, n_groups, bar)
         # (a label map on disk is a file in the store's folder: kept to the end)

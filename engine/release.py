@@ -29,7 +29,8 @@ import time
 from . import html_report
 from .audit import risk, verdict
 from .encode.kinds import is_number
-from .coordinator import RunResult, run
+from .coordinator import RunResult
+from .entities import run  # (coordinator.run, or by person or household)
 from .io.labelled import check_stat_output, stat_output, write_release
 from .io.sink import (STDOUT, CommitGroup, check_destination, check_side_output, check_tmp_dir, input_files,
                       written_source)
@@ -87,6 +88,7 @@ def release(data, dest, cfg: RunConfig, *, output_option: str = "OUTPUT",
             rep = result.report
             rep.input = input_label(data) if isinstance(data, (str, os.PathLike)) else \
                 html_report.describe_input(data)
+            rep.pass_through = pass_through(result, dest, group, cfg)
             if cfg.risk:
                 t0 = time.perf_counter()
                 rep.risk = _disclosure_risk(data, run_dest, cfg, group)
@@ -126,6 +128,22 @@ def _disclosure_risk(data, dest, cfg: RunConfig, group: CommitGroup) -> dict | N
                                 classes_on=list(dict.fromkeys(list(cfg.qi) + key)),
                                 household_column=getattr(cfg, "household_column", None),
                                 max_risk=getattr(cfg, "max_risk", None)).to_dict()
+
+
+def pass_through(result: RunResult, dest, group: CommitGroup, cfg: RunConfig) -> list[str] | None:
+    """The columns the release publishes unchanged (the report's ``pass_through``): the
+    output's columns but the QIs (and their ``_min``/``_max`` ranges), the ``derived``
+    columns (recomputed) and the group column; None when the output is not known."""
+    if dest is not None:
+        with written_source(group.temp(dest), dest) as out:
+            columns = list(out.columns)
+    elif getattr(result, "table", None) is not None and hasattr(result.table, "columns"):
+        columns = list(result.table.columns)
+    else:
+        return None
+    published = set(cfg.qi) | {f"{c}_{end}" for c in cfg.qi for end in ("min", "max")}
+    published |= {c for c, _ in cfg.derived or ()} | {cfg.group_column}
+    return [c for c in columns if c not in published]
 
 
 def risk_key(cfg: RunConfig) -> list[str]:

@@ -262,3 +262,76 @@ class SpilledClassCounter:
 
     def close(self) -> None:
         self.file.close()
+
+
+class PersonCounter:
+    """The self-check of a run with ``--person-column`` (``engine.entities``): besides the
+    rows of each class (``counter``, a ``ClassCounter`` on the class's columns: the
+    published QIs and the columns published unchanged that an intruder holds as well,
+    the strata and a second stage's household-level QIs), each class's *distinct
+    persons* (the values of column ``person``). Each person must publish one class (all
+    its records the same values) and each class hold at least k persons.
+
+    It keeps the distinct (class hash, person hash) pairs, deduplicated a chunk at a time
+    and merged as they grow: 16 bytes a distinct person (a person, not a row, in memory).
+    A collision of two persons' hashes could only merge them (a class looks smaller: a
+    false failure); of two classes', hide a small class, with probability about
+    classes / 2^64, as the class counter's."""
+
+    def __init__(self, counter: ClassCounter, person: str):
+        self.counter = counter
+        self.person = person
+        self.parts: list[np.ndarray] = []
+        self.held = 0
+        self.merged = 0
+
+    @property
+    def rows(self) -> int:
+        return self.counter.rows
+
+    def add(self, frame: pl.DataFrame) -> None:
+        self.counter.add(frame)
+        if frame.height == 0:
+            return
+        pairs = np.empty((frame.height, 2), np.uint64)
+        pairs[:, 0] = row_hashes(frame, self.counter.qi)
+        pairs[:, 1] = row_hashes(frame, [self.person])
+        self.parts.append(np.unique(pairs, axis=0))
+        self.held += self.parts[-1].shape[0]
+        if self.held > 2 * max(self.merged, 1 << 16):
+            self._merge()
+
+    def _merge(self) -> np.ndarray:
+        pairs = np.unique(np.concatenate(self.parts), axis=0) if self.parts else np.zeros((0, 2), np.uint64)
+        self.parts, self.held, self.merged = [pairs], pairs.shape[0], pairs.shape[0]
+        return pairs
+
+    def check(self, k: int | None, rows: int) -> dict:
+        """The class counter's verdict (rows, classes of at least k rows), then every
+        person in one class and every class of at least k persons (VerificationError)."""
+        out = self.counter.check(k, rows)
+        pairs = self._merge()
+        persons, per_person = np.unique(pairs[:, 1], return_counts=True)
+        if (per_person > 1).any():
+            raise VerificationError(f"verification failed: {int((per_person > 1).sum()):,} person(s) of column "
+                                    f"{self.person!r} publish their records in more than one class")
+        _, per_class = np.unique(pairs[:, 0], return_counts=True)
+        smallest = int(per_class.min()) if per_class.size else 0
+        if k is not None and per_class.size and smallest < k:
+            raise VerificationError(f"verification failed: a published class holds {smallest} distinct person(s) "
+                                    f"of column {self.person!r}, fewer than k={k} "
+                                    f"({int((per_class < k).sum()):,} of {per_class.size:,} classes below k)")
+        out.update(persons=int(persons.size), min_class_persons=smallest)
+        return out
+
+    def close(self) -> None:
+        self.counter.close()
+
+
+def entity_counter(classes, columns, expected_classes: int):
+    """The self-check's counter for ``classes`` = ``(extra columns, person column or None)``
+    (``engine.entities``): the classes over ``columns`` and the extra columns, with a
+    person column their distinct persons counted too (``PersonCounter``)."""
+    extra, person = classes
+    counter = ClassCounter([*columns, *[c for c in extra if c not in columns]], expected_classes)
+    return counter if person is None else PersonCounter(counter, person)

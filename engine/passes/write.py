@@ -27,7 +27,7 @@ from ..io.schema import ArrowTarget
 from ..io.sink import PARQUET_OPTIONS
 from ..io.tempfiles import io_errno
 from .published import PublishedGroups
-from .selfcheck import ClassCounter, class_counter
+from .selfcheck import ClassCounter, class_counter, entity_counter
 from ..kernels.groups import column_sums, gather_columns
 from ..parallel import read_ahead
 from ..progress import Progress
@@ -250,7 +250,7 @@ def _columns(source: Source, profile: Profile, groups, publisher) -> _Columns:
 def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, groups: Groups | PublishedGroups,
                group_column: str | None, chunk_rows: int, progress: bool = False, *,
                k: int | None = None, verified: dict | None = None, publisher=None,
-               counter: ClassCounter | None = None, raw: dict | None = None):
+               counter: ClassCounter | None = None, raw: dict | None = None, classes: tuple | None = None):
     """Returns ``(sse, sst, frame, sse per QI, sst per QI)``; ``frame`` is the whole result
     when ``path`` is None.
 
@@ -275,12 +275,17 @@ def write_pass(source: Source, path: str | None, fmt: str, profile: Profile, gro
     Derived columns (``--derived``: ``groups`` is a ``passes.leak.DerivedGroups``): each
     is published recomputed from its QI's published value (``Derive.apply``), in its
     place, and counted by the self-check among the published columns (a value that
-    did not follow its QI would split a class)."""
+    did not follow its QI would split a class).
+
+    ``classes`` (``engine.entities``: ``(extra columns, person column or None)``): the
+    self-check's classes also over the extra columns, with their distinct persons
+    (``selfcheck.entity_counter``)."""
     cols = _columns(source, profile, groups, publisher)
     writer = Writer(path, fmt, getattr(source.base, "arrow", None), [*cols.qi, *cols.derived])
     own = counter is None
     if own:
-        counter = _counter(groups, [*cols.qi, *cols.derived], profile.rows)
+        counter = _counter(groups, [*cols.qi, *cols.derived], profile.rows) if classes is None else \
+            entity_counter(classes, [*cols.qi, *cols.derived], groups.count)
     try:
         frames = _published(source, cols, groups, profile, publisher, group_column, chunk_rows)
         result, checked = _write_checked(frames, writer, counter, source.label, profile.rows, path, fmt, k, progress)
