@@ -120,6 +120,9 @@ def _verify_args(v: argparse.ArgumentParser) -> None:
                         "release when not given)")
     v.add_argument("--ordinal", action="append", default=None, metavar="COL=CAT1,CAT2,...",
                    help="with --mixed: an ordinal QI's order (as for anonymize; implies --mixed)")
+    v.add_argument("--nominal", action="append", default=None, metavar="COL[,COL...]",
+                   help="numeric QIs published as categories (anonymize --nominal): checked as categories, "
+                        "not means (implies --mixed)")
     v.add_argument("--json", metavar="FILE", help="also write the result as JSON (-: to stdout, the summary "
                                                   "to stderr)")
     add_arguments(v, "verify")
@@ -269,7 +272,8 @@ def _cmd_verify(args) -> int:
     with _stdin(args, ("OUTPUT", "output"), ("--original", "original")):
         res = verify_release(args.output, args.qi, args.k, sa=args.sa, l=args.l, epsilon=args.epsilon,
                              original=args.original, chunk_rows=args.chunk_rows, mixed=args.mixed,
-                             ordinal=args.ordinal, memory_limit=args.memory_limit, **csv_given(args))
+                             ordinal=args.ordinal, memory_limit=args.memory_limit, nominal=args.nominal,
+                             **csv_given(args))
         if args.json:
             _write_json(args.json, res.to_json())
     print(res.summary(), file=_summary_stream(args.json))

@@ -31,11 +31,13 @@ class MixedKinds:
         return pl.Date if c in self.text_dates else orig_type
 
 
-def mixed_kinds(orig, qi, pub, ordinal, chunk_rows) -> MixedKinds:
+def mixed_kinds(orig, qi, pub, ordinal, chunk_rows, nominal=frozenset()) -> MixedKinds:
+    """The kinds of a mixed release's QIs; ``nominal``: numeric ones published as
+    categories (``anonymize --nominal``)."""
     single = [c for c in qi if pub[c] == (c,)]
     text_dates = iso_date_columns(orig, single) if orig.kind == "csv" else set()
-    dates = [c for c in single if orig.schema[c].is_temporal() or c in text_dates]
-    cats = [c for c in single if not is_numeric(orig.schema[c]) and c not in dates]
+    dates = [c for c in single if c not in nominal and (orig.schema[c].is_temporal() or c in text_dates)]
+    cats = [c for c in single if (not is_numeric(orig.schema[c]) or c in nominal) and c not in dates]
     loss = CategoryLoss(cats, _orders(orig, cats, ordinal or {}, chunk_rows)) if cats else None
     return MixedKinds(dates, cats, text_dates, loss)
 

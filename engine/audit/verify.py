@@ -109,7 +109,7 @@ from ..checks import check_whole
 from ..errors import EngineError
 from ..io.csvfile import csv_options
 from ..io.source import open_source
-from ..options import parse_ordinal
+from ..options import parse_nominal, parse_ordinal
 from ..report import json_text
 from .classes import (COUNT, ROWS, ClassCounter, ClassMeans, ClassModes, PresentMoments, aligned_frames, describe,
                       is_numeric, mean_name, parse_columns, published_columns)
@@ -270,7 +270,8 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
                    original: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame | None" = None,
                    chunk_rows: int = 100_000, separator: str | None = None,
                    null_values: "str | Sequence[str] | None" = None, encoding: str | None = None,
-                   mixed: bool = False, ordinal=None, memory_limit: "int | str | None" = None) -> VerifyResult:
+                   mixed: bool = False, ordinal=None, memory_limit: "int | str | None" = None,
+                   nominal=None) -> VerifyResult:
     """Verify the release ``output`` (CSV/Parquet file, folder or glob); see the module docstring.
 
     Returns a :class:`VerifyResult` whose ``ok`` says whether every guarantee holds
@@ -288,7 +289,9 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
     of values changed; ordinal, ``ordinal={"col": [categories in order]}``, or
     ``"@numcol"`` for the order of a numeric column of the original: 100 x mean
     |rank change| / (m - 1); dates on their epoch value as numbers); the overall
-    figure is the mean over the QIs.
+    figure is the mean over the QIs. ``nominal`` (names, or ``"a,b"``; implies
+    ``mixed``): numeric QIs published as categories (``anonymize --nominal``), checked
+    as categories (a value of the original, the class's mode), not as means.
 
     ``memory_limit`` (``"1GiB"``, bytes): refused up front (one line naming the least
     limit) when the checks would not fit (``engine.budget.check_verify``); CSV inputs are
@@ -296,7 +299,8 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
     """
     limit = parse_limit(memory_limit)
     ordinal = {c: (order, by) for c, order, by in parse_ordinal(ordinal) or ()}
-    mixed = mixed or bool(ordinal)
+    nominal = frozenset(parse_nominal(nominal) or ())
+    mixed = mixed or bool(ordinal) or bool(nominal)
 
     csv = csv_options(separator, null_values, encoding)
     if csv is not None and original is None:
@@ -304,7 +308,7 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
                           f"and none is given")
     orig = open_source(original, csv=csv).bounded(early_piece(limit)) if original is not None else None
     try:
-        return _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal, limit=limit)
+        return _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal, limit=limit, nominal=nominal)
     finally:
         if orig is not None:
             orig.close()
@@ -328,17 +332,19 @@ def _neg_zero(c: str) -> str:
     return f"__microagg_verify_negzero__{c}"
 
 
-def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed=False, ordinal=None, limit=None) -> VerifyResult:
+def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed=False, ordinal=None, limit=None,
+            nominal=frozenset()) -> VerifyResult:
     t0 = time.perf_counter()
     qi, k, l, epsilon, chunk_rows = _settings(qi, k, sa, l, epsilon, chunk_rows)
     with open_source(output) as opened:  # (closed: a CSV's local copy is removed)
         out = opened.bounded(early_piece(limit))  # (a CSV in pieces under a memory limit)
-        result = _verify_source(out, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal, limit)
+        result = _verify_source(out, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal, limit, nominal)
     result.wall_seconds = time.perf_counter() - t0
     return result
 
 
-def _verify_source(out, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal, limit) -> VerifyResult:
+def _verify_source(out, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal, limit,
+                   nominal=frozenset()) -> VerifyResult:
     pub = published_columns(out, qi)
     keys = [c for cols in pub.values() for c in cols]
     out.check_reconciled(keys + ([sa] if sa is not None and sa in out.columns else []))
@@ -382,7 +388,7 @@ def _verify_source(out, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal,
             counter.add(_sign_keys(frame, keys))
     if orig is not None:
         later += _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows,
-                                        mixed, ordinal or {})
+                                        mixed, ordinal or {}, nominal)
 
     _class_checks(result, counter, group_keys, keys, k, sa, l, epsilon)
 
@@ -453,7 +459,7 @@ class _Scan:
 
 
 def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows, mixed=False,
-                           ordinal=None) -> list:
+                           ordinal=None, nominal=frozenset()) -> list:
     """Read the release beside the original (counting its classes on the way): the row
     count, the columns passed through, the generalization of range and set QIs, the
     information loss. Returns the checks ``(name, ok, detail)`` to list after the class checks."""
@@ -475,7 +481,7 @@ def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, coun
     if orig_rows != rows:
         detail.append("values not compared (row counts differ)")
         return later + [("other columns", False, "; ".join(detail))]
-    kinds = mixed_kinds(orig, qi, pub, ordinal, chunk_rows) if mixed else MixedKinds()
+    kinds = mixed_kinds(orig, qi, pub, ordinal, chunk_rows, nominal) if mixed else MixedKinds()
     il_cols = information_loss_columns(result, out, orig, qi, pub, kinds)
     # QIs published as a range or as a set of categories: the original value must lie in it
     ranges = [c for c in qi if len(pub[c]) == 2]
