@@ -273,6 +273,7 @@ def _cmd_verify(args) -> int:
         res = verify_release(args.output, args.qi, args.k, sa=args.sa, l=args.l, epsilon=args.epsilon,
                              original=args.original, chunk_rows=args.chunk_rows, mixed=args.mixed,
                              ordinal=args.ordinal, memory_limit=args.memory_limit, nominal=args.nominal,
+                             person_column=args.person_column, household_column=args.household_column,
                              **csv_given(args))
         if args.json:
             _write_json(args.json, res.to_json())

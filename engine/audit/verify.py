@@ -113,6 +113,7 @@ from ..options import parse_nominal, parse_ordinal
 from ..report import json_text
 from .classes import (COUNT, ROWS, ClassCounter, ClassMeans, ClassModes, PresentMoments, aligned_frames, describe,
                       is_numeric, mean_name, parse_columns, published_columns)
+from .entities import entity_checks
 from .leaks import derived_columns, leak_check
 from .loss import MixedKinds, as_number, information_loss, information_loss_columns, mixed_kinds
 
@@ -271,7 +272,8 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
                    chunk_rows: int = 100_000, separator: str | None = None,
                    null_values: "str | Sequence[str] | None" = None, encoding: str | None = None,
                    mixed: bool = False, ordinal=None, memory_limit: "int | str | None" = None,
-                   nominal=None) -> VerifyResult:
+                   nominal=None, person_column: str | None = None,
+                   household_column: str | None = None) -> VerifyResult:
     """Verify the release ``output`` (CSV/Parquet file, folder or glob); see the module docstring.
 
     Returns a :class:`VerifyResult` whose ``ok`` says whether every guarantee holds
@@ -293,6 +295,9 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
     ``mixed``): numeric QIs published as categories (``anonymize --nominal``), checked
     as categories (a value of the original, the class's mode), not as means.
 
+    ``person_column``, ``household_column``: a release grouped by person or household
+    (``engine.audit.entities``: distinct persons per class, household mates' values).
+
     ``memory_limit`` (``"1GiB"``, bytes): refused up front (one line naming the least
     limit) when the checks would not fit (``engine.budget.check_verify``); CSV inputs are
     then read in pieces.
@@ -308,7 +313,10 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
                           f"and none is given")
     orig = open_source(original, csv=csv).bounded(early_piece(limit)) if original is not None else None
     try:
-        return _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal, limit=limit, nominal=nominal)
+        result = _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal, limit=limit,
+                         nominal=nominal)
+        entity_checks(result, output, original, result.qi, k, person_column, household_column, csv)
+        return result
     finally:
         if orig is not None:
             orig.close()
