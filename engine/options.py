@@ -175,8 +175,7 @@ class RunConfig:
 
     qi: tuple = option((), help="comma-separated quasi-identifier columns: numbers, dates, and for the MDAV "
                                 "family also categories (nominal, ordinal); a backslash escapes a comma or a space",
-                       commands=ANONYMIZE, in_report=False,
-                                required=True)
+                       commands=ANONYMIZE, in_report=False, required=True)
     k: int | None = option(kind="whole", low=2, must="at least 2",
                            help="minimum group size (default 3; maxent: none unless given)", in_report=False)
     method: str = option("mdav", kind="choice", choices=METHODS, in_report=False,

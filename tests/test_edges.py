@@ -119,3 +119,57 @@ def test_a_folder_as_output_is_named_a_folder(tmp_path, capsys):
     assert code == 2 and err.startswith("microagg: error: output ") and err.endswith(
         "out is a folder: name a file (.csv or .parquet) in it"), err
     assert not any((tmp_path / "out").iterdir())
+
+
+# ---------------------------------------------------------------- item 4: datetimes in CSV
+
+
+def _times(n, seed=0):
+    import datetime as dt
+
+    rng = np.random.default_rng(seed)
+    when = [dt.datetime(2020, 1, 1) + dt.timedelta(seconds=int(x)) for x in rng.integers(0, 30_000_000, n)]
+    return pl.DataFrame({"id": range(n), "when": when, "pay": rng.normal(size=n),
+                         "stamp": [w.strftime("%Y-%m-%d %H:%M") for w in when]})  # a pass-through that looks like one
+
+
+def test_a_csv_datetime_qi_is_read_as_a_datetime_like_parquets(tmp_path, capsys):
+    frame = _times(600)
+    pq, csv = tmp_path / "in.parquet", tmp_path / "in.csv"
+    frame.write_parquet(pq)
+    frame.with_columns(pl.col("when").dt.to_string("%Y-%m-%d %H:%M:%S")).write_csv(csv)
+    args = ["--qi", "when,pay", "--k", "5", "--no-progress", "--quiet"]
+    outs = {}
+    for name, src in (("csv", csv), ("parquet", pq)):
+        outs[name] = tmp_path / f"from-{name}.parquet"
+        code, _, err = _run(["anonymize", src, outs[name], *args, "--report", tmp_path / f"{name}.json"], capsys)
+        assert code == 0, err
+    a, b = pl.read_parquet(outs["csv"]), pl.read_parquet(outs["parquet"])
+    assert a["when"].dtype == pl.Datetime("us") and a["when"].equals(b["when"]) and a["pay"].equals(b["pay"])
+    assert int((a["when"] == frame["when"]).sum()) < 10  # not each group's one member's own timestamp
+    import json
+
+    loss = [json.loads((tmp_path / f"{n}.json").read_text())["information_loss_percent"] for n in ("csv", "parquet")]
+    assert loss[0] == loss[1] < 2
+    # a CSV output: the pass-through column that looks like a datetime keeps its text
+    out = tmp_path / "out.csv"
+    code, _, err = _run(["anonymize", csv, out, *args], capsys)
+    assert code == 0, err
+    text = pl.read_csv(out, infer_schema=False)
+    assert text["stamp"].equals(frame["stamp"]) and text["id"].to_list() == [str(i) for i in range(600)]
+
+
+def test_a_csv_datetime_with_a_time_zone_or_a_bad_value_is_refused(tmp_path, capsys):
+    frame = _times(1500).with_columns(pl.col("when").dt.to_string("%Y-%m-%dT%H:%M:%S"))
+    zoned, bad = tmp_path / "zoned.csv", tmp_path / "bad.csv"
+    frame.with_columns(pl.col("when") + "+02:00").write_csv(zoned)
+    frame.with_columns(pl.when(pl.col("id") == 1234).then(pl.lit("2021-13-45T99:00:00"))
+                       .otherwise(pl.col("when")).alias("when")).write_csv(bad)
+    out = tmp_path / "out.parquet"
+    code, _, err = _run(["anonymize", zoned, out, "--qi", "when,pay", "--k", "5", "--no-progress"], capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and "column 'when'" in err and "+02:00" in err, err
+    assert "YYYY-MM-DD HH:MM:SS" in err and "--nominal" in err, err
+    code, _, err = _run(["anonymize", bad, out, "--qi", "when,pay", "--k", "5", "--no-progress"], capsys)
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "'2021-13-45T99:00:00' at row 1235" in err and "an ISO datetime" in err, err
+    assert not out.exists()

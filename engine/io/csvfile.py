@@ -140,6 +140,12 @@ def csv_pieces(fh, size: int) -> Iterator[bytes]:
 
 KIND_TYPES = {None: pl.String, "int": pl.Int64, "float": pl.Float64, "bool": pl.Boolean, "str": pl.String}
 _INTEGER = r"^[+-]?[0-9]+$"
+# a CSV QI of ISO datetimes without an offset (``T`` or a space, seconds and their
+# fraction optional) is read as Datetime (microseconds), as a Parquet datetime is read;
+# ``LOOKS_DATETIME`` (with an offset or ``Z``: no one type to read them as) is refused
+DATETIME = pl.Datetime("us")
+ISO_DATETIME = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?$"
+LOOKS_DATETIME = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}"
 
 
 def kind_of(v: pl.Series) -> str:
@@ -170,7 +176,16 @@ def cast_text(c: str, dtype, nulls: list[str]) -> pl.Expr:
         return col.alias(c)
     if dtype == pl.Boolean:
         return pl.when(col.is_null()).then(None).otherwise(col.str.to_lowercase() == "true").alias(c)
-    return col.cast(dtype).alias(c)
+    return _from_text(col, dtype).alias(c)
+
+
+def _from_text(col: pl.Expr, dtype) -> pl.Expr:
+    """Text to ``dtype`` (Polars 2 casts no text to a date or datetime)."""
+    if dtype == pl.Date:
+        return col.str.to_date("%Y-%m-%d")
+    if dtype == DATETIME:
+        return col.str.to_datetime(time_unit="us")
+    return col.cast(dtype)
 
 
 def typed_from_text(c: str, dtype, nulls: list[str]) -> pl.Expr:
@@ -183,7 +198,7 @@ def typed_from_text(c: str, dtype, nulls: list[str]) -> pl.Expr:
         low = col.str.to_lowercase()
         return (pl.when(low == "true").then(True).when(low == "false").then(False)
                 .otherwise(col.cast(pl.Boolean))).alias(c)
-    return col.cast(dtype).alias(c)  # (no space stripped: as the reader without null values)
+    return _from_text(col, dtype).alias(c)  # (no space stripped: as the reader without null values)
 
 
 def reads_as(s: pl.Series, dtype) -> pl.Series:
@@ -191,6 +206,12 @@ def reads_as(s: pl.Series, dtype) -> pl.Series:
     reader reads it (a number with a space around it does not)."""
     if dtype == pl.Date:
         return s.str.to_date("%Y-%m-%d", strict=False).is_not_null()
+    if dtype == DATETIME:  # (the format is inferred from the texts given: only the ISO ones)
+        iso = s.str.contains(ISO_DATETIME).fill_null(False)
+        if iso.any():
+            iso = iso.scatter(iso.arg_true(), s.filter(iso).str.to_datetime(time_unit="us", strict=False)
+                              .is_not_null())
+        return iso
     if dtype == pl.Boolean:
         return s.str.to_lowercase().is_in(["true", "false"])
     return s.cast(pl.Float64, strict=False).is_not_null()
@@ -198,8 +219,8 @@ def reads_as(s: pl.Series, dtype) -> pl.Series:
 
 def not_a_value(column: str, value, row: int, label: str, dtype=pl.Float64, hint: str = "") -> EngineError:
     """The one-line error for a QI value of a CSV input that is not of its column's type."""
-    what = {pl.Date: ("a date", "a date (YYYY-MM-DD)"), pl.Boolean: ("Boolean", "true or false")}.get(
-        dtype, ("numeric", "a number"))
+    what = {pl.Date: ("a date", "a date (YYYY-MM-DD)"), pl.Boolean: ("Boolean", "true or false"),
+            DATETIME: ("a datetime", "an ISO datetime (YYYY-MM-DD HH:MM:SS)")}.get(dtype, ("numeric", "a number"))
     return EngineError(f"column {column!r} is not {what[0]}: {value!r} at row {row} (rows counted from 1) "
                        f"of {label} is not {what[1]}{hint}")
 

@@ -30,8 +30,8 @@ import pyarrow as pa
 from ..errors import EngineError, first_line
 from ..parallel import read_ahead
 from . import remote
-from .csvfile import (GZIP, KIND_TYPES, CsvOptions, cast_text, check_header, check_structure, csv_pieces, join_kinds,
-                      kind_of, not_a_value, readable_csv, reads_as, typed_from_text)
+from .csvfile import (DATETIME, GZIP, KIND_TYPES, CsvOptions, cast_text, check_header, check_structure, csv_pieces,
+                      join_kinds, kind_of, not_a_value, readable_csv, reads_as, typed_from_text)
 from .labelled import convert, stat_input
 from .memory import from_memory, input_kind
 from .schema import (FolderSchema, adapt, adapt_lazy, check_reconciled, reconcile_parquet, unreadable_column,
@@ -254,7 +254,8 @@ class TableSource:
             return self
         types = {c: dt for c, dt in (types or {}).items() if c in set(self.columns)}
         # the columns the reader parses (a value that does not parse: ``_diagnose``)
-        floats = tuple((c, dt) for c, dt in types.items() if parse and dt in (pl.Float64, pl.Date, pl.Boolean))
+        floats = tuple((c, dt) for c, dt in types.items()
+                       if parse and dt in (pl.Float64, pl.Date, pl.Boolean, DATETIME))
         nulls = list(self.csv.null_values) if self.csv is not None else []
         if text:
             # the null values are missing in the typed columns only: the text columns keep
