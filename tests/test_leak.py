@@ -18,6 +18,7 @@ from engine.errors import EngineError, VerificationError
 from engine.io.source import open_source
 from engine.options import RunConfig
 from engine.passes import leak
+from engine.passes import dependence
 from engine.passes.leak import Affine, PairTest, guard, value_keys
 
 from reference_leak import one_to_one, pair_reference
@@ -149,7 +150,11 @@ def test_null_counts_as_a_value():
     df = pl.DataFrame({"x": np.arange(40.0), "g": ["a", None, "b", "c"] * 10, "code": [1, None, 2, 3] * 10})
     with pytest.raises(EngineError, match="column 'code' corresponds one-to-one with quasi-identifier 'g'"):
         engine.microaggregate(df, qi=["x", "g"], k=3)
-    ok = df.with_columns(pl.Series("code", [1, 9, 2, 3] * 9 + [1, 8, 2, 3]))  # null -> 9 and 8
+    # null -> 9 and 8: not one-to-one, but the code still gives g back (many-to-one: refused too)
+    many = df.with_columns(pl.Series("code", [1, 9, 2, 3] * 9 + [1, 8, 2, 3]))
+    with pytest.raises(EngineError, match="column 'code' determines quasi-identifier 'g''s original value on 100.0 %"):
+        engine.microaggregate(many, qi=["x", "g"], k=3)
+    ok = df.with_columns(pl.Series("code", [1, 1, 2, 2] * 10))  # null shares its codes with a and b
     engine.microaggregate(ok, qi=["x", "g"], k=3)
 
 
@@ -215,8 +220,10 @@ def test_sensitive_attribute_is_checked_too():
 @pytest.mark.parametrize("name", ["census", "tarragona", "adult"])
 def test_no_false_alarm_on_real_data(name):
     """Every choice of one or two QIs of the benchmark tables: refused only for Adult's
-    education / education_num (the one pair that is one-to-one). Census' income columns
-    are each row-unique: any two correspond one-to-one by chance, and are not refused."""
+    education / education_num (the one pair that is one-to-one) and for the census' columns
+    that are functions of each other (FICA: 7.65 % of earnings; FEDTAX: the tax schedule
+    of TAXINC; PEARNVAL: a near-copy of WSALVAL). Census' other income columns are each
+    row-unique: any two correspond one-to-one by chance, and are not refused."""
     src = open_source(DATA / f"{name}.csv")
     refused = []
     for r in (1, 2):
@@ -224,12 +231,16 @@ def test_no_false_alarm_on_real_data(name):
             try:
                 guard(src, RunConfig.make(qi=list(qi), k=3), 0, 100_000)
             except EngineError as e:
-                refused.append((qi, str(e).split("'")[1]))
-    if name != "adult":
+                refused.append((qi, str(e).split("'")[1], str(e).split("'")[3]))
+    if name == "census":
+        pairs = {frozenset((c, q)) for _, c, q in refused}
+        assert pairs <= {frozenset(p) for p in [("FEDTAX", "TAXINC"), ("FICA", "PEARNVAL"), ("PEARNVAL", "WSALVAL"),
+                                                ("FICA", "WSALVAL")]}, pairs
+    elif name != "adult":
         assert refused == []
     else:
-        assert refused and all(("education" in qi) != ("education_num" in qi) for qi, _ in refused)
-        assert {c for _, c in refused} == {"education", "education_num"}
+        assert refused and all(("education" in qi) != ("education_num" in qi) for qi, _, _ in refused)
+        assert {c for _, c, _ in refused} == {"education", "education_num"}
         assert len(refused) == 2 * (len(src.columns) - 2) + 2
 
 
@@ -256,7 +267,8 @@ def test_chunking_does_not_change_the_verdict():
 
 
 def test_the_pass_stops_reading_when_every_pair_fails(monkeypatch):
-    """Nothing one-to-one: one chunk read, not the table."""
+    """Nothing one-to-one or dependent: the pairs decided on the first rows (a row-unique
+    id after ``DECIDE_ROWS``), not the whole table read."""
     seen = []
     real = leak._Reader.next
 
@@ -267,9 +279,14 @@ def test_the_pass_stops_reading_when_every_pair_fails(monkeypatch):
         return got
 
     monkeypatch.setattr(leak._Reader, "next", counting)
-    df = _table(5000).drop("region_code", "birth_year")
+    df = _table(5000).drop("region_code", "birth_year", "id")
     engine.microaggregate(df, qi=["age", "hours"], k=3, chunk_rows=1000)
     assert seen == [1000]
+    seen.clear()
+    big = pl.DataFrame({"id": np.arange(400_000), "x": np.random.default_rng(1).integers(0, 90, 400_000),
+                        "y": np.random.default_rng(2).integers(0, 60, 400_000)})
+    guard(open_source(big), RunConfig.make(qi=["x", "y"], k=3), big.height, 50_000)
+    assert sum(seen) <= dependence.DECIDE_ROWS + 50_000
 
 
 # --- derived columns -----------------------------------------------------------------

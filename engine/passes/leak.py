@@ -78,6 +78,8 @@ from ..encode.kinds import is_number, is_temporal, kind_of
 from ..errors import EngineError
 from ..kernels.leak import mix_keys, pair_rows, regrow
 from ..progress import Progress
+from .dependence import Dependence, describe
+from .partition import strata_columns
 from .stitch import Groups
 
 _SEED = 0x6C65616B  # Polars' hash seed ("leak")
@@ -85,6 +87,7 @@ TABLE_BYTES = 64 << 20  # the pairs' tables together, at most (less under a memo
 MIN_SLOTS, MAX_SLOTS = 1 << 12, 1 << 16  # a table's slots (16 bytes each): at most MAX_SLOTS
 FIRST_SLOTS = 1 << 8  # a table's first size (doubled as it fills)
 AFFINE_TOLERANCE = 1e-9  # |c - (a + b q)| <= this x (|c| + |a| + |b q|): an exact affine relation
+HOUSEHOLD_ROWS = 8  # a dependency of repeated cells of at most this many rows on average: --household-column offered
 
 
 def value_keys(s: pl.Series) -> np.ndarray:
@@ -159,8 +162,8 @@ class PairTest:
 
 class Affine:
     """Whether ``c = a + b * q`` holds on every row so far (``a``, ``b`` from the first
-    two rows of different q), fed float64 chunks (a null or NaN: not affine). ``bad``:
-    the first row (0-based) where it fails."""
+    two rows of different q), fed float64 chunks (a null or NaN on one side only: not
+    affine; on both sides: consistent, left out). ``bad``: the first row (0-based) where it fails."""
 
     def __init__(self):
         self.q1 = self.c1 = None
@@ -174,22 +177,37 @@ class Affine:
     def add(self, q: np.ndarray, c: np.ndarray, offset: int) -> None:
         if not self.ok or q.shape[0] == 0:
             return
+        both = ~np.isfinite(q) & ~np.isfinite(c)  # missing in both: consistent (left out)
+        if both.any():
+            at = np.flatnonzero(~both)
+            q, c = q[at], c[at]
+            if not q.shape[0]:
+                return
+            self._add(q, c, offset, at)
+        else:
+            self._add(q, c, offset, None)
+
+    def _fail_at(self, j: int, offset: int, at) -> None:
+        self._fail(offset + (int(at[j]) if at is not None else j))
+
+    def _add(self, q: np.ndarray, c: np.ndarray, offset: int, at) -> None:
+        """``q``, ``c`` without the rows missing in both (``at``: the rows kept, or None)."""
         bad = ~(np.isfinite(q) & np.isfinite(c))
         start = 0
         if self.q1 is None:
             if bad[0]:
-                return self._fail(offset)
+                return self._fail_at(0, offset, at)
             self.q1, self.c1 = float(q[0]), float(c[0])
         if self.b is None:
             other = np.flatnonzero(q != self.q1)
             upto = int(other[0]) if other.size else q.shape[0]
             off = bad[:upto] | (c[:upto] != self.c1)
             if off.any():
-                return self._fail(offset + int(np.argmax(off)))
+                return self._fail_at(int(np.argmax(off)), offset, at)
             if not other.size:
                 return
             if bad[upto]:
-                return self._fail(offset + upto)
+                return self._fail_at(upto, offset, at)
             self.b = (float(c[upto]) - self.c1) / (float(q[upto]) - self.q1)
             self.a = self.c1 - self.b * self.q1
             start = upto
@@ -199,7 +217,7 @@ class Affine:
             bound = AFFINE_TOLERANCE * (np.abs(cs) + abs(self.a) + np.abs(self.b * qs))
             off = bad[start:] | ~(np.abs(cs - pred) <= bound)
         if off.any():
-            self._fail(offset + start + int(np.argmax(off)))
+            self._fail_at(start + int(np.argmax(off)), offset, at)
 
 
 def as_numbers(s: pl.Series) -> np.ndarray:
@@ -233,8 +251,8 @@ class Derived:
     def published(self, q: pl.Series) -> pl.Series:
         if self.affine:
             x = as_numbers(q)
-            return pl.Series(self.column, self.a + self.b * x if self.b != 0.0 else np.full(x.shape[0], self.a),
-                             dtype=pl.Float64)
+            y = self.a + self.b * x if self.b != 0.0 else np.where(np.isnan(x), np.nan, self.a)
+            return pl.Series(self.column, y, dtype=pl.Float64).fill_nan(None)  # (a missing QI: missing)
         text = q.cast(pl.String)
         out = text.replace_strict(self.keys, self.values, return_dtype=self.dtype)  # (a missing key: an error)
         if self.null is not None and text.null_count():
@@ -356,31 +374,53 @@ class _Reader:
         return None
 
 
-def guard(source, cfg, rows: int, chunk_rows: int, progress: bool = False) -> Derive | None:
-    """Refuse a pass-through column that corresponds one-to-one with a QI (one line: both
-    columns and the ways out); learn the derived columns' relations (``--derived``).
-    Returns the derived columns' ``Derive`` for the write pass, or None."""
-    base = source.base
-    schema, label = base.schema, base.label
-    cols = base.columns
-    qi = [c for c in cfg.qi if c in schema]
-    derived = dict(cfg.derived or ())
-    for c, q in derived.items():
+def _learners(schema, label, cfg, ordinal) -> list:
+    """The derived columns' learners (``--derived``), their types checked."""
+    learners = []
+    for c, q in dict(cfg.derived or ()).items():
         if c not in schema:
             raise EngineError(f"derived (--derived): column {c!r} not found in {label}")
         dt = schema[c]
         if dt.is_nested() or dt in (pl.Binary, pl.Object):
             raise EngineError(f"derived (--derived): column {c!r} is {dt}: a derived column holds numbers, "
                               f"dates, texts, categories or Booleans")
-    ordinal = {c for c, _, _ in cfg.ordinal or ()}
-    learners = []
-    for c, q in derived.items():
+    for c, q in dict(cfg.derived or ()).items():
         mean = kind_of(q, schema[q], q in ordinal) in ("numeric", "date")
         if mean and not (is_number(schema[c]) or schema[c] == pl.String):
             raise EngineError(f"derived (--derived): column {c!r} is {schema[c]}, not numbers: quasi-identifier "
                               f"{q!r} is published as its group's mean, and {c!r} can follow it only as a + b * {q}; "
                               f"drop {c!r} or add it to --qi")
         learners.append(_Learner(c, q, mean, schema[c]))
+    return learners
+
+
+def _dependence(schema, cfg, qi, others) -> Dependence:
+    """The tests beyond one-to-one (``passes.dependence``) of the columns ``others``: not
+    the strata (published by design: the baseline); a ``--household-column`` not in the
+    dependency test (its household-level QIs are published identically for its members)."""
+    strata = [c for c in strata_columns(cfg) if c in schema]
+    household = getattr(cfg, "household_column", None)
+
+    def numeric(c):
+        return is_number(schema[c]) or is_temporal(schema[c])
+
+    return Dependence([c for c in others if c not in set(strata)], qi, strata, value_keys, as_numbers, numeric,
+                      no_fd=[household] if household else ())
+
+
+def guard(source, cfg, rows: int, chunk_rows: int, progress: bool = False) -> Derive | None:
+    """Refuse a pass-through column that publishes a QI: one-to-one with it, or
+    determining it, following its order or ordered in its blocks (``passes.dependence``);
+    one line: both columns, what was found and the ways out. Learn the derived columns'
+    relations (``--derived``). Returns the derived columns' ``Derive`` for the write
+    pass, or None."""
+    base = source.base
+    schema, label = base.schema, base.label
+    cols = base.columns
+    qi = [c for c in cfg.qi if c in schema]
+    derived = dict(cfg.derived or ())
+    ordinal = {c for c, _, _ in cfg.ordinal or ()}
+    learners = _learners(schema, label, cfg, ordinal)
     others = [c for c in cols if c not in set(qi) and c not in derived]
     slots = table_slots(len(others) * len(qi), cfg.memory_limit)
     pairs = []
@@ -391,17 +431,19 @@ def guard(source, cfg, rows: int, chunk_rows: int, progress: bool = False) -> De
                     and (is_number(schema[q]) or is_temporal(schema[q]))):  # (dates: on their epoch value)
                 p.affine = Affine()
             pairs.append(p)
+    deps = _dependence(schema, cfg, qi, others)
     first: dict = {}
     varied = {q: False for q in qi}
 
     def needed():
-        need = {c for p in pairs for c in (p.column, p.qi)}
+        need = {c for p in pairs for c in (p.column, p.qi)} | deps.needed()
         need |= {c for d in learners for c in (d.column, d.qi)}
         return [c for c in cols if c in need]
 
-    if not pairs and not learners:
+    if not pairs and not learners and deps.done:
         return None
     reader = _Reader(base, needed(), chunk_rows)
+    alive = {(p.column, p.qi): p for p in pairs}  # (every pair: --derived offered while one-to-one)
     with Progress("leak", rows, progress) as bar:
         while True:
             got = reader.next()
@@ -410,7 +452,8 @@ def guard(source, cfg, rows: int, chunk_rows: int, progress: bool = False) -> De
             offset, frame = got
             for d in learners:
                 d.add(frame, offset)
-            keys = {c: value_keys(frame.get_column(c)) for c in {x for p in pairs for x in (p.column, p.qi)}}
+            keys = {c: value_keys(frame.get_column(c)) for c in
+                    {x for p in pairs for x in (p.column, p.qi)} | deps.needed()}
             for q in {p.qi for p in pairs}:
                 k = keys[q]
                 if k.shape[0] and q not in first:
@@ -421,27 +464,45 @@ def guard(source, cfg, rows: int, chunk_rows: int, progress: bool = False) -> De
                 if not p.dead and p.affine is not None and p.affine.ok:  # (the exception, and the message)
                     p.affine.add(as_numbers(frame.get_column(p.qi)), as_numbers(frame.get_column(p.column)), offset)
             pairs = [p for p in pairs if not p.dead]  # not one-to-one: done
+            deps.add(frame, offset, keys)
             bar.update(reader.done)
-            if not pairs and not learners:
-                break
+            if not pairs and (not learners or deps.found is not None) and deps.done:
+                break  # (a pair still one-to-one reads on: its message is the more exact one)
             reader.narrow(needed())
     for p in pairs:
         if p.leaks(varied[p.qi]):
-            # --derived is a way out when the column can follow the QI's published value: a
-            # category's (any column), or a mean's by an exact affine relation
-            mean = cfg.spec.centroids and kind_of(p.qi, schema[p.qi], p.qi in ordinal) in ("numeric", "date")
-            can = cfg.spec.centroids and (not mean or (p.affine is not None and p.affine.ok))
-            raise EngineError(leak_message(p.column, p.qi, cfg, can))
+            raise EngineError(leak_message(p.column, p.qi, cfg, _derivable(p, schema, cfg, ordinal)))
+    if deps.found is None:
+        deps.judge(final=True)
+    if deps.found is not None:
+        kind, c, q, stats = deps.found
+        p = alive[(c, q)]
+        raise EngineError(leak_message(c, q, cfg, not p.dead and _derivable(p, schema, cfg, ordinal),
+                                       found=describe(kind, stats, deps.strata, q),
+                                       household=kind == "dependency" and stats[4] <= HOUSEHOLD_ROWS))
     return Derive([d.derived() for d in learners]) if learners else None
 
 
-def leak_message(column: str, qi: str, cfg, derivable: bool = True) -> str:
+def _derivable(p: PairTest, schema, cfg, ordinal) -> bool:
+    """Whether ``--derived`` is a way out for the pair: the column can follow the QI's
+    published value, a category's (any column), or a mean's by an exact affine relation."""
+    mean = cfg.spec.centroids and kind_of(p.qi, schema[p.qi], p.qi in ordinal) in ("numeric", "date")
+    return bool(cfg.spec.centroids and (not mean or (p.affine is not None and p.affine.ok)))
+
+
+def leak_message(column: str, qi: str, cfg, derivable: bool = True, found: str | None = None,
+                 household: bool = False) -> str:
     """The one-line refusal of a pass-through ``column`` that publishes ``qi`` (``derivable``:
-    ``--derived`` is offered as a way out)."""
+    ``--derived`` is offered as a way out; ``found``: what a test beyond one-to-one found;
+    ``household``: a column of small repeated cells without ``--household-column``, which
+    is offered)."""
+    what = found if found else f"corresponds one-to-one with quasi-identifier {qi!r}"
     if column == getattr(cfg, "sa", None):
-        return (f"sensitive attribute {column!r} corresponds one-to-one with quasi-identifier {qi!r} and would "
-                f"publish it unaggregated: drop {qi!r} from --qi or choose another sensitive attribute")
+        return (f"sensitive attribute {column!r} {what} and would publish it unaggregated: drop {qi!r} from --qi "
+                f"or choose another sensitive attribute")
     ways = f"add it to --qi, drop it, or declare it derived (--derived {column}={qi})" if derivable \
         else "add it to --qi or drop it"
-    return f"column {column!r} corresponds one-to-one with quasi-identifier {qi!r} and would publish it " \
-           f"unaggregated: {ways}"
+    if household and not getattr(cfg, "household_column", None) and cfg.spec.centroids:
+        ways += f" (a household id: --household-column {column} publishes the household-level QIs alike " \
+                f"for all its members)"
+    return f"column {column!r} {what} and would publish it unaggregated: {ways}"

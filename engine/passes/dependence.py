@@ -1,0 +1,343 @@
+"""Leaks beyond one-to-one copies: a pass-through column that determines a QI's original
+value (the leak guard's second half: ``engine.passes.leak``).
+
+A column C passed through beside a QI Q is refused when it gives back Q's original value
+better than what is published anyway. Three measures, each on its own bounded state:
+
+**Functional dependency** (``FDTest``, many-to-one as well as one-to-one): the rows are
+put in *cells* by (the strata columns, C) (a household id; a county code within its
+state). Among the rows of cells holding at least 2 rows, the share whose Q value is the
+cell's most frequent one (the *rate*) is compared with the same share for cells keyed by
+the strata alone, over the same rows (the *baseline*: what is known without C). Refused
+when the rate is at least ``FD_RATE`` and removes at least ``GAIN`` of what the baseline
+leaves undetermined (``rate >= base + GAIN * (1 - base)``: a QI of one frequent value
+needs a near-perfect dependency). A column whose rows are nearly all in cells of one row
+(a random id, a continuous value) gives no evidence (``MIN_EVIDENCE_SHARE``,
+``MIN_EVIDENCE_ROWS``): it is left to the order tests. Memory: the distinct (cell, Q
+value) pairs and their counts, at most ``FD_KEEP`` a pair; above, only the cells whose
+key is at most a limit, halved as needed (every row of a kept cell: the rate is exact on
+the kept cells).
+
+**Ranks** (``rank_test``, a numeric or date C and Q): on a row sample (``RowSample``: at
+most ``SAMPLE_ROWS`` rows, chosen by a hash of the row number, so the same whatever the
+chunking), the ranks of C and Q (ties averaged, over the rows where both are present):
+Spearman's |rho| at least ``RANK_RHO``, or the two ranks within ``RANK_BAND`` of the
+sample of each other on at least ``RANK_SHARE`` of its rows (either direction). A
+monotone transform (log, square root, a Float32 copy, age in months, birth year with a
+few missing values), a fine band code or a near-copy (a few values edited, rounded or
+missing) meets one of them; a survey weight or a loosely related column meets neither.
+A Q with fewer than ``MIN_RANK_VALUES`` distinct values in the sample is left to the
+dependency test (ranks of a few values say little).
+
+**Order** (``order_test``, any C of many values): the sample's rows, one per C value,
+sorted by C: the share of neighbours with the same Q value, against the share by chance
+(the sum of Q's squared frequencies). Ids issued in blocks of a QI (household serials in
+state blocks) have neighbours of one state; refused as the dependency (``ORDER_SHARE``,
+``GAIN``).
+
+**When decided.** The guard reads until each pair is decided: a pair is cleared as soon
+as its evidence is enough and clearly below the thresholds (``decided``), and refused as
+soon as it meets them; on the census-like tables every pair is decided within the first
+chunk. A table whose first rows are unrepresentative (sorted by the QI: the QI of one
+value so far) reads on. What this gives up: a column that is a dependency only on rows
+far from the first ones read (non-stationary data), and a household id whose members'
+rows lie far apart (census files keep them together), can be cleared early.
+
+The thresholds' rationale (docs/guarantees.md, "The leak guard"): 0.95 is the rate above
+which a column gives the original value back for almost every record while a typical
+k-anonymous release changes a QI's value for more than 5 % of rows; 0.99 Spearman and
+95 % of ranks within 1 % are met by every monotone transform and by copies with up to a
+few percent edited, and by no column of the project's tables that is not a copy or a
+transform of a QI (the false-alarm counts: benchmarks/bench_leak.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from ..kernels.leak import mix_keys
+
+FD_RATE = 0.95            # a column gives the QI's most frequent value of its cell on at least this share of rows
+GAIN = 0.5                # ... removing at least this share of what the baseline leaves undetermined
+MIN_EVIDENCE_ROWS = 30    # rows in cells of 2 rows or more, at least (fewer: no evidence)
+MIN_EVIDENCE_SHARE = 0.6  # ... and this share of the kept rows (fewer: a weight's or a continuous value's ties)
+NO_EVIDENCE_SHARE = 0.02  # repeated rows below this share after DECIDE_ROWS rows: a row-unique column, cleared
+DECIDE_EVIDENCE = 1_000   # evidence rows from which a rate clearly below FD_RATE clears the pair
+CLEAR_RATE = 0.9          # ... "clearly below"
+DECIDE_ROWS = 200_000     # rows read from which a column still without evidence is cleared
+FD_KEEP = 1 << 16         # distinct (cell, QI value) pairs a pair keeps; above, sampled by the cell's key
+SAMPLE_ROWS = 1 << 15     # the row sample of the rank and order tests
+RANK_RHO = 0.99           # |Spearman's rho| at least this: a monotone transform
+RANK_BAND = 0.01          # two ranks within this share of the sample ...
+RANK_SHARE = 0.95         # ... on at least this share of its rows: a near-copy
+MIN_RANK_ROWS = 200       # rows with both values present, at least
+DECIDE_RANK_ROWS = 1_000  # rows from which a pair below the thresholds is cleared
+MIN_RANK_VALUES = 10      # distinct QI values in the sample, at least (fewer: left to the dependency test)
+ORDER_SHARE = 0.9         # neighbours in the column's order sharing the QI value, at least
+MIN_ORDER_VALUES = 100    # distinct column values in the sample, at least
+_U64MAX = np.iinfo(np.uint64).max
+
+
+def row_keys(offset: int, n: int) -> np.ndarray:
+    """A uint64 key of each row number ``offset .. offset + n - 1`` (uniform bits)."""
+    out = np.empty(n, np.uint64)
+    mix_keys(np.arange(offset, offset + n, dtype=np.uint64), out)
+    return out
+
+
+def cell_keys(*keys: np.ndarray) -> np.ndarray:
+    """One key per row of the tuple of value keys ``keys`` (order matters)."""
+    h = keys[0]
+    for k in keys[1:]:
+        with np.errstate(over="ignore"):
+            h = h * np.uint64(0x9E3779B97F4A7C15) + k
+    out = np.empty(h.shape[0], np.uint64)
+    mix_keys(np.ascontiguousarray(h, dtype=np.uint64), out)
+    return out
+
+
+class FDTest:
+    """Whether column ``column`` (with the strata) determines QI ``qi``, fed each chunk's
+    cell keys (strata + column), strata keys and QI keys."""
+
+    def __init__(self, column: str, qi: str):
+        self.column, self.qi = column, qi
+        self.limit = _U64MAX
+        self.tab: pl.DataFrame | None = None
+        self.stats = (0, 0.0, 0.0, 0, 0.0)  # (evidence rows, rate, baseline, kept rows, mean cell rows)
+
+    def add(self, cell: np.ndarray, stratum: np.ndarray, q: np.ndarray) -> None:
+        keep = cell <= self.limit
+        part = pl.DataFrame({"c": cell[keep], "s": stratum[keep], "q": q[keep]}).group_by("c", "s", "q").agg(
+            pl.len().cast(pl.UInt64).alias("n"))
+        tab = part if self.tab is None else pl.concat([self.tab, part]).group_by("c", "s", "q").agg(pl.col("n").sum())
+        while tab.height > FD_KEEP:
+            self.limit >>= np.uint64(1)
+            tab = tab.filter(pl.col("c") <= self.limit)
+        self.tab = tab
+        self.stats = fd_stats(tab)
+
+    def verdict(self) -> str | None:
+        """"leak" (the thresholds met), "clear" (enough evidence, clearly not), or None (read on)."""
+        e, rate, base, kept, _ = self.stats
+        if fd_leaks(e, rate, base, kept):
+            return "leak"
+        if e >= DECIDE_EVIDENCE and rate < CLEAR_RATE:
+            return "clear"
+        return None
+
+
+def fd_stats(tab: pl.DataFrame) -> tuple:
+    """``(evidence rows, rate, baseline rate, kept rows, mean rows of a repeated cell)`` of a
+    table of (cell ``c``, stratum ``s``, QI value ``q``, rows ``n``)."""
+    if tab.height == 0:
+        return (0, 0.0, 0.0, 0, 0.0)
+    cells = tab.group_by("c").agg(pl.col("n").sum().alias("rows"), pl.col("n").max().alias("top"))
+    kept = int(cells.get_column("rows").sum())
+    multi = cells.filter(pl.col("rows") >= 2)
+    e = int(multi.get_column("rows").sum()) if multi.height else 0
+    if not e:
+        return (0, 0.0, 0.0, kept, 0.0)
+    rate = float(multi.get_column("top").sum()) / e
+    base = tab.join(multi.select("c"), on="c").group_by("s", "q").agg(pl.col("n").sum()).group_by("s").agg(
+        pl.col("n").max().alias("top"))
+    return (e, rate, float(base.get_column("top").sum()) / e, kept, e / multi.height)
+
+
+def fd_leaks(e: int, rate: float, base: float, kept: int) -> bool:
+    """The dependency test's thresholds (the module docstring)."""
+    return (e >= MIN_EVIDENCE_ROWS and e >= MIN_EVIDENCE_SHARE * kept and rate >= FD_RATE
+            and rate > base and rate >= base + GAIN * (1.0 - base))
+
+
+class RowSample:
+    """At most ``SAMPLE_ROWS`` rows of some columns, those whose row key (``row_keys``) is at
+    most a limit, halved as needed: the same rows whatever the chunking."""
+
+    def __init__(self, columns):
+        self.columns = list(columns)
+        self.limit = _U64MAX
+        self.frame: pl.DataFrame | None = None
+
+    def add(self, frame: pl.DataFrame, offset: int) -> None:
+        if not self.columns:
+            return
+        rk = row_keys(offset, frame.height)
+        keep = rk <= self.limit
+        part = frame.select(self.columns).filter(pl.Series(keep)).with_columns(pl.Series("__row", rk[keep]))
+        got = part if self.frame is None else pl.concat([self.frame, part], how="vertical_relaxed")
+        while got.height > SAMPLE_ROWS:
+            self.limit >>= np.uint64(1)
+            got = got.filter(pl.col("__row") <= self.limit)
+        self.frame = got
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Average ranks of ``x`` (ties share their mean rank), over ``len(x)``, in (0, 1]."""
+    return pl.Series(x).rank("average").to_numpy().astype(np.float64) / max(x.shape[0], 1)
+
+
+def rank_stats(c: np.ndarray, q: np.ndarray) -> tuple:
+    """``(rows, |rho|, share of rows with ranks within RANK_BAND, QI values)`` of two float
+    columns (NaN: missing, left out)."""
+    ok = np.isfinite(c) & np.isfinite(q)
+    c, q = c[ok], q[ok]
+    n = int(c.shape[0])
+    values = int(np.unique(q).shape[0]) if n else 0
+    if n < 2 or values < 2 or np.all(c == c[0]):
+        return (n, 0.0, 0.0, values)
+    rc, rq = _ranks(c), _ranks(q)
+    rho = float(np.corrcoef(rc, rq)[0, 1])
+    up = float(np.mean(np.abs(rc - rq) <= RANK_BAND))
+    down = float(np.mean(np.abs((1.0 + 1.0 / n - rc) - rq) <= RANK_BAND))
+    return (n, abs(rho) if np.isfinite(rho) else 0.0, max(up, down), values)
+
+
+def rank_verdict(stats: tuple, final: bool) -> str | None:
+    n, rho, band, values = stats
+    if n >= MIN_RANK_ROWS and values >= MIN_RANK_VALUES and (rho >= RANK_RHO or band >= RANK_SHARE):
+        return "leak"
+    if final or (n >= DECIDE_RANK_ROWS and values >= MIN_RANK_VALUES):
+        return "clear"
+    return None
+
+
+def order_stats(c: pl.Series, qk: np.ndarray) -> tuple:
+    """``(column values, neighbour share, chance share)``: one row per value of ``c`` (its
+    first), sorted by ``c`` (nulls left out); the share of neighbours whose QI keys ``qk``
+    are equal, and the sum of the QI values' squared frequencies over those rows."""
+    f = pl.DataFrame({"c": c, "q": qk}).drop_nulls("c")
+    if f.get_column("c").dtype.is_float():
+        f = f.filter(pl.col("c").is_not_nan())
+    f = f.unique("c", keep="first", maintain_order=True)
+    m = f.height
+    if m < 3:
+        return (m, 0.0, 1.0)
+    try:
+        f = f.sort("c")
+    except Exception:  # (a type without an order: none tested)
+        return (0, 0.0, 1.0)
+    q = f.get_column("q").to_numpy()
+    same = float(np.mean(q[1:] == q[:-1]))
+    p = f.get_column("q").value_counts().get_column("count").to_numpy() / m
+    return (m, same, float((p * p).sum()))
+
+
+def order_verdict(stats: tuple, final: bool) -> str | None:
+    m, same, chance = stats
+    if m >= MIN_ORDER_VALUES and same >= ORDER_SHARE and same >= chance + GAIN * (1.0 - chance) and chance < 1.0:
+        return "leak"
+    if final or (m >= 10 * MIN_ORDER_VALUES and chance < 0.5):
+        return "clear"
+    return None
+
+
+SLICE_ROWS = 1 << 16  # the dependency tables are fed this many rows at a time, the verdicts taken between
+
+
+class Dependence:
+    """The three tests of every (pass-through column, QI) pair (``guard``'s second half),
+    fed chunk by chunk; ``found``: the first leak, ``(kind, column, qi, stats)``.
+
+    ``keys_of``: a Series' value keys (``passes.leak.value_keys``); ``numbers``: a Series
+    as float64 (NaN: missing); ``numeric``: whether a column is tested on ranks;
+    ``no_fd``: columns left out of the dependency test (``--household-column``: the
+    household-level QIs are published identically for its members)."""
+
+    def __init__(self, columns, qi, strata, keys_of, numbers, numeric, no_fd=()):
+        self.strata = list(strata)
+        self.keys_of, self.numbers = keys_of, numbers
+        self.fd = [FDTest(c, q) for c in columns if c not in set(no_fd) for q in qi]
+        self.rank = [(c, q) for c in columns for q in qi if numeric(c) and numeric(q)]
+        self.order = [(c, q) for c in columns for q in qi]
+        self.sample = RowSample([x for x in dict.fromkeys([c for p in self.rank + self.order for c in p])])
+        self.rows = 0
+        self.found: tuple | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.found is not None or not (self.fd or self.rank or self.order)
+
+    def needed(self) -> set:
+        if self.done:
+            return set()
+        need = {c for t in self.fd for c in (t.column, t.qi)} | {c for p in self.rank + self.order for c in p}
+        return need | (set(self.strata) if self.fd else set())
+
+    def add(self, frame: pl.DataFrame, offset: int, keys: dict) -> None:
+        """One chunk (``keys``: the value keys of its columns), in slices of ``SLICE_ROWS``
+        rows with the verdicts taken after each."""
+        for s in range(0, frame.height, SLICE_ROWS):
+            if self.done:
+                return
+            part = frame.slice(s, SLICE_ROWS)
+            sl = {c: k[s: s + SLICE_ROWS] for c, k in keys.items()}
+            if self.fd:
+                stratum = cell_keys(*[sl[c] for c in self.strata]) if self.strata else np.zeros(part.height, np.uint64)
+                cells: dict = {}
+                for t in self.fd:
+                    if t.column not in cells:
+                        cells[t.column] = cell_keys(*[sl[c] for c in self.strata], sl[t.column])
+                    t.add(cells[t.column], stratum, sl[t.qi])
+            if self.rank or self.order:
+                self.sample.add(part, offset + s)
+            self.rows += part.height
+            self.judge(final=False)
+
+    def judge(self, final: bool) -> None:
+        """Take the verdicts: the first leak found; the pairs cleared dropped."""
+        fd = []
+        for t in self.fd:
+            v = t.verdict()
+            if v == "leak":
+                self.found = ("dependency", t.column, t.qi, t.stats)
+                return
+            e, _, _, kept, _ = t.stats
+            if v is None and not final and not (self.rows >= DECIDE_ROWS and e < NO_EVIDENCE_SHARE * kept):
+                fd.append(t)
+        self.fd = fd
+        frame = self.sample.frame
+        nums: dict = {}
+        rank = []
+        for c, q in self.rank:
+            for x in (c, q):
+                if x not in nums and frame is not None:
+                    nums[x] = self.numbers(frame.get_column(x))
+            st = rank_stats(nums[c], nums[q]) if frame is not None else (0, 0.0, 0.0, 0)
+            v = rank_verdict(st, final)
+            if v == "leak":
+                self.found = ("ranks", c, q, st)
+                return
+            if v is None:
+                rank.append((c, q))
+        self.rank = rank
+        order = []
+        for c, q in self.order:
+            st = order_stats(frame.get_column(c), self.keys_of(frame.get_column(q))) if frame is not None \
+                else (0, 0.0, 1.0)
+            v = order_verdict(st, final or (st[0] < MIN_ORDER_VALUES and self.rows >= DECIDE_RANK_ROWS))
+            if v == "leak":
+                self.found = ("order", c, q, st)
+                return
+            if v is None:
+                order.append((c, q))
+        self.order = order
+
+
+def describe(kind: str, stats: tuple, strata, qi: str) -> str:
+    """What a test found of ``qi``, for the refusal ("determines quasi-identifier 'age''s
+    original value on 99.8 % of ...")."""
+    if kind == "dependency":
+        e, rate, base, _, _ = stats
+        within = f" together with the strata ({', '.join(strata)})" if strata else ""
+        return (f"determines quasi-identifier {qi!r}'s original value{within} on {100 * rate:.1f} % of the {e:,} "
+                f"rows sharing a value with another (without it: {100 * base:.1f} %)")
+    if kind == "ranks":
+        n, rho, band, _ = stats
+        return (f"follows the order of quasi-identifier {qi!r} (a monotone transform or a near-copy: rank "
+                f"correlation {rho:.4f}, ranks within {100 * RANK_BAND:g} % on {100 * band:.1f} % of {n:,} "
+                f"sampled rows)")
+    m, same, chance = stats
+    return (f"is ordered in blocks of quasi-identifier {qi!r} ({100 * same:.1f} % of {m:,} sampled values' "
+            f"neighbours in the column's order share its value, {100 * chance:.1f} % by chance)")
