@@ -88,7 +88,7 @@ def release(data, dest, cfg: RunConfig, *, output_option: str = "OUTPUT",
             rep = result.report
             rep.input = input_label(data) if isinstance(data, (str, os.PathLike)) else \
                 html_report.describe_input(data)
-            rep.pass_through = pass_through(result, dest, group, cfg)
+            rep.pass_through = pass_through(result, run_dest, group, cfg)
             if cfg.risk:
                 t0 = time.perf_counter()
                 rep.risk = _disclosure_risk(data, run_dest, cfg, group)

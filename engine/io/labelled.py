@@ -114,10 +114,7 @@ def with_declarations(cfg, meta: FileMeta | None):
     docstring); unchanged without declarations."""
     if meta is None:
         return cfg
-    numeric = set(getattr(cfg, "numeric", None) or ())
-    for c in numeric:
-        if c not in cfg.qi:
-            raise EngineError(f"numeric (--numeric): column {c!r} is not a quasi-identifier")
+    numeric = set(cfg.numeric or ())
     given_nominal = tuple(cfg.nominal or ())
     ordinal = {o[0] for o in cfg.ordinal or ()}
     given_missing = dict(cfg.missing or ())

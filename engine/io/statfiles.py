@@ -138,10 +138,12 @@ def _reader(path: str):
     return getattr(pyreadstat_module(), STAT_SUFFIXES[Path(path).suffix.lower()][1])
 
 
-def _user_missing(path: str) -> bool:
+def _read_args(path: str) -> dict:
     """SPSS user-missing values are read as their codes; elsewhere extended missing
-    values are read as nulls (see the module docstring)."""
-    return stat_format(path) in ("sav", "por")
+    values are read as nulls (see the module docstring; ``read_xport`` has no such
+    argument)."""
+    fmt = stat_format(path)
+    return {} if fmt == "xpt" else {"user_missing": fmt in ("sav", "por")}
 
 
 def meta_from_pyreadstat(m, fmt: str) -> FileMeta:
@@ -169,7 +171,7 @@ def read_meta(path: str) -> FileMeta:
     """The declarations of a statistical file (no rows read); one line when it is not one."""
     reader = _reader(path)
     try:
-        _, m = reader(path, metadataonly=True, user_missing=_user_missing(path))
+        _, m = reader(path, metadataonly=True, **_read_args(path))
     except Exception as exc:
         raise EngineError(f"cannot read {path}: not a readable {stat_format(path)} file ({first_line(exc)})") from None
     return meta_from_pyreadstat(m, stat_format(path))
@@ -191,7 +193,7 @@ def to_parquet(path: str, label: str, folder) -> str:
     schema = None
     try:
         chunks = pyreadstat_module().read_file_in_chunks(
-            reader, path, chunksize=chunk_rows_for(meta), user_missing=_user_missing(path), output_format="polars")
+            reader, path, chunksize=chunk_rows_for(meta), output_format="polars", **_read_args(path))
         for frame, _ in chunks:
             table = _arrow(frame, schema)
             if writer is None:

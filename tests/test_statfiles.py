@@ -1,0 +1,181 @@
+"""SPSS, Stata and SAS files in and out (engine.io.statfiles, engine.io.labelled): the
+inputs written by pyreadstat in the tests; labels, declared missing values and
+measurement levels survive a run, labelled categories publish input codes only,
+declared missing codes are never averaged, and the release is k-anonymous."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pytest
+
+import engine
+from engine.cli import main
+from engine.errors import EngineError
+
+pyreadstat = pytest.importorskip("pyreadstat")
+
+N = 400
+SEX = {1: "Male", 2: "Female"}
+REGION = {1: "North", 2: "South", 3: "East", 4: "West", 9: "Unknown"}
+
+
+def _frame(seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    age = rng.integers(16, 90, N).astype(float)
+    age[rng.random(N) < 0.08] = 996.0  # declared missing: "Missing"
+    age[rng.random(N) < 0.04] = 997.0  # declared missing: "Refused"
+    return pd.DataFrame({
+        "ID": np.arange(N, dtype=float),
+        "AGE": age,
+        "SEX": rng.integers(1, 3, N).astype(float),
+        "REGION": rng.choice([1, 2, 3, 4, 9], N).astype(float),
+        "INCOME": np.round(rng.lognormal(10, 1, N), 2),
+        "NOTE": [f"n{i % 7}" for i in range(N)],
+    })
+
+
+def _write_sav(path, df=None):
+    df = _frame() if df is None else df
+    pyreadstat.write_sav(df, str(path), file_label="test survey",
+                         column_labels={"ID": "Person id", "AGE": "Age in years", "SEX": "Sex", "REGION": "Region",
+                                        "INCOME": "Yearly income", "NOTE": "A note"},
+                         variable_value_labels={"SEX": SEX, "REGION": REGION, "AGE": {996: "Missing", 997: "Refused"}},
+                         missing_ranges={"AGE": [996, 997], "REGION": [9]},
+                         variable_measure={"SEX": "nominal", "REGION": "nominal", "AGE": "scale", "INCOME": "scale"})
+    return df
+
+
+def _qi_codes_ok(out: pd.DataFrame, src: pd.DataFrame, col: str) -> None:
+    assert set(out[col].dropna().unique()) <= set(src[col].dropna().unique())
+
+
+def test_sav_to_sav_keeps_the_declarations(tmp_path):
+    src = tmp_path / "in.sav"
+    df = _write_sav(src)
+    out = tmp_path / "out.sav"
+    engine.anonymize(str(src), str(out), qi=["AGE", "SEX", "REGION"], k=5, progress=False)
+    got, meta = pyreadstat.read_sav(str(out), user_missing=True)
+    _, before = pyreadstat.read_sav(str(src), user_missing=True, metadataonly=True)
+    assert meta.column_names == before.column_names
+    assert meta.column_labels == before.column_labels
+    assert meta.variable_value_labels == before.variable_value_labels
+    assert sorted(map(str, meta.missing_ranges["AGE"])) == sorted(map(str, before.missing_ranges["AGE"]))
+    assert meta.missing_ranges["REGION"] == before.missing_ranges["REGION"]
+    assert meta.variable_measure["SEX"] == "nominal" and meta.variable_measure["AGE"] == "scale"
+    assert meta.file_label == "test survey"
+    # labelled categories publish the input's codes, never a mean
+    _qi_codes_ok(got, df, "SEX")
+    _qi_codes_ok(got, df, "REGION")
+    # declared missing codes never averaged: a published AGE is a mean of real ages or a code
+    ages = got["AGE"].to_numpy()
+    assert np.all((ages <= 89) | np.isin(ages, [996, 997]))
+    assert np.isin(ages, [996, 997]).any()
+    # pass-through columns identical
+    for c in ("ID", "INCOME", "NOTE"):
+        assert got[c].tolist() == df[c].tolist()
+    assert engine.verify_release(str(out), qi=["AGE", "SEX", "REGION"], k=5).ok
+
+
+def test_dta_to_dta(tmp_path):
+    df = _frame(1)
+    df["AGE"] = df["AGE"].where(df["AGE"] < 900, np.nan)
+    src, out = tmp_path / "in.dta", tmp_path / "out.dta"
+    pyreadstat.write_dta(df, str(src), column_labels={"AGE": "Age", "SEX": "Sex", "REGION": "Region"},
+                         variable_value_labels={"SEX": SEX, "REGION": REGION})
+    engine.anonymize(str(src), str(out), qi=["AGE", "SEX", "REGION"], k=4, progress=False)
+    got, meta = pyreadstat.read_dta(str(out))
+    _, before = pyreadstat.read_dta(str(src), metadataonly=True)
+    assert meta.column_names == before.column_names
+    assert meta.column_labels == before.column_labels
+    assert meta.variable_value_labels == before.variable_value_labels
+    _qi_codes_ok(got, df, "SEX")
+    _qi_codes_ok(got, df, "REGION")
+    for c in ("ID", "INCOME", "NOTE"):
+        assert got[c].tolist() == df[c].tolist()
+    assert engine.verify_release(str(out), qi=["AGE", "SEX", "REGION"], k=4).ok
+
+
+def test_xpt_to_parquet(tmp_path):
+    df = _frame(2)
+    src, out = tmp_path / "in.xpt", tmp_path / "out.parquet"
+    pyreadstat.write_xport(df, str(src), column_labels={"AGE": "Age"})
+    engine.anonymize(str(src), str(out), qi=["AGE", "INCOME"], k=5, progress=False)
+    got = pl.read_parquet(out)
+    assert got.columns == list(df.columns)
+    assert got["NOTE"].to_list() == df["NOTE"].tolist() and got["ID"].to_list() == df["ID"].tolist()
+    assert engine.verify_release(str(out), qi=["AGE", "INCOME"], k=5).ok
+
+
+def test_parquet_output_keeps_the_labels_in_its_metadata(tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+    src, out = tmp_path / "in.sav", tmp_path / "out.parquet"
+    _write_sav(src)
+    engine.anonymize(str(src), str(out), qi=["AGE", "SEX"], k=5, progress=False)
+    labels = json.loads(pq.read_schema(out).metadata[b"microagg.labels"])
+    assert labels["columns"]["SEX"]["value_labels"] == [[1, "Male"], [2, "Female"]]
+    assert labels["columns"]["AGE"]["missing"] == [996, 997]
+
+
+def test_pandas_frame_with_its_metadata_gives_the_same_release(tmp_path):
+    src = tmp_path / "in.sav"
+    _write_sav(src)
+    df, meta = pyreadstat.read_sav(str(src), user_missing=True)
+    df.attrs["meta"] = meta
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    engine.anonymize(str(src), str(a), qi=["AGE", "SEX", "REGION"], k=5, progress=False)
+    engine.anonymize(df, str(b), qi=["AGE", "SEX", "REGION"], k=5, progress=False)
+    x, y = pl.read_parquet(a), pl.read_parquet(b)
+    for c in ("AGE", "SEX", "REGION"):
+        assert x[c].to_list() == y[c].to_list()
+
+
+def test_numeric_averages_a_labelled_column(tmp_path):
+    src = tmp_path / "in.sav"
+    df = _write_sav(src)
+    out = tmp_path / "out.parquet"
+    engine.anonymize(str(src), str(out), qi=["SEX", "REGION"], k=7, numeric=["REGION"], missing={"REGION": [99]},
+                     progress=False)
+    got = pl.read_parquet(out)
+    assert not set(got["REGION"].unique().to_list()) <= set(df["REGION"].unique())  # means, not codes
+    assert set(got["SEX"].unique().to_list()) <= {1.0, 2.0}
+
+
+def test_labelled_category_refused_for_a_method_that_averages(tmp_path):
+    src = tmp_path / "in.sav"
+    _write_sav(src)
+    with pytest.raises(EngineError, match="'SEX' carries value labels.*--numeric SEX"):
+        engine.anonymize(str(src), str(tmp_path / "o.parquet"), qi=["SEX", "INCOME"], k=5, method="ama",
+                         progress=False)
+
+
+def test_bad_inputs_one_line_nothing_written(tmp_path, capsys):
+    bad = tmp_path / "bad.sav"
+    bad.write_bytes(b"this is not an SPSS file\n" * 10)
+    out = tmp_path / "out.parquet"
+    assert main(["anonymize", str(bad), str(out), "--qi", "a", "--k", "3", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.sav" in err[0] and not out.exists()
+    # string value labels do not fit a .dta output
+    src = tmp_path / "s.sav"
+    df = _frame()
+    pyreadstat.write_sav(df, str(src), variable_value_labels={"NOTE": {"n1": "first"}})
+    dta = tmp_path / "o.dta"
+    assert main(["anonymize", str(src), str(dta), "--qi", "AGE,INCOME", "--k", "3", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'NOTE'" in err[0] and ".dta" in err[0] and not dta.exists()
+    assert not list(tmp_path.glob(".*microagg*"))
+
+
+def test_memory_limit_refuses_a_release_held_in_memory(tmp_path, capsys):
+    src = tmp_path / "in.sav"
+    big = pd.DataFrame({f"c{j}": np.arange(600_000, dtype=float) for j in range(10)})
+    pyreadstat.write_sav(big, str(src))
+    out = tmp_path / "out.sav"
+    assert main(["anonymize", str(src), str(out), "--qi", "c0,c1", "--k", "3", "--memory-limit", "64MiB",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "written from memory" in err[0] and not out.exists()
