@@ -92,7 +92,7 @@ def resolve_missing(missing, qis: dict, label: str = "the input") -> dict:
 
 def mask_codes(s: pl.Series, codes: tuple) -> pl.Series:
     """``s`` with its declared missing ``codes`` read as missing values (nulls)."""
-    hit = s.is_in(pl.Series(list(codes), dtype=s.dtype)).fill_null(False)
+    hit = s.is_in(list(codes)).fill_null(False)
     return s.set(hit, None) if hit.any() else s
 
 
