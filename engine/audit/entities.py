@@ -86,7 +86,8 @@ def _mates(pub: pl.DataFrame, hh_qi: list, house: str) -> tuple[str, bool, str]:
 
 
 def _means(pub: pl.DataFrame, orig: pl.DataFrame, qi: list, hh_qi: list) -> tuple[str, bool, str] | None:
-    numeric = [c for c in qi if pub.schema[c].is_numeric() and orig.schema[c].is_numeric()]
+    pub, orig = _numbers(pub, qi), _numbers(orig, qi)  # (a CSV is read as text: its numbers parsed here)
+    numeric = [c for c in qi if orig.schema[c].is_numeric() and pub.schema[c].is_numeric()]
     if not numeric:
         return None
     both = pub.select(qi).with_columns(orig.select(pl.col(c).alias(f"{c}\0o") for c in numeric))
@@ -102,3 +103,14 @@ def _means(pub: pl.DataFrame, orig: pl.DataFrame, qi: list, hh_qi: list) -> tupl
     return "class means", True, (f"every published value of {', '.join(numeric)} is the mean of its class's original "
                                  f"values (household-level {', '.join(hh_qi) or 'none'}: over the rows sharing the "
                                  f"published household-level values)")
+
+
+def _numbers(frame: pl.DataFrame, qi: list) -> pl.DataFrame:
+    """Text columns that hold numbers only (a CSV read as text) as Float64."""
+    cast = []
+    for c in qi:
+        if frame.schema[c] == pl.String:
+            x = frame.get_column(c).cast(pl.Float64, strict=False)
+            if x.null_count() == frame.get_column(c).null_count():
+                cast.append(x)
+    return frame.with_columns(cast) if cast else frame
