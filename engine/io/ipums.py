@@ -30,10 +30,12 @@ Household records without persons (vacant units) have no row.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import itertools
 import os
+import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,7 +232,6 @@ def _open_text(path: str, charset: str):
 
 def _codec(charset: str) -> str:
     try:
-        import codecs  # (the codebook's charset name checked against Python's codecs)
         return codecs.lookup(charset).name
     except LookupError:
         return "latin-1"
@@ -276,7 +277,6 @@ def _discard(tmp, writer) -> None:
 
 
 def _system_tmp() -> str:
-    import tempfile  # (only when no folder is given)
     return tempfile.gettempdir()
 
 

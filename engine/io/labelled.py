@@ -34,6 +34,8 @@ import os
 import re
 from pathlib import Path
 
+import polars as pl
+
 from ..errors import EngineError
 from . import ipums, statfiles
 from .statfiles import ColumnMeta, FileMeta
@@ -174,7 +176,6 @@ def write_release(parquet_tmp: str, dest_tmp: str, dest, fmt: str, meta: FileMet
     """The finished release (Parquet, ``parquet_tmp``) written as ``fmt`` at ``dest_tmp``
     with the input's declarations ``meta``."""
     if memory_limit is not None:
-        import polars as pl  # (the release's schema and rows, read from its footer)
         lf = pl.scan_parquet(parquet_tmp)
         schema = lf.collect_schema()
         rows = int(lf.select(pl.len()).collect().item())

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -215,7 +216,6 @@ def to_parquet(path: str, label: str, folder) -> str:
 
 
 def _system_tmp() -> str:
-    import tempfile  # (only when no folder is given)
     return tempfile.gettempdir()
 
 
