@@ -224,7 +224,8 @@ _FIELDS = {"rows": ("count", False), "groups": ("count", False), "min_group_size
            "information_loss_percent": ("num", True), "settings": ("dict", True), "passes": ("dict", True),
            "verified": ("dict", True), "group_size_counts": ("dict", True), "information_loss_by_qi": ("dict", True),
            "key_attributes": ("names", True), "distributions": ("dict", True), "metrics": ("dict", True),
-           "risk": ("dict", True), "strata": ("list", True), "qi_kinds": ("dict", True)}
+           "risk": ("dict", True), "strata": ("list", True), "qi_kinds": ("dict", True),
+           "pass_through": ("names", True), "leak_checks": ("list", True)}
 
 
 def _bad(name, value, kind, null=False):
@@ -304,6 +305,23 @@ def _check_risk(risk):
         found = found or _bad(f'"risk"."{name}"', risk.get(name), "dict", True)
         for key, v in (risk.get(name) or {}).items() if not found else ():
             found = found or _bad(f'"risk"."{name}"."{key}"', v, "num")
+    hh = risk.get("household")  # (engine.audit.risk: the household risks)
+    found = found or _bad('"risk"."household"', hh, "dict", True)
+    if hh and not found:
+        found = _first(_bad('"risk"."household"."households"', hh.get("households"), "count"),
+                       _bad('"risk"."household"."dbrl"', hh.get("dbrl"), "num"),
+                       _bad('"risk"."household"."prosecutor"', hh.get("prosecutor"), "dict"))
+        for key, v in (hh.get("prosecutor") or {}).items() if not found else ():
+            found = found or _bad(f'"risk"."household"."prosecutor"."{key}"', v, "num")
+    v = risk.get("verdict")  # (engine.audit.verdict)
+    found = found or _bad('"risk"."verdict"', v, "dict", True)
+    if v and not found:
+        found = _bad('"risk"."verdict"."measures"', v.get("measures"), "list")
+        for i, m in enumerate(v.get("measures") or []) if not found else ():
+            where = f'"risk"."verdict"."measures"[{i}]'
+            found = found or _bad(where, m, "dict") or _first(
+                _bad(f'{where}."what"', m.get("what"), "str"), _bad(f'{where}."value"', m.get("value"), "num"),
+                _bad(f'{where}."threshold"', m.get("threshold"), "num"))
     return found
 
 

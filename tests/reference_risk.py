@@ -52,7 +52,9 @@ def measures(keys: list[tuple], weights: list[float] | None = None, threshold: f
     n = len(keys)
     cls = classes(keys)
     f = {k: len(rows) for k, rows in cls.items()}
-    F = {k: (sum(weights[i] for i in rows) if weights is not None else float(len(rows))) for k, rows in cls.items()}
+    # a class's population is at least its records (a record of weight 0 still stands for itself)
+    F = {k: (max(sum(weights[i] for i in rows), len(rows)) if weights is not None else float(len(rows)))
+         for k, rows in cls.items()}
     # per record: its class's sizes
     rec_f = [f[k] for k in keys]
     rec_F = [F[k] for k in keys]
@@ -69,5 +71,60 @@ def measures(keys: list[tuple], weights: list[float] | None = None, threshold: f
         r = [sdcmicro_risk(f[k], F[k]) for k in keys]
         out["individual_risk"] = {"global_risk": sum(r), "global_risk_share": sum(r) / n, "highest_risk": max(r),
                                   "records_at_risk": sum(1 for x in r if x > threshold) / n}
-        out["population"] = sum(weights)
+        out["population"] = sum(F.values())
+    return out
+
+
+def households(keys: list[tuple], homes: list, credit: list[float], weights: list[float] | None = None,
+               threshold: float = 0.2) -> dict:
+    """The household risks, household by household: a household is re-identified if any
+    member is, ``1 - prod(1 - r_i)`` over its members (sdcMicro's hierarchical risk), for
+    the prosecutor's ``r = 1 / f``, the DBRL credit of each record and (with weights)
+    sdcMicro's individual risk; at risk: a member's risk above ``threshold``."""
+    cls = classes(keys)
+    f = {k: len(rows) for k, rows in cls.items()}
+    F = {k: max(sum(weights[i] for i in rows), len(rows)) for k, rows in cls.items()} if weights else None
+    members: dict = {}
+    for i, h in enumerate(homes):
+        members.setdefault(h, []).append(i)
+
+    def hier(risks):
+        q = 1.0
+        for r in risks:
+            q *= 1.0 - r
+        return 1.0 - q
+
+    pro = [hier(1 / f[keys[i]] for i in rows) for rows in members.values()]
+    out = {"households": len(members),
+           "prosecutor": {"highest_risk": max(pro), "success_rate": sum(pro) / len(pro),
+                          "households_at_risk": sum(any(1 / f[keys[i]] > threshold for i in rows)
+                                                    for rows in members.values()) / len(members)},
+           "dbrl": sum(hier(credit[i] for i in rows) for rows in members.values()) / len(members),
+           "individual": None}
+    if F is not None:
+        ind = [hier(sdcmicro_risk(f[keys[i]], F[keys[i]]) for i in rows) for rows in members.values()]
+        out["individual"] = {"highest_risk": max(ind), "expected": sum(ind), "share": sum(ind) / len(ind),
+                             "households_at_risk": sum(any(sdcmicro_risk(f[keys[i]], F[keys[i]]) > threshold
+                                                           for i in rows) for rows in members.values())
+                             / len(members)}
+    return out
+
+
+def dbrl_credits(X, M) -> list[float]:
+    """Each record's DBRL credit by definition (``reference.dbrl``, record by record):
+    ``1 / t`` when its own original is among the ``t`` tied nearest to its masked row."""
+    import numpy as np  # (this module is plain Python otherwise)
+
+    X = np.asarray(X, dtype=np.float64)
+    M = np.asarray(M, dtype=np.float64)
+    mean, sd = X.mean(axis=0), X.std(axis=0)
+    nz = sd > 0
+    Zx, Zm = np.zeros_like(X), np.zeros_like(M)
+    Zx[:, nz] = (X[:, nz] - mean[nz]) / sd[nz]
+    Zm[:, nz] = (M[:, nz] - mean[nz]) / sd[nz]
+    out = []
+    for i in range(M.shape[0]):
+        d = ((Zx - Zm[i]) ** 2).sum(axis=1)
+        tied = np.flatnonzero(d == d.min())
+        out.append(1.0 / tied.shape[0] if i in tied else 0.0)
     return out

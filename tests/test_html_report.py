@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CENSUS = ROOT / "tests" / "data" / "census.csv"
 ADULT = ROOT / "tests" / "data" / "adult.csv"
 QI = "AFNLWGT,AGI,EMCONTRB,FEDTAX,PTOTVAL,STATETAX,TAXINC,POTHVAL,INTVAL,PEARNVAL,FICA,WSALVAL,ERNVAL"
-SECTIONS = ("run", "guarantee", "utility", "dependency", "sensitive", "risk")
+SECTIONS = ("verdict", "run", "guarantee", "passthrough", "utility", "dependency", "sensitive", "risk")
 
 matplotlib = pytest.importorskip("matplotlib", reason="the HTML report needs matplotlib (pip install -e '.[test]')")
 
@@ -633,3 +633,32 @@ def test_entropy_bins_end_at_the_sensitive_attributes_maximum():
     hist = m["entropy_hist"]
     assert hist["edges"] == [0.0, 0.25, 0.5, 0.75, 1.0]
     assert sum(hist["classes"]) > 0 and sum(hist["tuples"]) == 30162
+
+
+# ---------------------------------------------------------------- the verdict first, the columns passed through
+
+
+def test_the_verdict_comes_first_and_the_pass_through_columns_are_listed(tmp_path, capsys):
+    from engine import html_report
+
+    data, out, rep, page = tmp_path / "in.csv", tmp_path / "out.parquet", tmp_path / "r.json", tmp_path / "p.html"
+    pl.read_csv(CENSUS).with_columns(note=pl.lit("x"), serial=pl.int_range(pl.len()).shuffle(seed=1)).write_csv(data)
+    assert main(["anonymize", str(data), str(out), "--qi", QI, "--k", "5", "--risk", "--max-risk",
+                 "prosecutor=0.2,dbrl=0.3", "--report", str(rep), "--html", str(page), "--quiet"]) == 0, \
+        capsys.readouterr().err
+    text = page.read_text()
+    sections = _parse(text).sections
+    assert sections[0] == "verdict"
+    verdict = text[text.index('<section id="verdict">'):text.index('<section id="run">')]
+    assert "PASS" in verdict and "prosecutor max" in verdict and "dbrl" in verdict and "0.3" in verdict
+    report = json.loads(rep.read_text())
+    assert report["pass_through"] == ["note", "serial"]
+    listed = text[text.index('<section id="passthrough">'):text.index('<section id="utility">')]
+    assert "2 columns published unchanged" in listed and "note, serial" in listed
+    # the leak guard's checks, when the report lists them
+    report["leak_checks"] = [{"column": "serial", "check": "determines a QI", "result": "passed", "share": 0.01}]
+    listed = html_report.render(report)
+    assert "determines a QI" in listed and "share=0.01" in listed
+    # without --max-risk: the section says how to get a verdict
+    report["risk"]["verdict"] = None
+    assert "No verdict: give thresholds with --risk --max-risk" in html_report.render(report)

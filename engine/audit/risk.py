@@ -148,13 +148,14 @@ from ..errors import EngineError
 from ..io.csvfile import csv_options
 from ..io.source import TableSource, open_source
 from ..kernels.index.kdtree import build_kdtree
-from ..kernels.risk import (class_summary, class_totals, find_rows, individual_risk, nearest_all,
-                            nearest_all_patterns, score_rows)
+from ..kernels.risk import (class_summary, class_totals, find_rows, household_products, individual_risk,
+                            nearest_all, nearest_all_patterns, score_rows)
 from ..parallel import interruptible
 from ..report import json_text
 from .classes import ClassCounter, PresentMoments, aligned_frames, is_numeric, parse_columns, published_columns
 from .points import (Layout, coded_key, key_columns, key_frame, key_matrix, null_columns, present, published,
                      standardize)
+from .verdict import evaluate, parse_max_risk, verdict_lines
 
 LEAF_SIZE = 32
 RISK_THRESHOLD = 0.2  # a record is at risk above this re-identification probability (ARX's default)
@@ -190,6 +191,10 @@ class RiskResult:
     # highest_risk, records_at_risk); None without weights, ``individual_risk_note`` saying why
     individual_risk: dict | None = None
     individual_risk_note: str | None = None
+    # with household_column: a household is re-identified if any member is (household_risks)
+    household: dict | None = None
+    # with max_risk: each measure against its threshold (engine.audit.verdict.evaluate)
+    verdict: dict | None = None
     wall_seconds: float = 0.0
 
     def to_dict(self) -> dict:
@@ -219,7 +224,8 @@ class RiskResult:
         return "\n".join(lines)
 
     def class_lines(self) -> list[str]:
-        """The summary's lines on the release's classes (ARX, sdcMicro)."""
+        """The summary's lines on the release's classes (ARX, sdcMicro), its households
+        and its verdict."""
         return class_lines(self.to_dict())
 
     def brief(self) -> str:
@@ -264,6 +270,21 @@ def class_lines(risk: dict) -> list[str]:
                      f"{percent(ind['records_at_risk'])}")
     else:
         lines.append(f"  individual risk (sdcMicro): not measured: {risk.get('individual_risk_note') or NO_WEIGHTS}")
+    return lines + household_lines(risk.get("household")) + verdict_lines(risk.get("verdict"))
+
+
+def household_lines(hh: dict | None) -> list[str]:
+    """The summary's lines on the households (none without a household column)."""
+    if not hh:
+        return []
+    pro, ind = hh["prosecutor"], hh.get("individual")
+    lines = [f"  households ({hh['households']:,}, column {hh['column']!r}; re-identified if any member is): "
+             f"prosecutor highest {percent(pro['highest_risk'])}, mean {percent(pro['success_rate'])}, "
+             f"households at risk {percent(pro['households_at_risk'])}; DBRL {percent(hh['dbrl'])}"]
+    if ind:
+        lines.append(f"    individual: highest {percent(ind['highest_risk'])}, expected re-identified households "
+                     f"{ind['expected']:,.4g} ({percent(ind['share'])}), households at risk "
+                     f"{percent(ind['households_at_risk'])}")
     return lines
 
 
@@ -273,7 +294,8 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
                     separator: str | None = None, null_values: str | Sequence[str] | None = None,
                     encoding: str | None = None, ordinal=None, memory_limit: int | str | None = None,
                     weight_column: str | None = None, classes_on: str | Sequence[str] | None = None,
-                    threshold: float = RISK_THRESHOLD) -> RiskResult:
+                    threshold: float = RISK_THRESHOLD, household_column: str | None = None,
+                    max_risk=None) -> RiskResult:
     """DBRL and interval disclosure of ``masked`` against ``original`` on ``qi``, and
     the re-identification risks of the release's equivalence classes (ARX's prosecutor,
     journalist and marketer risks; sdcMicro's individual risk with sampling weights).
@@ -292,6 +314,10 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
     classes; without it the individual risk is null (it needs weights). ``classes_on``:
     the QIs whose published columns key the classes (default ``qi``). ``threshold``:
     a record's risk above it counts the record as at risk (default 0.2, ARX's).
+    ``household_column``: the original's column of household ids: the household risks
+    (``RiskResult.household``). ``max_risk``: thresholds (``{"prosecutor": 0.05}``, or
+    ``"prosecutor=0.05,dbrl"``; ``engine.audit.verdict``) held against the measures:
+    ``RiskResult.verdict`` (nothing is raised for a failed verdict here).
     See the module docstring for the definitions, ties, and memory.
     Raises ``EngineError`` on bad input.
     """
@@ -299,15 +325,16 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
     osrc = open_source(original, csv=csv_options(separator, null_values, encoding))
     try:
         return _disclosure_risk(osrc, masked, qi, p, chunk_rows, ordinal, limit, weight_column, classes_on,
-                                threshold)
+                                threshold, household_column, max_risk)
     finally:
         osrc.close()
 
 
 def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=None, weight_column=None,
-                     classes_on=None, threshold=RISK_THRESHOLD) -> RiskResult:
+                     classes_on=None, threshold=RISK_THRESHOLD, household_column=None, max_risk=None) -> RiskResult:
     t0 = time.perf_counter()
     qi, kqi, chunk_rows, p = _settings(qi, classes_on, chunk_rows, p, threshold)
+    limits = parse_max_risk(max_risk, weights=weight_column is not None, households=household_column is not None)
     # (under a limit a CSV is read in pieces: Polars' streaming reader grows with the file)
     osrc: TableSource = open_source(original).bounded(early_piece(limit))
     with open_source(masked) as opened:
@@ -319,7 +346,8 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=No
         kpub = published_columns(msrc, kqi)
         kcols = list(dict.fromkeys(m for c in kqi for m in kpub[c]))  # the columns that key the classes
         wcol = check_weight_column(osrc, weight_column, list(dict.fromkeys(qi + kqi)))
-        osrc.check_reconciled(qi + ([wcol] if wcol else []))
+        hcol = check_household_column(osrc, household_column, list(dict.fromkeys(qi + kqi)), wcol)
+        osrc.check_reconciled(qi + [c for c in (wcol, hcol) if c])
         msrc.check_reconciled(list(dict.fromkeys([m for c in qi for m in pub[c]] + kcols)))
         n = osrc.count_rows()
         if n == 0:
@@ -336,18 +364,24 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=No
         released = null_columns(msrc, mcols, chunk_rows)
         layout.lay_out({c for c in qi if any(m in released for m in pub[c])})
         if limit is not None:
-            _check_limit(limit, osrc, msrc, n, qi, mcols, kcols, layout.width, chunk_rows)
+            _check_limit(limit, osrc, msrc, n, qi, mcols, kcols, layout.width, chunk_rows, hcol is not None)
         orig = _original_points(osrc, layout, qi, n, chunk_rows)
         rel = _release_points(msrc, layout, pub, qi, rcols, kcols, chunk_rows, orig)
+        members = _Households(hcol, osrc.label) if hcol else None
         credit, inside, inside_sdc, f, W = _score(osrc, msrc, layout, pub, qi, wcol, rcols, kcols, chunk_rows,
-                                                  orig, rel, p)
-    return RiskResult(original=osrc.label, masked=msrc.label, rows=n, qi=qi, p=p, dbrl=credit / n,
-                      dbrl_linked=float(credit), masked_points=int(rel.U.shape[0]),
-                      tied_points=int((rel.ties > 1).sum()), interval_disclosure=inside / n,
-                      interval_disclosure_sdcmicro=inside_sdc / n, range_qis=[c for c in qi if len(pub[c]) == 2],
-                      missing_qis=sorted(layout.nulls, key=qi.index),
-                      **class_risks(f, W if wcol else None, float(threshold), wcol), class_qi=kqi,
-                      wall_seconds=time.perf_counter() - t0)
+                                                  orig, rel, p, members)
+    res = RiskResult(original=osrc.label, masked=msrc.label, rows=n, qi=qi, p=p, dbrl=credit / n,
+                     dbrl_linked=float(credit), masked_points=int(rel.U.shape[0]),
+                     tied_points=int((rel.ties > 1).sum()), interval_disclosure=inside / n,
+                     interval_disclosure_sdcmicro=inside_sdc / n, range_qis=[c for c in qi if len(pub[c]) == 2],
+                     missing_qis=sorted(layout.nulls, key=qi.index),
+                     **class_risks(f, W if wcol else None, float(threshold), wcol), class_qi=kqi)
+    if members is not None:
+        res.household = members.risks(f, W if wcol else None, float(threshold))
+    if limits is not None:
+        res.verdict = evaluate(limits, res.to_dict())
+    res.wall_seconds = time.perf_counter() - t0
+    return res
 
 
 def _settings(qi, classes_on, chunk_rows, p, threshold):
@@ -383,13 +417,14 @@ def _check_kinds(layout: Layout, osrc: TableSource, msrc: TableSource, qi, pub, 
                                   f"disclosure risk needs numeric quasi-identifiers")
 
 
-def _check_limit(limit, osrc, msrc, n, qi, mcols, kcols, d, chunk_rows) -> None:
+def _check_limit(limit, osrc, msrc, n, qi, mcols, kcols, d, chunk_rows, households=False) -> None:
     """``memory_limit``: refused up front when the measure would not fit. The masked points
     of a release of classes of 2 rows or more: n / 2 at most; the classes' table: their
-    keys as Polars and as floats, sorted, and their sums."""
+    keys as Polars and as floats, sorted, and their sums; with households, each row's
+    class, credit and household code and id (``_Households``: about 64 bytes a row)."""
     masked_buffer = parquet_buffer(msrc.paths, mcols) if msrc.kind == "parquet" else None
     keys = 2 * len(kcols) + 2
-    state = risk_state(n, d, n // 2 + 1, masked_buffer) + 48 * keys * (n // 2 + 1)
+    state = risk_state(n, d, n // 2 + 1, masked_buffer) + 48 * keys * (n // 2 + 1) + (64 * n if households else 0)
     check_command(limit, "risk", n, len(qi), state, chunk_cells=3 * chunk_rows * (d + keys),  # (QIs as given)
                   buffered=parquet_buffer(osrc.paths, qi) if osrc.kind == "parquet" else 0,
                   csv=(osrc.kind == "csv") + (msrc.kind == "csv"))
@@ -501,9 +536,10 @@ def _release_points(msrc: TableSource, layout: Layout, pub, qi, rcols, kcols, ch
 
 
 def _score(osrc, msrc, layout: Layout, pub, qi, wcol, rcols, kcols, chunk_rows, orig: _Original, rel: _Release,
-           p: float):
+           p: float, members: "_Households | None" = None):
     """Pass 2, the original and the release side by side: ``(DBRL credit, records inside,
-    records inside by sdcMicro's variant, class rows f, class weights W)``."""
+    records inside by sdcMicro's variant, class rows f, class weights W)``; each row's
+    household, class and credit go to ``members``."""
     hot, flag = layout.one_hot, layout.indicator
     scale, mmom = orig.scale, rel.moments
     half = p * orig.sd1
@@ -519,7 +555,8 @@ def _score(osrc, msrc, layout: Layout, pub, qi, wcol, rcols, kcols, chunk_rows, 
     no_weights = np.zeros(0)
     vals, inds = orig.vals, orig.inds
     credit, inside, inside_sdc = 0.0, 0, 0
-    for offset, fo, fm in aligned_frames(osrc, msrc, qi + ([wcol] if wcol else []), rcols, chunk_rows):
+    ocols = qi + [c for c in (wcol, members and members.column) if c]
+    for offset, fo, fm in aligned_frames(osrc, msrc, ocols, rcols, chunk_rows):
         x = layout.expand([fo.get_column(c) for c in qi], qi, offset, osrc.label)
         M = layout.expand(published(fm, pub, qi, offset, msrc.label), layout.names(pub), offset, msrc.label)
         idx = np.empty(M.shape[0], np.int64)
@@ -529,9 +566,12 @@ def _score(osrc, msrc, layout: Layout, pub, qi, wcol, rcols, kcols, chunk_rows, 
         if (idx < 0).any() or (kidx < 0).any():  # pragma: no cover - the first pass saw every point
             raise EngineError(f"{msrc.label} changed while it was read")
         class_totals(kidx, _weights(fo.get_column(wcol), offset, osrc.label) if wcol else no_weights, f, W)
+        rows_credit = np.empty(M.shape[0]) if members is not None else no_weights
         c, a, b = score_rows(standardize(x[:, vals], orig.zs, orig.zm, orig.zd), rel.Uz, idx, rel.d2, rel.ties,
                              np.ascontiguousarray(x / scale), np.ascontiguousarray(M / scale), half, half_m, counted,
-                             np.ascontiguousarray(x[:, inds] != 0, dtype=np.uint8), rel.Up, orig.R2)
+                             np.ascontiguousarray(x[:, inds] != 0, dtype=np.uint8), rel.Up, orig.R2, rows_credit)
+        if members is not None:
+            members.add(fo.get_column(members.column), kidx, rows_credit, offset)
         credit += c
         inside += a
         inside_sdc += b
@@ -541,7 +581,7 @@ def _score(osrc, msrc, layout: Layout, pub, qi, wcol, rcols, kcols, chunk_rows, 
 def class_risks(f: np.ndarray, W: np.ndarray | None, threshold: float, weight_column: str | None = None) -> dict:
     """The class-based fields of ``RiskResult`` from each class's rows ``f`` and sum of
     sampling weights ``W`` (None: no weights, ``F = f``); see the module docstring."""
-    F = f.astype(np.float64) if W is None else W
+    F = f.astype(np.float64) if W is None else np.maximum(W, f)  # (a record of weight 0 still stands for itself)
     r = np.empty(f.shape[0])
     if W is None:
         r[:] = 1.0 / np.maximum(f, 1)
@@ -580,18 +620,87 @@ def check_weight_column(src: TableSource, name: str | None, qi: Sequence[str]) -
     return name
 
 
+def check_weight_values(src: TableSource, name: str, chunk_rows: int) -> None:
+    """Every value of the weight column ``name`` of ``src`` (``_weights``), read alone:
+    ``anonymize`` checks them before its first pass (one line naming the row)."""
+    for offset, frame in src.iter_frames([name], chunk_rows):
+        _weights(frame.get_column(name), offset, src.label)
+
+
 def _weights(s: pl.Series, offset: int, label: str) -> np.ndarray:
     """A chunk's sampling weights as float64: one line naming the first row whose
-    weight is missing, not finite or below 1 (a record stands for itself at least)."""
+    weight is missing, not finite or negative. A weight of 0 (a record that stands for
+    no population) is taken: its class's population size is at least its rows
+    (``class_risks``)."""
     if s.null_count():
         i = int(s.is_null().arg_true()[0])
         raise EngineError(f"weight column {s.name!r} of {label} has a missing value at row {offset + i + 1} "
                           f"(rows counted from 1); every record needs its sampling weight")
     w = s.cast(pl.Float64).to_numpy()
-    bad = ~(np.isfinite(w) & (w >= 1.0))
+    bad = ~(np.isfinite(w) & (w >= 0.0))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise EngineError(f"weight column {s.name!r} of {label} has the value {s[i]!r} at row {offset + i + 1} "
-                          f"(rows counted from 1); a sampling weight is a finite number of at least 1 (the "
-                          f"record stands for itself and possibly others)")
+                          f"(rows counted from 1); a sampling weight is a finite number of at least 0 (the "
+                          f"number of people the record stands for)")
     return np.ascontiguousarray(w)
+
+
+def check_household_column(src: TableSource, name: str | None, qi: Sequence[str], wcol: str | None) -> str | None:
+    """``name`` when it is a column of ``src`` and no QI, key column or weight column."""
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name:
+        raise EngineError(f"household_column (--household-column) must be a column name, got {name!r}")
+    if name in qi or name == wcol:
+        role = "quasi-identifier" if name in qi else "weight column"
+        raise EngineError(f"household column {name!r} is also a {role}; household ids are a column of their own")
+    if name not in src.columns:
+        raise EngineError(f"household column {name!r} not found in {src.label}")
+    return name
+
+
+class _Households:
+    """Pass 2's rows by household (``household_column``): each row's household id, class
+    and DBRL credit, kept in row order (about 24 bytes a row and its id), then the
+    household risks (``risks``)."""
+
+    def __init__(self, column: str, label: str):
+        self.column, self.label = column, label
+        self.ids: list[pl.Series] = []
+        self.kidx: list[np.ndarray] = []
+        self.credit: list[np.ndarray] = []
+
+    def add(self, ids: pl.Series, kidx: np.ndarray, credit: np.ndarray, offset: int) -> None:
+        if ids.null_count():
+            i = int(ids.is_null().arg_true()[0])
+            raise EngineError(f"household column {self.column!r} of {self.label} has a missing value at row "
+                              f"{offset + i + 1} (rows counted from 1); every record needs its household")
+        self.ids.append(ids)
+        self.kidx.append(kidx)
+        self.credit.append(credit.copy())
+
+    def risks(self, f: np.ndarray, W: np.ndarray | None, threshold: float) -> dict:
+        """A household is re-identified if any member is (sdcMicro's hierarchical risk):
+        ``1 - prod(1 - r_i)`` over its members, for the prosecutor's ``r = 1 / f``, the
+        DBRL credit and (with weights) sdcMicro's individual risk; a household is at risk
+        when a member's risk is above ``threshold``."""
+        codes = pl.concat(self.ids).rank("dense").cast(pl.Int64).to_numpy() - 1
+        kidx, credit = np.concatenate(self.kidx), np.concatenate(self.credit)
+        self.ids, self.kidx, self.credit = [], [], []
+        H = int(codes.max()) + 1
+        q, qd, risky = np.ones(H), np.ones(H), np.zeros(H, np.uint8)
+        household_products(codes, kidx, 1.0 / np.maximum(f, 1), credit, q, qd, risky, threshold)
+        out = {"column": self.column, "households": H,
+               "prosecutor": {"highest_risk": float(1.0 - q.min()), "success_rate": float((1.0 - q).mean()),
+                              "households_at_risk": float(risky.mean())},
+               "dbrl": float((1.0 - qd).mean()), "individual": None}
+        if W is not None:
+            r = np.empty(f.shape[0])
+            individual_risk(f, np.maximum(W, f), r)
+            qi, risky_i = np.ones(H), np.zeros(H, np.uint8)
+            household_products(codes, kidx, r, np.zeros(0), qi, np.ones(0), risky_i, threshold)
+            out["individual"] = {"highest_risk": float(1.0 - qi.min()), "expected": float((1.0 - qi).sum()),
+                                 "share": float((1.0 - qi).mean()), "households_at_risk": float(risky_i.mean())}
+        return out
+

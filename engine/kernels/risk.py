@@ -17,6 +17,8 @@
 * ``class_totals``, ``individual_risk``, ``class_summary``: the re-identification
   risks of the release's equivalence classes (ARX's prosecutor, journalist and
   marketer risks; sdcMicro's individual risk with sampling weights).
+* ``household_products``: the household risks (a household is re-identified if any
+  member is: ``1 - prod(1 - r_i)`` over its members, after sdcMicro's hierarchical risk).
 
 The slow references are ``tests/reference.py`` (``nearest_with_ties``, ``dbrl``) and
 ``tests/reference_risk.py`` (the class-based measures, record by record).
@@ -128,8 +130,9 @@ def find_rows(U, M, out_idx):
 
 
 @njit(cache=True, nogil=True)
-def score_rows(Zo, Uz, idx, d2, ties, Xs, Ms, half_width, half_width_m, counted, Po, Up, R2):
-    """Sums over the rows of one chunk.
+def score_rows(Zo, Uz, idx, d2, ties, Xs, Ms, half_width, half_width_m, counted, Po, Up, R2, out_credit):
+    """Sums over the rows of one chunk (``out_credit``, when not empty: each row's DBRL
+    credit too, for the household risk).
 
     ``Zo`` (h, d): the originals, standardized exactly as the tree's rows; ``idx``:
     each row's masked point in ``Uz`` (standardized) with its nearest distance ``d2``
@@ -157,8 +160,12 @@ def score_rows(Zo, Uz, idx, d2, ties, Xs, Ms, half_width, half_width_m, counted,
         dd = sq_dist(Zo, i, Uz[u])
         if R2.shape[0] > 0:
             dd += pattern_offset(Po[i], Up[u], R2)
+        c = 0.0
         if dd <= d2[u]:  # the same expression as in the tree: equal when tied
-            credit += 1.0 / ties[u]
+            c = 1.0 / ties[u]
+            credit += c
+        if out_credit.shape[0] > 0:
+            out_credit[i] = c
         out = 0
         out_m = 0
         for j in range(e):
@@ -184,6 +191,25 @@ def score_rows(Zo, Uz, idx, d2, ties, Xs, Ms, half_width, half_width_m, counted,
 
 
 # ---------------------------------------------------------------- class-based risks
+
+
+@njit(cache=True, nogil=True)
+def household_products(codes, kidx, r_class, r_row, q, q_row, risky, threshold):
+    """Households re-identified if any member is (sdcMicro's hierarchical risk): for
+    row ``i`` of household ``h = codes[i]`` in class ``kidx[i]``, ``q[h] *= 1 -
+    r_class[kidx[i]]`` and ``q_row[h] *= 1 - r_row[i]`` (``r_row`` empty: skipped), and
+    ``risky[h] = 1`` when ``r_class[kidx[i]] > threshold``. ``q`` and ``q_row`` start at
+    1: ``1 - q[h]`` is the household's risk. The rows are taken in row order, so every
+    product is the same whatever the chunks were."""
+    per_row = r_row.shape[0] > 0
+    for i in range(codes.shape[0]):
+        h = codes[i]
+        r = r_class[kidx[i]]
+        q[h] *= 1.0 - r
+        if r > threshold:
+            risky[h] = 1
+        if per_row:
+            q_row[h] *= 1.0 - r_row[i]
 
 
 @njit(cache=True, nogil=True)
