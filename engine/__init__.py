@@ -3,9 +3,38 @@
 from __future__ import annotations
 
 import importlib
+import os
+import signal
+import sys
 from typing import TYPE_CHECKING
 
-from .version import version
+
+def _quit_at_once(signum, frame):
+    """The ``microagg`` command's first handler: nothing is written yet, so exit (130 for
+    SIGINT, 143 for SIGTERM) with the command's one line, without a traceback."""
+    word = "terminated (SIGTERM)" if signum == signal.SIGTERM else "interrupted"
+    os.write(2, f"\nmicroagg: {word}; temporary files removed, no partial output left\n".encode())
+    os._exit(143 if signum == signal.SIGTERM else 130)
+
+
+def _as_command() -> bool:
+    """This process is the ``microagg`` command (the console script, or ``python -m
+    engine``), not a program that imports the package."""
+    argv = getattr(sys, "orig_argv", ())
+    return (os.path.basename(sys.argv[0] if sys.argv else "") == "microagg"
+            or any(a == "-m" and b == "engine" for a, b in zip(argv, argv[1:])))
+
+
+# The command handles Ctrl-C and SIGTERM from here, its first line (``engine.cli.entry``
+# then installs its own handler): Python's own would print a KeyboardInterrupt traceback
+# while the command's modules are imported. A program that imports the package keeps its
+# handlers; a signal its parent set to be ignored (nohup) stays ignored.
+if _as_command():
+    for _sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(_sig) is not signal.SIG_IGN:
+            signal.signal(_sig, _quit_at_once)
+
+from .version import version  # noqa: E402  (after the handler: it imports importlib.metadata, 17 ms)
 
 __all__ = ["microaggregate", "anonymize", "RunConfig", "RunResult", "Report", "EngineError", "METHODS",
            "verify_release", "VerifyResult", "disclosure_risk", "RiskResult", "__version__"]
