@@ -40,3 +40,47 @@ def pair_reference(kc, kq, max_slots: int):
             else:
                 return True, repeat[0], repeat[1], limits
     return False, repeat[0], repeat[1], limits
+
+
+def fd_rate_reference(cells, strata, q):
+    """The dependency test's figures, plainly (``engine.passes.dependence.fd_stats``): among
+    the rows whose cell holds 2 rows or more, the share whose ``q`` is the cell's most
+    frequent value, and the same share for cells keyed by the stratum alone over those rows.
+    Returns ``(rows in repeated cells, rate, baseline)``."""
+    from collections import Counter, defaultdict
+
+    by_cell = defaultdict(list)
+    for i, c in enumerate(cells):
+        by_cell[c].append(i)
+    rows = [i for ix in by_cell.values() if len(ix) >= 2 for i in ix]
+    if not rows:
+        return 0, 0.0, 0.0
+    hits = sum(Counter(q[i] for i in ix).most_common(1)[0][1] for ix in by_cell.values() if len(ix) >= 2)
+    by_stratum = defaultdict(list)
+    for i in rows:
+        by_stratum[strata[i]].append(q[i])
+    base = sum(Counter(v).most_common(1)[0][1] for v in by_stratum.values())
+    return len(rows), hits / len(rows), base / len(rows)
+
+
+def spearman_reference(x, y) -> float:
+    """Spearman's rho: Pearson's correlation of the average ranks (ties share their mean rank)."""
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for t in range(i, j + 1):
+                r[order[t]] = (i + j) / 2 + 1
+            i = j + 1
+        return r
+    a, b = ranks(list(x)), ranks(list(y))
+    n = len(a)
+    ma, mb = sum(a) / n, sum(b) / n
+    cov = sum((u - ma) * (w - mb) for u, w in zip(a, b))
+    va = sum((u - ma) ** 2 for u in a) ** 0.5
+    vb = sum((w - mb) ** 2 for w in b) ** 0.5
+    return cov / (va * vb)

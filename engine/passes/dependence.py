@@ -207,6 +207,10 @@ def order_stats(c: pl.Series, qk: np.ndarray) -> tuple:
     """``(column values, neighbour share, chance share)``: one row per value of ``c`` (its
     first), sorted by ``c`` (nulls left out); the share of neighbours whose QI keys ``qk``
     are equal, and the sum of the QI values' squared frequencies over those rows."""
+    if c.dtype == pl.String:  # (a CSV's pass-through text: in numeric order when it holds numbers)
+        x = c.cast(pl.Float64, strict=False)
+        if x.null_count() == c.null_count():
+            c = x
     f = pl.DataFrame({"c": c, "q": qk}).drop_nulls("c")
     if f.get_column("c").dtype.is_float():
         f = f.filter(pl.col("c").is_not_nan())
@@ -305,7 +309,8 @@ class Dependence:
                 if x not in nums and frame is not None:
                     nums[x] = self.numbers(frame.get_column(x))
             st = rank_stats(nums[c], nums[q]) if frame is not None else (0, 0.0, 0.0, 0)
-            v = rank_verdict(st, final)
+            v = rank_verdict(st, final or (frame is not None and frame.height >= DECIDE_RANK_ROWS
+                                           and 2 * st[0] < frame.height))  # (mostly not numbers: cleared)
             if v == "leak":
                 self.found = ("ranks", c, q, st)
                 return

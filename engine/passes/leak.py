@@ -401,8 +401,8 @@ def _dependence(schema, cfg, qi, others) -> Dependence:
     strata = [c for c in strata_columns(cfg) if c in schema]
     household = getattr(cfg, "household_column", None)
 
-    def numeric(c):
-        return is_number(schema[c]) or is_temporal(schema[c])
+    def numeric(c):  # (a text: a CSV's pass-through column as read, tested where it holds numbers)
+        return is_number(schema[c]) or is_temporal(schema[c]) or schema[c] == pl.String
 
     return Dependence([c for c in others if c not in set(strata)], qi, strata, value_keys, as_numbers, numeric,
                       no_fd=[household] if household else ())
