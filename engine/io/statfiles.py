@@ -1,7 +1,7 @@
 """SPSS, Stata and SAS files in and out (pyreadstat, the optional extra ``stats``).
 
 Reading. A statistical file is converted at the input boundary, a chunk of rows at a
-time (``pyreadstat.read_file_in_chunks``, about 64 MiB of values a chunk), into a
+time (``pyreadstat.read_file_in_chunks``, about 16 MiB of values a chunk), into a
 private temporary Parquet file (``tempfiles.private_file``, in the run's temporary
 folder), which the source then reads as any Parquet input and removes at the end
 (``TableSource.close``), as a ``.csv.gz`` is decompressed (``engine.io.csvfile``).
@@ -49,7 +49,7 @@ STAT_SUFFIXES = {".sav": ("sav", "read_sav"), ".zsav": ("sav", "read_sav"), ".po
                  ".dta": ("dta", "read_dta"), ".sas7bdat": ("sas7bdat", "read_sas7bdat"),
                  ".xpt": ("xpt", "read_xport")}
 WRITABLE = {".sav": "sav", ".zsav": "sav", ".dta": "dta"}  # output suffixes -> format
-CHUNK_BYTES = 64 << 20  # values read from a statistical file at a time (before conversion)
+CHUNK_BYTES = 16 << 20  # values read from a statistical file at a time (before conversion)
 PARQUET_ROWS = 65_536  # row groups of the temporary Parquet file
 META_KEY = b"microagg.labels"  # the declarations in a Parquet schema's key-value metadata (JSON)
 
