@@ -425,7 +425,7 @@ def _check_limit(limit, osrc, msrc, n, qi, mcols, kcols, d, chunk_rows, househol
     masked_buffer = parquet_buffer(msrc.paths, mcols) if msrc.kind == "parquet" else None
     keys = 2 * len(kcols) + 2
     state = risk_state(n, d, n // 2 + 1, masked_buffer) + 48 * keys * (n // 2 + 1) + (64 * n if households else 0)
-    check_command(limit, "risk", n, len(qi), state, chunk_cells=3 * chunk_rows * (d + keys),  # (QIs as given)
+    check_command(limit, "risk", n, len(qi), state, chunk_cells=3 * min(chunk_rows, n) * (d + keys),  # (QIs as given)
                   buffered=parquet_buffer(osrc.paths, qi) if osrc.kind == "parquet" else 0,
                   csv=(osrc.kind == "csv") + (msrc.kind == "csv"))
 
