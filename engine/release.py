@@ -14,6 +14,13 @@ given with ``risk`` only, a numeric column of the input and no QI). So does the 
 refused before any heavy work), and the write pass's self-check, which counts the
 classes with the ``--derived`` columns among the published ones.
 
+The risk counts every column an intruder holds beside the QIs (``risk_key``: the strata
+and the ``--derived`` columns), and with ``max_risk`` holds it to thresholds
+(``audit.verdict``): a measure above its threshold leaves OUTPUT out of the commit
+(``CommitGroup.withdraw``) while the report and the page, which say why, are committed;
+then ``RiskAboveThreshold`` is raised (the CLI exits 1). The report's wall time includes
+the risk step (``passes["risk"]``).
+
 OUTPUT ``-`` (``io.sink.STDOUT``): the output is written as CSV to a private file
 in a private folder (in ``tmp_dir``, else the system's temporary folder) and copied
 to the standard output by the commit, after every check passed; ``report`` or

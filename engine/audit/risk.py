@@ -76,8 +76,9 @@ them on every QI, a range method's sets included), a missing value counting as a
 value (a float ``-0.0`` apart from ``0.0``, as ``microagg verify`` counts them). Class
 ``k`` has ``f_k`` rows of the release; its population size ``F_k`` is the sum of its
 rows' sampling weights (``weight_column``, read from the original, each a finite
-number of at least 1: a record stands for itself and possibly others), else
-``F_k = f_k`` (no population known: the release is taken as the population).
+number of at least 0), but at least ``f_k`` (a record of weight 0 stands for no
+population, yet is published: it counts as itself), else ``F_k = f_k`` (no population
+known: the release is taken as the population).
 
 * ARX's risks (Prasser et al.; ``RiskModelSampleSummary`` after El Emam, "Guide to
   the De-Identification of Personal Health Information", ch. "Measuring the
@@ -102,6 +103,16 @@ number of at least 1: a record stands for itself and possibly others), else
   sampling weights: without ``weight_column`` it is reported as null with the reason.
   sdcMicro's ``freqCalc`` reads a missing key value as "any category"; here it is a
   value of its own, as everywhere in the engine.
+
+**Households** (``household_column``, read from the original, no QI): a household is
+re-identified if any member is, sdcMicro's hierarchical risk ``1 - prod(1 - r_i)`` over
+its members, for the prosecutor's ``r_i = 1 / f_k``, each record's DBRL credit and (with
+weights) sdcMicro's individual risk; a household is at risk when a member's risk is
+above ``threshold``. Each row's class, credit and household are kept in row order
+(``_Households``, about 24 bytes a row and its id) and multiplied in row order
+(``household_products``): the same figures for any chunk size.
+
+**Verdict** (``max_risk``): the measures against thresholds (``engine.audit.verdict``).
 
 The classes are counted in the first pass over the release (Polars' group-by on the
 published columns), numbered in sorted order, and each record is looked up in that
@@ -186,7 +197,7 @@ class RiskResult:
     journalist: dict = field(default_factory=dict)  # the same, against the population (weights)
     marketer: dict = field(default_factory=dict)  # success_rate
     weight_column: str | None = None
-    population: float | None = None  # the sum of the sampling weights (the estimated population size)
+    population: float | None = None  # the sum of the classes' population sizes (weights, at least the rows)
     # sdcMicro's individual risk (global_risk: expected re-identifications, global_risk_share: of n,
     # highest_risk, records_at_risk); None without weights, ``individual_risk_note`` saying why
     individual_risk: dict | None = None
@@ -310,7 +321,7 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
     QIs are nominal. ``memory_limit`` (``"1GiB"``, bytes): refused up front (one line
     naming the least limit) when the measure would not fit (``engine.budget.check_command``);
     CSV inputs are then read in pieces. ``weight_column``: the original's column of
-    sampling weights (numbers of at least 1, none missing): the population sizes of the
+    sampling weights (numbers of at least 0, none missing): the population sizes of the
     classes; without it the individual risk is null (it needs weights). ``classes_on``:
     the QIs whose published columns key the classes (default ``qi``). ``threshold``:
     a record's risk above it counts the record as at risk (default 0.2, ARX's).
