@@ -64,6 +64,7 @@ from .methods import MethodFlow
 from .methods.centroids import CentroidFlow
 from .methods.ranges import RangeFlow
 from .options import RunConfig
+from .tuning import EMBED_DIMS, ONE_HOT_MAX
 from .errors import EngineError
 from .io.sink import CommitGroup, atomic_output, check_destination, check_tmp_dir, input_files, output_format
 from .io.remote import is_remote
@@ -259,8 +260,44 @@ def _check_csv_limit(data, cfg, flow, start_rss, risk) -> None:
         return
     rows = max(csv_rows(files), 1)
     per_row = flow.per_row(rows) if hasattr(flow, "per_row") else ""  # (the centroid flow's plan: row-ordered?)
-    check_csv(flow.budget_cfg, rows, d=len(cfg.qi), columns=len(header), threads=cfg.threads or numba.get_num_threads(),
-              start_rss=start_rss, risk=risk, row_ordered=per_row is None, per_row=per_row or "")
+    d, state = len(cfg.qi), None
+    mixed = _mixed_upper(files[0], sep, header, cfg, rows) if hasattr(flow, "per_row") else None
+    if mixed is not None:  # the plan after the dictionaries: at most this (``_mixed_upper``)
+        d, state, per_row = *mixed, "non-numeric QIs"
+    check_csv(flow.budget_cfg, rows, d=d, columns=len(header), threads=cfg.threads or numba.get_num_threads(),
+              start_rss=start_rss, risk=risk, row_ordered=per_row is None, per_row=per_row or "", state=state)
+
+
+def _mixed_upper(path: str, sep: str, header: list, cfg, rows: int) -> tuple[int, int | None] | None:
+    """The encoded columns and the whole-table state (``encode.mixed.Mixed.state``) that a
+    CSV run of mixed-type QIs can need, at most, before its categories are known: each
+    text QI as wide as a categorical QI can be (``ONE_HOT_MAX`` or ``EMBED_DIMS`` columns
+    and its missing value), each other QI a value and a missing-value indicator. So the
+    least limit the first refusal states is one the plan after the dictionaries accepts.
+    None when the first 1,000 values show numbers only, none missing (and no option
+    makes the QIs mixed): the numeric plan, as after the passes."""
+    qi = [c for c in cfg.qi if c in set(header)]
+    try:
+        head = pl.read_csv(path, n_rows=1000, infer_schema=False, columns=qi, separator=sep)
+    except Exception:  # (open_source names the problem)
+        return None
+    nulls = list(cfg.csv.null_values) if cfg.csv is not None else []
+    text = nulls_seen = 0
+    for c in head.columns:
+        v = head.get_column(c)
+        present = v.filter(v.is_not_null() & ~v.is_in(nulls)) if nulls else v.drop_nulls()
+        nulls_seen += present.len() < v.len()
+        text += present.cast(pl.Float64, strict=False).null_count() > 0 or c in {o for o, *_ in cfg.ordinal or ()}
+    if not (text or nulls_seen or cfg.ordinal or cfg.weights or getattr(cfg, "nominal", None)) \
+            or not cfg.spec.centroids:
+        return None
+    width = text * (max(ONE_HOT_MAX, EMBED_DIMS) + 1) + 2 * (len(cfg.qi) - text)
+    if cfg.refine is not None:
+        return width, None
+    stitched = cfg.effective_polish_rounds(rows) > 0
+    state = (rows // cfg.k + 1) * (8 * (width if stitched else len(cfg.qi)) + 8) + 8 * rows + \
+        (8 * rows * (text + 1) if stitched else 0)
+    return width, state
 
 
 def _open_backend(cfg, flow, dest, tmp_dir, cleanup):

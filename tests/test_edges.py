@@ -173,3 +173,40 @@ def test_a_csv_datetime_with_a_time_zone_or_a_bad_value_is_refused(tmp_path, cap
     assert code == 2 and len(err.splitlines()) == 1, err
     assert "'2021-13-45T99:00:00' at row 1235" in err and "an ISO datetime" in err, err
     assert not out.exists()
+
+
+# ---------------------------------------------------------------- item 2: a least limit that holds
+
+
+def _stated(src, qi, limit, **kw):
+    """None when a run at ``limit`` is accepted, else the least limit its refusal states (MiB)."""
+    import re
+
+    try:
+        engine.anonymize(str(src), str(src.with_name("out.parquet")), qi=qi, k=5, memory_limit=limit, **kw)
+    except EngineError as exc:
+        m = re.search(r"at least (\d+)MiB", str(exc))
+        assert m, str(exc)
+        return int(m.group(1))
+    return None
+
+
+@pytest.mark.parametrize("seed, towns, missing", [(0, 60, False), (1, 5, True), (2, 0, True), (3, 0, False)])
+def test_a_csv_refusals_least_limit_is_accepted(tmp_path, seed, towns, missing):
+    """The first refusal of a CSV run is planned before its categories are known: the
+    figure it states must be one the run then accepts (nominal QIs, missing values,
+    numbers only), and running at it succeeds."""
+    rng = np.random.default_rng(seed)
+    n = 30_000
+    cols = {"age": rng.integers(18, 90, n).astype(float), "pay": rng.normal(size=n), "id": np.arange(n)}
+    if towns:
+        cols["town"] = [f"t{i}" for i in rng.integers(0, towns, n)]
+    frame = pl.DataFrame(cols)
+    if missing:
+        frame = frame.with_columns(pl.when(pl.col("id") % 97 == 3).then(None).otherwise(pl.col("age")).alias("age"))
+    src = tmp_path / "in.csv"
+    frame.write_csv(src)
+    qi = ["age", "pay"] + (["town"] if towns else [])
+    least = _stated(src, qi, "64MiB", block_size=5000)
+    assert least is not None
+    assert _stated(src, qi, f"{least}MiB", block_size=5000) is None
