@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .classes import is_numeric
+from .classes import aligned_frames, is_numeric
 
 _LEAK_SEED = 0x766572696679  # Polars' hash seed here ("verify")
 LEAK_KEEP = 1 << 15  # distinct (value, partner) pairs a direction keeps; above, sampled by value
@@ -200,3 +200,195 @@ def derived_columns(out, pub, changed, qi, chunk_rows) -> dict:
         if m.get_column(c).n_unique() > 1 or m.height == 1:
             out_map.setdefault(c, q)
     return out_map
+
+
+# --- dependencies beyond one-to-one (issue 39): the same tests as anonymize's guard ----------
+
+DEP_RATE = 0.95      # a column gives the QI's original value (its cell's most frequent) on this share of rows
+DEP_GAIN = 0.5       # ... removing at least this share of what the published QI leaves undetermined
+DEP_MIN_ROWS = 30    # rows in cells of 2 rows or more, at least
+DEP_COVER = 0.6      # ... and this share of the kept rows
+DEP_KEEP = 1 << 16   # distinct (cell, published, original) triples a pair keeps; above, sampled by cell
+DEP_SAMPLE = 1 << 15  # the row sample of the rank and order tests
+DEP_RHO = 0.99       # |Spearman's rho| at least this
+DEP_BAND = 0.01      # ranks within this share of the sample ...
+DEP_SHARE = 0.95     # ... on at least this share of its rows
+DEP_VALUES = 10      # distinct original QI values in the sample, at least (rank test)
+DEP_ORDER = 0.9      # neighbours in the column's order sharing the original QI value
+DEP_ORDER_VALUES = 100
+
+
+def _row_keys(offset: int, n: int) -> np.ndarray:
+    """A uniform uint64 key per row number (splitmix64 of the row number)."""
+    with np.errstate(over="ignore"):
+        z = np.arange(offset, offset + n, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def _joint_keys(frame: pl.DataFrame, cols) -> np.ndarray:
+    """One key per row of the values of ``cols`` (a QI published as a range: both ends)."""
+    keys = [_value_keys(frame.get_column(c)) for c in cols]
+    h = keys[0]
+    with np.errstate(over="ignore"):
+        for k in keys[1:]:
+            h = (h * np.uint64(0x100000001B3)) ^ k
+    return h
+
+
+class _Dependency:
+    """Column ``column`` of the release against the original values of QI ``qi``: counts of
+    (cell of the column's value, published QI, original QI), sampled by the cell's key."""
+
+    def __init__(self, column: str, qi: str):
+        self.column, self.qi = column, qi
+        self.limit = _U64
+        self.tab: pl.DataFrame | None = None
+
+    def add(self, cell: np.ndarray, pub: np.ndarray, orig: np.ndarray) -> None:
+        keep = cell <= self.limit
+        part = pl.DataFrame({"c": cell[keep], "p": pub[keep], "o": orig[keep]}).group_by("c", "p", "o").agg(
+            pl.len().cast(pl.UInt64).alias("n"))
+        tab = part if self.tab is None else pl.concat([self.tab, part]).group_by("c", "p", "o").agg(pl.col("n").sum())
+        while tab.height > DEP_KEEP:
+            self.limit = self.limit >> np.uint64(1)
+            tab = tab.filter(pl.col("c") <= self.limit)
+        self.tab = tab
+
+    def figures(self) -> tuple:
+        """``(rows in repeated cells, rate, the published QI's rate on them, kept rows)``."""
+        tab = self.tab
+        if tab is None or not tab.height:
+            return (0, 0.0, 0.0, 0)
+        by_o = tab.group_by("c", "o").agg(pl.col("n").sum())
+        cells = by_o.group_by("c").agg(pl.col("n").sum().alias("rows"), pl.col("n").max().alias("top"))
+        kept = int(cells.get_column("rows").sum())
+        multi = cells.filter(pl.col("rows") >= 2)
+        e = int(multi.get_column("rows").sum()) if multi.height else 0
+        if not e:
+            return (0, 0.0, 0.0, kept)
+        base = tab.join(multi.select("c"), on="c").group_by("p", "o").agg(pl.col("n").sum()).group_by("p").agg(
+            pl.col("n").max().alias("top"))
+        return (e, float(multi.get_column("top").sum()) / e, float(base.get_column("top").sum()) / e, kept)
+
+    def leaks(self) -> tuple | None:
+        e, rate, base, kept = self.figures()
+        if e >= DEP_MIN_ROWS and e >= DEP_COVER * kept and rate >= DEP_RATE and rate > base \
+                and rate >= base + DEP_GAIN * (1.0 - base):
+            return (e, rate, base)
+        return None
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    return pl.Series(x).rank("average").to_numpy().astype(np.float64) / max(x.shape[0], 1)
+
+
+def _rank_figures(c: np.ndarray, o: np.ndarray) -> tuple:
+    """``(rows, |rho|, share of ranks within DEP_BAND, original values)`` over the rows with both."""
+    ok = np.isfinite(c) & np.isfinite(o)
+    c, o = c[ok], o[ok]
+    n = int(c.shape[0])
+    values = int(np.unique(o).shape[0]) if n else 0
+    if n < 2 or values < 2 or np.all(c == c[0]):
+        return (n, 0.0, 0.0, values)
+    rc, ro = _ranks(c), _ranks(o)
+    rho = float(np.corrcoef(rc, ro)[0, 1])
+    band = max(float(np.mean(np.abs(rc - ro) <= DEP_BAND)), float(np.mean(np.abs(1.0 + 1.0 / n - rc - ro) <= DEP_BAND)))
+    return (n, abs(rho) if np.isfinite(rho) else 0.0, band, values)
+
+
+def _order_figures(c: pl.Series, ok: np.ndarray) -> tuple:
+    """``(values, neighbour share, chance)``: one row per value of ``c``, in ``c``'s order."""
+    if c.dtype == pl.String:
+        x = c.cast(pl.Float64, strict=False)
+        c = x if x.null_count() == c.null_count() else c
+    f = pl.DataFrame({"c": c, "o": ok}).drop_nulls("c")
+    if f.get_column("c").dtype.is_float():
+        f = f.filter(pl.col("c").is_not_nan())
+    f = f.unique("c", keep="first", maintain_order=True)
+    if f.height < 3:
+        return (f.height, 0.0, 1.0)
+    try:
+        f = f.sort("c")
+    except Exception:
+        return (0, 0.0, 1.0)
+    o = f.get_column("o").to_numpy()
+    p = f.get_column("o").value_counts().get_column("count").to_numpy() / f.height
+    return (f.height, float(np.mean(o[1:] == o[:-1])), float((p * p).sum()))
+
+
+def dependency_check(out, orig, qi, pub, columns, extra, chunk_rows) -> tuple[str, bool, str]:
+    """Check "dependencies": no release column passed through (``columns``, or not in the
+    original: ``extra``) gives back a QI's original value better than the published QI:
+    a functional dependency (its cells' most frequent original value on at least
+    ``DEP_RATE`` of the rows in repeated cells, against the published QI's classes on the
+    same rows), a monotone transform or near-copy (ranks on a row sample), ids in blocks
+    of the QI (the order test, pass-through columns only). Each column alone: the joint
+    test with the strata is anonymize's guard's."""
+    qi = [q for q in qi if q in orig.schema]
+    cands = [c for c in list(columns) + list(extra)]
+    if not cands or not qi:
+        return ("dependencies", True, "no column beside the quasi-identifiers")
+    deps = [_Dependency(c, q) for c in cands for q in qi]
+    pubs = list(dict.fromkeys(p for q in qi for p in pub[q]))
+    out_cols = list(dict.fromkeys(cands + pubs))
+    limit, sample = _U64, None
+    for offset, f_out, f_orig in aligned_frames(out, orig, out_cols, qi, chunk_rows):
+        cell = {c: _value_keys(f_out.get_column(c)) for c in cands}
+        okeys = {q: _value_keys(f_orig.get_column(q)) for q in qi}
+        pkeys = {q: _joint_keys(f_out, pub[q]) for q in qi}
+        for d in deps:
+            d.add(cell[d.column], pkeys[d.qi], okeys[d.qi])
+        rk = _row_keys(offset, f_out.height)
+        keep = pl.Series(rk <= limit)
+        part = pl.concat([f_out.select(cands).filter(keep),
+                          f_orig.select([pl.col(q).alias(f"__orig_{q}") for q in qi]).filter(keep),
+                          f_out.select([pl.col(pub[q][0]).alias(f"__pub_{q}") for q in qi]).filter(keep)],
+                         how="horizontal").with_columns(pl.Series("__row", rk[rk <= limit]))
+        sample = part if sample is None else pl.concat([sample, part], how="vertical_relaxed")
+        while sample.height > DEP_SAMPLE:
+            limit = limit >> np.uint64(1)
+            sample = sample.filter(pl.col("__row") <= limit)
+    found = []
+    for d in deps:
+        got = d.leaks()
+        if got is not None:
+            e, rate, base = got
+            found.append((d.column, d.qi, f"determines its original value on {100 * rate:.1f} % of the {e:,} rows "
+                                          f"sharing a value (the published {d.qi}: {100 * base:.1f} %)"))
+    if sample is not None and sample.height:
+        found += _sample_findings(sample, cands, set(columns), qi)
+    if found:
+        c, q, what = found[0]
+        more = f" ({len(found)} findings: {', '.join(sorted({f'{x}~{y}' for x, y, _ in found}))})" if len(found) > 1 \
+            else ""
+        where = "passed through unchanged" if c in set(columns) else "not in the original"
+        return ("dependencies", False, f"column {c!r} ({where}) gives back quasi-identifier {q!r}: it {what}{more}")
+    return ("dependencies", True, f"no column determines, follows or is ordered by a quasi-identifier "
+                                  f"({len(cands)} column(s) x {len(qi)} QI(s))")
+
+
+def _sample_findings(sample: pl.DataFrame, cands, passed, qi) -> list:
+    """The rank and order tests on the row sample: the column against the original QI,
+    the published QI's own figures as the baseline (ranks)."""
+    found = []
+    for q in qi:
+        o = _numbers(sample.get_column(f"__orig_{q}"))
+        p_fig = _rank_figures(_numbers(sample.get_column(f"__pub_{q}")), o)
+        okeys = _value_keys(sample.get_column(f"__orig_{q}"))
+        for c in cands:
+            n, rho, band, values = _rank_figures(_numbers(sample.get_column(c)), o)
+            if n >= 200 and values >= DEP_VALUES and (
+                    (rho >= DEP_RHO and 1.0 - rho <= DEP_GAIN * (1.0 - p_fig[1]))
+                    or (band >= DEP_SHARE and band >= p_fig[2] + DEP_GAIN * (1.0 - p_fig[2]))):
+                found.append((c, q, f"follows its order (rank correlation {rho:.4f}, ranks within 1 % on "
+                                    f"{100 * band:.1f} % of {n:,} sampled rows; the published {q}: {p_fig[1]:.4f}, "
+                                    f"{100 * p_fig[2]:.1f} %)"))
+            elif c in passed:
+                m, same, chance = _order_figures(sample.get_column(c), okeys)
+                if m >= DEP_ORDER_VALUES and same >= DEP_ORDER and chance < 1.0 and \
+                        same >= chance + DEP_GAIN * (1.0 - chance):
+                    found.append((c, q, f"is ordered in its blocks ({100 * same:.1f} % of {m:,} sampled values' "
+                                        f"neighbours share its original value, {100 * chance:.1f} % by chance)"))
+    return found

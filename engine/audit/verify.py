@@ -114,7 +114,7 @@ from ..report import json_text
 from .classes import (COUNT, ROWS, ClassCounter, ClassMeans, ClassModes, PresentMoments, aligned_frames, describe,
                       is_numeric, mean_name, parse_columns, published_columns)
 from .entities import entity_checks
-from .leaks import derived_columns, leak_check
+from .leaks import dependency_check, derived_columns, leak_check
 from .loss import MixedKinds, as_number, information_loss, information_loss_columns, mixed_kinds
 
 ENTROPY_TOLERANCE = 1e-9
@@ -184,7 +184,8 @@ class VerifyResult:
         for c, why in self.information_loss_skipped.items():
             lines.append(f"  information loss leaves out {c}: {why}")
         if self.extra_columns:
-            lines.append(f"  release columns not in the original (not checked): {', '.join(self.extra_columns)}")
+            lines.append(f"  release columns not in the original (checked against the quasi-identifiers' original "
+                         f"values): {', '.join(self.extra_columns)}")
         return "\n".join(lines)
 
 
@@ -515,14 +516,24 @@ def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, coun
         later.append(_generalization_check(ranges + sets, scan.outside, sets))
     derived = "; ".join(f"{c} recomputed from the published {q}" for c, q in result.columns_derived.items())
     same = len(present) - len(result.columns_derived)
-    leak = leak_check(orig, qi, [c for c in present if c not in scan.changed], chunk_rows)
-    unchanged = f"{same} unchanged, same order" + (", none one-to-one with a quasi-identifier" if same and leak[1]
+    unchanged_cols = [c for c in present if c not in scan.changed]
+    if out.kind != "csv" and orig.kind != "csv":  # (a CSV's types are inferred: values compared, not types)
+        retyped = [f"{c} ({orig.schema[c]} -> {out.schema[c]})" for c in unchanged_cols
+                   if out.schema[c] != orig.schema[c] and pl.Null not in (out.schema[c], orig.schema[c])]
+        if retyped:
+            detail.append(f"type changed: {', '.join(retyped)}")
+    leak = leak_check(orig, qi, unchanged_cols, chunk_rows)
+    deps = dependency_check(out, orig, qi, pub, unchanged_cols, result.extra_columns, chunk_rows)
+    unchanged = f"{same} unchanged, same order" + (", none one-to-one with or determining a quasi-identifier"
+                                                   if same and leak[1] and deps[1]
                                                    else "")
     later.append(("other columns", not detail,
                   "; ".join(detail + ([derived] if derived else [])) if detail else
                   (unchanged + (f"; {derived}" if derived else "") if present else "none besides the QIs")))
     if not leak[1]:  # a leak: a check of its own (listed only when it fails)
         later.append(leak)
+    elif not deps[1]:  # (a dependency beyond one-to-one, or a column not in the original holding a QI)
+        later.append(deps)
     return later
 
 
