@@ -134,7 +134,6 @@ def _disclosure_risk(data, dest, cfg: RunConfig, group: CommitGroup) -> dict | N
                                 null_values=cfg.null_values, encoding=cfg.encoding, weight_column=cfg.weight_column,
                                 classes_on=list(dict.fromkeys(list(cfg.qi) + key)),
                                 household_column=getattr(cfg, "household_column", None),
-                                memory_limit=cfg.memory_limit,  # (the same plan as microagg risk's: issue 41)
                                 max_risk=getattr(cfg, "max_risk", None)).to_dict()
 
 

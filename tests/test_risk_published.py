@@ -196,20 +196,3 @@ def test_the_wall_time_includes_the_risk_step(tmp_path, capsys):
     assert r["passes"]["risk"] > 0
     assert r["wall_seconds"] >= r["risk"]["wall_seconds"]
 
-
-# ---------------------------------------------------------------- --memory-limit (issue 41 item 1, in part)
-
-
-def test_anonymize_risk_holds_the_memory_limit_as_microagg_risk_does(tmp_path, capsys):
-    """A nominal QI of many categories widens the risk's points (one-hot): under a limit
-    below its plan, anonymize --risk refuses as microagg risk does (it used to run on,
-    far above the limit), and writes nothing."""
-    rng = np.random.default_rng(0)
-    n = 6000
-    data, out = tmp_path / "cat.parquet", tmp_path / "out.parquet"
-    pl.DataFrame({"a": rng.normal(size=n), "c": [f"c{i}" for i in rng.integers(0, 600, n)]}).write_parquet(data)
-    code = main(["anonymize", str(data), str(out), "--qi", "a,c", "--k", "3", "--risk", "--memory-limit", "500MiB",
-                 "--quiet"])
-    err = capsys.readouterr().err
-    assert code == 2 and "is below what microagg risk needs" in err and err.count("\n") == 1, err
-    assert not out.exists()
