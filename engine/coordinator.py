@@ -170,7 +170,8 @@ def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0
     with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
         inp = _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rss, force_blocks)
         with timed(passes, "leak"):  # no pass-through column publishes a QI (passes.leak); --derived learnt
-            derive = guard(inp.source, cfg, inp.rows, inp.budget.chunk_rows, cfg.progress)
+            leak_checks: list = []  # (the report's leak_checks)
+            derive = guard(inp.source, cfg, inp.rows, inp.budget.chunk_rows, cfg.progress, checks=leak_checks)
         if cfg.strata is not None:  # (before pass 1: a stratum too small is refused first)
             with timed(passes, "strata"):
                 flow.strata = strata_pass(inp.source, strata_columns(cfg), inp.rows, inp.budget.chunk_rows,
@@ -193,6 +194,7 @@ def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0
         rss.sample()
     report = _report(cfg, flow, inp, blocks, stitched, written, passes, dist, size_counts,
                      wall=time.perf_counter() - t0, peak=int(rss.peak))
+    report.leak_checks = leak_checks
     log.info("done: %d groups, IL %s %%", report.groups, report.information_loss_percent)
     if labels is None:  # (row-ordered published values: filled by the write pass for a result in memory)
         labels = stitched.labels

@@ -211,3 +211,11 @@ def test_refused_with_a_local_dask_scheduler(tmp_path):
         engine.anonymize(str(src), str(tmp_path / "out.parquet"), qi=["age", "sex", "state"], k=3,
                          scheduler="local", tmp_dir=str(tmp_path))
     assert not (tmp_path / "out.parquet").exists()
+
+
+def test_the_report_lists_the_checks_passed():
+    df = _with(_people(), random_id=pl.Series(np.random.default_rng(5).permutation(N)))
+    rep = engine.microaggregate(df, qi=["age", "sex", "income"], k=3).report
+    got = {(c["column"], c["qi"], c["check"]) for c in rep.leak_checks}
+    assert {("random_id", "age", "one-to-one"), ("random_id", "income", "ranks"), ("random_id", "sex", "order")} <= got
+    assert all(c["result"] == "passed" for c in rep.leak_checks)

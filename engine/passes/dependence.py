@@ -258,6 +258,7 @@ class Dependence:
         self.sample = RowSample([x for x in dict.fromkeys([c for p in self.rank + self.order for c in p])])
         self.rows = 0
         self.found: tuple | None = None
+        self.log: list = []  # the checks passed: {"column", "qi", "check", "result", figures} (the report's)
 
     @property
     def done(self) -> bool:
@@ -297,9 +298,12 @@ class Dependence:
             if v == "leak":
                 self.found = ("dependency", t.column, t.qi, t.stats)
                 return
-            e, _, _, kept, _ = t.stats
+            e, rate, base, kept, _ = t.stats
             if v is None and not final and not (self.rows >= DECIDE_ROWS and e < NO_EVIDENCE_SHARE * kept):
                 fd.append(t)
+            else:
+                self.log.append({"column": t.column, "qi": t.qi, "check": "dependency", "result": "passed",
+                                 "rows_sharing_a_value": e, "rate": round(rate, 4), "baseline": round(base, 4)})
         self.fd = fd
         frame = self.sample.frame
         nums: dict = {}
@@ -316,6 +320,9 @@ class Dependence:
                 return
             if v is None:
                 rank.append((c, q))
+            else:
+                self.log.append({"column": c, "qi": q, "check": "ranks", "result": "passed", "sampled_rows": st[0],
+                                 "spearman": round(st[1], 4), "ranks_within_1pc": round(st[2], 4)})
         self.rank = rank
         order = []
         for c, q in self.order:
@@ -327,6 +334,9 @@ class Dependence:
                 return
             if v is None:
                 order.append((c, q))
+            else:
+                self.log.append({"column": c, "qi": q, "check": "order", "result": "passed", "values": st[0],
+                                 "neighbours_alike": round(st[1], 4), "by_chance": round(st[2], 4)})
         self.order = order
 
 

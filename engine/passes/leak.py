@@ -408,12 +408,14 @@ def _dependence(schema, cfg, qi, others) -> Dependence:
                       no_fd=[household] if household else ())
 
 
-def guard(source, cfg, rows: int, chunk_rows: int, progress: bool = False) -> Derive | None:
+def guard(source, cfg, rows: int, chunk_rows: int, progress: bool = False, checks: list | None = None
+          ) -> Derive | None:
     """Refuse a pass-through column that publishes a QI: one-to-one with it, or
     determining it, following its order or ordered in its blocks (``passes.dependence``);
     one line: both columns, what was found and the ways out. Learn the derived columns'
     relations (``--derived``). Returns the derived columns' ``Derive`` for the write
-    pass, or None."""
+    pass, or None. ``checks`` (a list): the checks run and passed appended, one dict a
+    (column, QI, check) (the report's ``leak_checks``)."""
     base = source.base
     schema, label = base.schema, base.label
     cols = base.columns
@@ -474,6 +476,9 @@ def guard(source, cfg, rows: int, chunk_rows: int, progress: bool = False) -> De
             raise EngineError(leak_message(p.column, p.qi, cfg, _derivable(p, schema, cfg, ordinal)))
     if deps.found is None:
         deps.judge(final=True)
+    if checks is not None:
+        checks += [{"column": c, "qi": q, "check": "one-to-one", "result": "passed"} for c, q in alive]
+        checks += deps.log
     if deps.found is not None:
         kind, c, q, stats = deps.found
         p = alive[(c, q)]
