@@ -232,7 +232,7 @@ def order_verdict(stats: tuple, final: bool) -> str | None:
     m, same, chance = stats
     if m >= MIN_ORDER_VALUES and same >= ORDER_SHARE and same >= chance + GAIN * (1.0 - chance) and chance < 1.0:
         return "leak"
-    if final or (m >= 10 * MIN_ORDER_VALUES and chance < 0.5):
+    if final or (m >= MIN_ORDER_VALUES and chance < 0.5):
         return "clear"
     return None
 
@@ -256,7 +256,7 @@ class Dependence:
         self.rank = [(c, q) for c in columns for q in qi if numeric(c) and numeric(q)]
         self.order = [(c, q) for c in columns for q in qi]
         self.sample = RowSample([x for x in dict.fromkeys([c for p in self.rank + self.order for c in p])])
-        self.rows = 0
+        self.rows = self._sampled = 0
         self.found: tuple | None = None
         self.log: list = []  # the checks passed: {"column", "qi", "check", "result", figures} (the report's)
 
@@ -305,6 +305,9 @@ class Dependence:
                 self.log.append({"column": t.column, "qi": t.qi, "check": "dependency", "result": "passed",
                                  "rows_sharing_a_value": e, "rate": round(rate, 4), "baseline": round(base, 4)})
         self.fd = fd
+        if not final and self.rows < 2 * self._sampled:  # (the sample's tests again once the rows read double)
+            return
+        self._sampled = self.rows
         frame = self.sample.frame
         nums: dict = {}
         rank = []
