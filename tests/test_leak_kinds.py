@@ -219,3 +219,17 @@ def test_the_report_lists_the_checks_passed():
     got = {(c["column"], c["qi"], c["check"]) for c in rep.leak_checks}
     assert {("random_id", "age", "one-to-one"), ("random_id", "income", "ranks"), ("random_id", "sex", "order")} <= got
     assert all(c["result"] == "passed" for c in rep.leak_checks)
+
+
+def test_the_reader_narrowed_to_the_pairs_still_tested():
+    """Small chunks: the columns whose pairs are decided are no longer read (the reader
+    restarted on fewer columns), while a row-unique id is read on; no column goes missing."""
+    rng = np.random.default_rng(11)
+    n = 30_000
+    df = pl.DataFrame({f"c{i}": rng.integers(0, 5, n) for i in range(6)}).with_columns(
+        pl.Series("id", rng.permutation(n)), pl.Series("x", rng.integers(0, 80, n)),
+        pl.Series("y", np.where(rng.random(n) < 0.97, 0, rng.integers(1, 50, n))))  # (its order test reads on)
+    guard(open_source(df), RunConfig.make(qi=["x", "y"], k=3), n, 2_000)
+    with pytest.raises(EngineError, match="column 'x_months'"):
+        guard(open_source(df.with_columns((pl.col("x") * 12 + pl.col("c0")).alias("x_months"))),
+              RunConfig.make(qi=["x", "y"], k=3), n, 2_000)

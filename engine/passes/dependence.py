@@ -163,6 +163,10 @@ class RowSample:
     def add(self, frame: pl.DataFrame, offset: int) -> None:
         if not self.columns:
             return
+        if any(c not in frame.columns for c in self.columns):  # (the reader narrowed to the pairs still tested)
+            self.columns = [c for c in self.columns if c in frame.columns]
+            if self.frame is not None:
+                self.frame = self.frame.select(*self.columns, "__row")
         rk = row_keys(offset, frame.height)
         keep = rk <= self.limit
         part = frame.select(self.columns).filter(pl.Series(keep)).with_columns(pl.Series("__row", rk[keep]))
@@ -232,7 +236,7 @@ def order_verdict(stats: tuple, final: bool) -> str | None:
     m, same, chance = stats
     if m >= MIN_ORDER_VALUES and same >= ORDER_SHARE and same >= chance + GAIN * (1.0 - chance) and chance < 1.0:
         return "leak"
-    if final or (m >= MIN_ORDER_VALUES and chance < 0.5):
+    if final or (m >= MIN_ORDER_VALUES and chance < 0.9):  # (0.9 and above: a QI of one value so far, read on)
         return "clear"
     return None
 
