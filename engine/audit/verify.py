@@ -47,6 +47,13 @@ Checks
   violation among dropped values can be missed: a false FAIL, never a missed leak
   but by a 64-bit hash collision); the original is read until every pair shows a
   violation, usually within one chunk.
+* **Dependencies** (with the original; check "dependencies", listed when it fails):
+  no release column passed through unchanged, nor one not in the original, gives a
+  QI's original value back better than the published QI: anonymize's guard's tests
+  beyond one-to-one (``leaks.dependency_check``: a functional dependency against the
+  published QI's classes on the same rows, ranks and order on a row sample), each
+  column alone. A pass-through column whose type changed fails "other columns"
+  (Parquet beside Parquet: a CSV's types are inferred).
 * **Class means** (with the original; check "class means"): a QI published as one
   number (an MDAV-family release, or maxent's ``numeric_output="mean"``) must be the
   aggregate of the originals it replaces: in each class (the rows sharing all published

@@ -1,5 +1,10 @@
 """The leak guard: a pass-through column must not publish a quasi-identifier unaggregated.
 
+Two halves: the exact one-to-one test below, and the tests beyond it (a column that
+determines a QI, alone or with the strata; one that follows its order on ranks; one
+whose order runs in blocks of it) in ``passes.dependence``, fed from the same read
+(``guard``). The checks passed go to the report (``leak_checks``).
+
 A column that is not a QI passes through unchanged. If its values correspond one-to-one
 with a QI's (a code beside its label, a birth year beside an age, the ``@NUMCOL`` of
 ``--ordinal education=@education_num``), it publishes that QI as it was, and a linker
