@@ -82,3 +82,30 @@ def test_a_pass_through_column_whose_type_changed_fails(tmp_path):
     c = _checks(v)
     assert not v.ok and not c["other columns"]["ok"]
     assert "type changed: weight (Float32 -> Float64)" in c["other columns"]["detail"]
+
+
+def test_a_household_id_whose_mates_publish_different_states_fails(tmp_path):
+    """The issue's CPS case: a household id passed through beside a state that the release
+    changed for some mates; the mates' published values give the original back."""
+    rng = np.random.default_rng(2)
+    size = rng.integers(2, 5, N)
+    hh = np.repeat(np.arange(N), size)[:N]
+    state = rng.integers(1, 40, hh.max() + 1)[hh]
+    df = pl.DataFrame({"hh": hh, "state": state, "age": rng.integers(18, 90, N)})
+    src = tmp_path / "in.parquet"
+    df.write_parquet(src)
+    out = tmp_path / "out.parquet"
+    engine.anonymize(df.drop("hh"), out, qi=["state", "age"], k=5)
+    bad = tmp_path / "bad.parquet"
+    pl.read_parquet(out).select(df["hh"], "state", "age").write_parquet(bad)
+    v = verify_release(bad, ["state", "age"], 5, original=src)
+    c = _checks(v)
+    assert not v.ok and c["dependencies"]["detail"].startswith(
+        "column 'hh' (passed through unchanged) gives back quasi-identifier 'state': it determines its original "
+        "value on 100.0 % of the "), v.summary()
+    # control: the same ids beside a release whose mates publish one state each pass this check
+    alike = tmp_path / "alike.parquet"
+    pub = pl.read_parquet(bad)
+    pub.with_columns(pl.col("state").first().over("hh")).write_parquet(alike)
+    v = verify_release(alike, ["state", "age"], 1, original=src)
+    assert "dependencies" not in _checks(v), v.summary()

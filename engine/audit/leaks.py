@@ -262,9 +262,12 @@ class _Dependency:
         if tab is None or not tab.height:
             return (0, 0.0, 0.0, 0)
         by_o = tab.group_by("c", "o").agg(pl.col("n").sum())
-        cells = by_o.group_by("c").agg(pl.col("n").sum().alias("rows"), pl.col("n").max().alias("top"))
+        cells = by_o.group_by("c").agg(pl.col("n").sum().alias("rows"), pl.col("n").max().alias("top")).join(
+            tab.group_by("c").agg(pl.col("p").n_unique().alias("published")), on="c")
         kept = int(cells.get_column("rows").sum())
-        multi = cells.filter(pl.col("rows") >= 2)
+        # a cell whose rows all publish one value of the QI gives back nothing beyond it (household mates
+        # published alike: --household-column): not evidence
+        multi = cells.filter((pl.col("rows") >= 2) & (pl.col("published") >= 2))
         e = int(multi.get_column("rows").sum()) if multi.height else 0
         if not e:
             return (0, 0.0, 0.0, kept)
@@ -322,8 +325,9 @@ def dependency_check(out, orig, qi, pub, columns, extra, chunk_rows) -> tuple[st
     """Check "dependencies": no release column passed through (``columns``, or not in the
     original: ``extra``) gives back a QI's original value better than the published QI:
     a functional dependency (its cells' most frequent original value on at least
-    ``DEP_RATE`` of the rows in repeated cells, against the published QI's classes on the
-    same rows), a monotone transform or near-copy (ranks on a row sample), ids in blocks
+    ``DEP_RATE`` of the rows in repeated cells whose rows publish several values of the
+    QI, against the published QI's classes on the same rows: a cell published alike, as
+    household mates under --household-column, gives back nothing beyond it), a monotone transform or near-copy (ranks on a row sample), ids in blocks
     of the QI (the order test, pass-through columns only). Each column alone: the joint
     test with the strata is anonymize's guard's."""
     qi = [q for q in qi if q in orig.schema]
