@@ -279,17 +279,25 @@ def _mixed_upper(path: str, sep: str, header: list, cfg, rows: int) -> tuple[int
     None when the first 1,000 values show numbers only, none missing (and no option
     makes the QIs mixed): the numeric plan, as after the passes."""
     qi = [c for c in cfg.qi if c in set(header)]
+    # the csv module, not Polars: a Polars read here would start its thread pool (about
+    # 26 MiB), and this check runs before the run's own reads, where the limit is refused
     try:
-        head = pl.read_csv(path, n_rows=1000, infer_schema=False, columns=qi, separator=sep)
-    except Exception:  # (open_source names the problem)
+        with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+            reader = csv.reader(fh, delimiter=sep)
+            names = next(reader, [])
+            where = [names.index(c) for c in qi]
+            head = [row for row, _ in zip(reader, range(1000))]
+    except (OSError, csv.Error, ValueError):  # (open_source names the problem)
         return None
-    nulls = list(cfg.csv.null_values) if cfg.csv is not None else []
+    missing = set(cfg.csv.null_values) if cfg.csv is not None else set()
+    missing.add("")
     text = nulls_seen = 0
-    for c in head.columns:
-        v = head.get_column(c)
-        present = v.filter(v.is_not_null() & ~v.is_in(nulls)) if nulls else v.drop_nulls()
-        nulls_seen += present.len() < v.len()
-        text += present.cast(pl.Float64, strict=False).null_count() > 0 or c in {o for o, *_ in cfg.ordinal or ()}
+    ordinal = {o for o, *_ in cfg.ordinal or ()}
+    for c, j in zip(qi, where):
+        values = [row[j] if j < len(row) else "" for row in head]
+        present = [v for v in values if v not in missing]
+        nulls_seen += len(present) < len(values)
+        text += any(not _is_number(v) for v in present) or c in ordinal
     if not (text or nulls_seen or cfg.ordinal or cfg.weights or getattr(cfg, "nominal", None)) \
             or not cfg.spec.centroids:
         return None
@@ -300,6 +308,15 @@ def _mixed_upper(path: str, sep: str, header: list, cfg, rows: int) -> tuple[int
     state = (rows // cfg.k + 1) * (8 * (width if stitched else len(cfg.qi)) + 8) + 8 * rows + \
         (8 * rows * (text + 1) if stitched else 0)
     return width, state
+
+
+def _is_number(text: str) -> bool:
+    """Whether a CSV field reads as a number (as Polars' cast to Float64 would take it)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _open_backend(cfg, flow, dest, tmp_dir, cleanup):
