@@ -80,6 +80,15 @@ def _anonymize_args(a: argparse.ArgumentParser) -> None:
     a.add_argument("--quiet", action="store_true", help="do not print the summary")
 
 
+def _plan_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", help=_IN)
+    p.add_argument("output", nargs="?", default=None,
+                   help="the output anonymize would write (.csv, .parquet, ...): checked and planned, not written "
+                        "(default: a table in memory)")
+    add_arguments(p, "anonymize")
+    p.add_argument("--json", metavar="FILE", help="also write the plan as JSON (-: to stdout, the text to stderr)")
+
+
 def _demo_args(d: argparse.ArgumentParser) -> None:
     d.add_argument("--rows", type=int, default=200_000, help="rows to generate (default 200000)")
     d.add_argument("--output", help="also write the anonymized table here (.csv or .parquet; - writes CSV to "
@@ -123,6 +132,9 @@ def _verify_args(v: argparse.ArgumentParser) -> None:
     v.add_argument("--nominal", action="append", default=None, metavar="COL[,COL...]",
                    help="numeric QIs published as categories (anonymize --nominal): checked as categories, "
                         "not means (implies --mixed)")
+    v.add_argument("--missing", action="append", default=None, metavar="COL=CODE[,CODE...]",
+                   help="with --original: declared missing codes of a QI (anonymize --missing), checked as "
+                        "missing values, not means (a statistical-file original's own declarations are read)")
     v.add_argument("--json", metavar="FILE", help="also write the result as JSON (-: to stdout, the summary "
                                                   "to stderr)")
     add_arguments(v, "verify")
@@ -137,6 +149,13 @@ def _risk_args(r: argparse.ArgumentParser) -> None:
     r.add_argument("--ordinal", action="append", default=None, metavar="COL=CAT1,CAT2,...",
                    help="an ordinal QI of a mixed-type release and its order (as for anonymize); other "
                         "categorical QIs are compared as categories")
+    r.add_argument("--nominal", action="append", default=None, metavar="COL[,COL...]",
+                   help="numeric QIs that are categories (anonymize --nominal): compared as categories")
+    r.add_argument("--numeric", action="append", default=None, metavar="COL[,COL...]",
+                   help="labelled QIs of a statistical-file original compared as numbers (anonymize --numeric)")
+    r.add_argument("--missing", action="append", default=None, metavar="COL=CODE[,CODE...]",
+                   help="declared missing codes of a QI (anonymize --missing): compared as missing values (a "
+                        "statistical-file original's own declarations are read)")
     r.add_argument("--json", metavar="FILE", help="also write the result as JSON (-: to stdout, the summary "
                                                   "to stderr)")
     add_arguments(r, "risk")
@@ -154,6 +173,11 @@ SUBCOMMANDS = {
     "anonymize": ("anonymize a CSV/Parquet table",
                   "Replace the quasi-identifiers of each group of at least k similar rows by the group's "
                   "mean; other columns pass through unchanged.", _anonymize_args),
+    "plan": ("show what anonymize would do, without running it",
+             "The plan of anonymize with the same options: the input resolved (files, format, rows), each "
+             "column's role and QI kind, the path (in memory, streamed, seam stage, row-ordered, Dask), the least "
+             "--memory-limit by phase and the passes in order. Reads what a run's first steps read; writes "
+             "nothing (but --json).", _plan_args),
     "demo": ("run the main job on a built-in synthetic census-like table",
              "Generate a seeded census-like table and microaggregate its 8 numeric quasi-identifiers.", _demo_args),
     "profile": ("dependency matrix, tree and key attributes of some columns",
@@ -273,7 +297,7 @@ def _cmd_verify(args) -> int:
         res = verify_release(args.output, args.qi, args.k, sa=args.sa, l=args.l, epsilon=args.epsilon,
                              original=args.original, chunk_rows=args.chunk_rows, mixed=args.mixed,
                              ordinal=args.ordinal, memory_limit=args.memory_limit, nominal=args.nominal,
-                             person_column=args.person_column, household_column=args.household_column,
+                             missing=args.missing, person_column=args.person_column, household_column=args.household_column,
                              **csv_given(args))
         if args.json:
             _write_json(args.json, res.to_json())
@@ -292,7 +316,8 @@ def _cmd_risk(args) -> int:
                               ordinal=args.ordinal, memory_limit=args.memory_limit,
                               weight_column=getattr(args, "weight_column", None),
                               household_column=getattr(args, "household_column", None),
-                              max_risk=getattr(args, "max_risk", None), **csv_given(args))
+                              max_risk=getattr(args, "max_risk", None), nominal=args.nominal, missing=args.missing,
+                              numeric=args.numeric, **csv_given(args))
         if args.json:
             _write_json(args.json, res.to_json())
     print(res.summary(), file=_summary_stream(args.json))
@@ -365,6 +390,20 @@ def _cmd_anonymize(args) -> int:
     return 0
 
 
+def _cmd_plan(args) -> int:
+    from .api import plan_config  # start-up: see the module's docstring
+
+    cfg = _settings(args)  # the same checks as anonymize, before any work
+    _check_json(args, args.input)
+    _one_stdout(("OUTPUT", args.output), ("--json", args.json))
+    with _stdin(args, ("INPUT", "input"), folder=cfg.tmp_dir):
+        planned = plan_config(args.input, args.output, cfg, output_option="OUTPUT")
+    if args.json:
+        _write_json(args.json, planned.to_json())
+    print(planned.render(), file=_summary_stream(args.json))
+    return 0
+
+
 def _cmd_demo(args) -> int:
     # start-up: the release loads Polars and Numba (0.7 s); --help and bad flags need neither
     from .release import release
@@ -412,7 +451,7 @@ def _cmd_report(args) -> int:
     return 0
 
 
-COMMANDS = {"anonymize": _cmd_anonymize, "demo": _cmd_demo, "profile": _cmd_profile, "verify": _cmd_verify,
+COMMANDS = {"anonymize": _cmd_anonymize, "plan": _cmd_plan, "demo": _cmd_demo, "profile": _cmd_profile, "verify": _cmd_verify,
             "risk": _cmd_risk, "report": _cmd_report}
 
 

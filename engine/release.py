@@ -56,23 +56,10 @@ def release(data, dest, cfg: RunConfig, *, output_option: str = "OUTPUT",
 
     ``output_option``: how the caller names ``dest`` in an error line; ``prerender``: the page's worker, if the caller started it early (its imports then
     overlap the caller's)."""
-    inputs = input_files(data)
-    _check_weight_column(data, cfg)
-    _check_max_risk(cfg)
-    shown = None if dest is None else os.fspath(dest)  # OUTPUT as given (``-``), for the error lines
-    if dest is not None:
-        dest = os.fspath(dest)
-        if dest == STDOUT and cfg.scheduler is not None:
-            raise EngineError(f"{output_option} {STDOUT}: the standard output takes CSV; scheduler "
-                              f"(--scheduler) writes Parquet files (name a .parquet OUTPUT)")
-        check_destination(dest, inputs, folder=cfg.scheduler is not None)
+    check_release(data, dest, cfg, output_option)
+    dest = None if dest is None else os.fspath(dest)
     with CommitGroup() as group, contextlib.ExitStack() as stack:
         report_tmp = html_tmp = None
-        if cfg.report is not None:
-            check_side_output("--report", cfg.report, inputs, [(output_option, shown)])
-        if cfg.html is not None:
-            html_report.require_matplotlib("--html")
-            check_side_output("--html", cfg.html, inputs, [(output_option, shown), ("--report", cfg.report)])
         if dest == STDOUT:  # a private file, copied to the standard output by the commit
             check_tmp_dir(cfg.tmp_dir)
             dest = os.path.join(stack.enter_context(private_folder(cfg.tmp_dir)), "stdout.csv")
@@ -120,6 +107,27 @@ def release(data, dest, cfg: RunConfig, *, output_option: str = "OUTPUT",
     return result
 
 
+def check_release(data, dest, cfg: RunConfig, output_option: str = "OUTPUT") -> None:
+    """The release's own checks, before any work (``release``, and ``engine.plan``, which
+    refuses what the release would): ``weight_column``, ``max_risk``, OUTPUT, ``report``
+    and ``html`` (not an input, nor each other; folders writable)."""
+    inputs = input_files(data)
+    _check_weight_column(data, cfg)
+    _check_max_risk(cfg)
+    shown = None if dest is None else os.fspath(dest)  # OUTPUT as given (``-``), for the error lines
+    if dest is not None:
+        dest = os.fspath(dest)
+        if dest == STDOUT and cfg.scheduler is not None:
+            raise EngineError(f"{output_option} {STDOUT}: the standard output takes CSV; scheduler "
+                              f"(--scheduler) writes Parquet files (name a .parquet OUTPUT)")
+        check_destination(dest, inputs, folder=cfg.scheduler is not None)
+    if cfg.report is not None:
+        check_side_output("--report", cfg.report, inputs, [(output_option, shown)])
+    if cfg.html is not None:
+        html_report.require_matplotlib("--html")
+        check_side_output("--html", cfg.html, inputs, [(output_option, shown), ("--report", cfg.report)])
+
+
 def _disclosure_risk(data, dest, cfg: RunConfig, group: CommitGroup) -> dict | None:
     """Disclosure risk of a finished run, read from the output's temporary file (before
     the commit), on the QIs ``risk_qi`` names and the columns ``risk_key`` adds (in the
@@ -134,7 +142,8 @@ def _disclosure_risk(data, dest, cfg: RunConfig, group: CommitGroup) -> dict | N
                                 null_values=cfg.null_values, encoding=cfg.encoding, weight_column=cfg.weight_column,
                                 classes_on=list(dict.fromkeys(list(cfg.qi) + key)),
                                 household_column=getattr(cfg, "household_column", None),
-                                max_risk=getattr(cfg, "max_risk", None)).to_dict()
+                                max_risk=getattr(cfg, "max_risk", None), nominal=cfg.nominal, missing=cfg.missing,
+                                numeric=cfg.numeric).to_dict()  # (with a statistical file's declarations)
 
 
 def pass_through(result: RunResult, dest, group: CommitGroup, cfg: RunConfig) -> list[str] | None:

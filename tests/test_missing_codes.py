@@ -108,3 +108,32 @@ def test_wrong_code_type_on_the_command_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "code 'unknown' of column 'AGE' is not a number" in err
     assert not out.exists()
+
+
+def test_verify_checks_codes_as_missing_values(tmp_path, capsys):
+    """verify --original on a --missing release: a class of codes publishes a code, a class
+    with values their mean; without the declaration the codes read as values and "class
+    means" fails; a code replaced by a number fails."""
+    t = ages()
+    src, out, bad = tmp_path / "in.parquet", tmp_path / "out.parquet", tmp_path / "bad.parquet"
+    t.write_parquet(src)
+    engine.anonymize(src, out, qi=["AGE", "SEX"], k=5, nominal="SEX", missing=["AGE=996,997,999"])
+    res = engine.verify_release(out, ["AGE", "SEX"], 5, original=src, nominal="SEX", missing={"AGE": list(CODES)})
+    assert res.ok, res.summary()
+    assert res.information_loss_by_column["AGE"] < 1  # codes left out of the loss too
+    assert not engine.verify_release(out, ["AGE", "SEX"], 5, original=src, nominal="SEX").ok  # codes as values
+    o = pl.read_parquet(out)
+    assert (o["AGE"] == 996).any()
+    o.with_columns(AGE=pl.when(pl.col("AGE") == 996).then(41.37).otherwise(pl.col("AGE"))).write_parquet(bad)
+    res = engine.verify_release(bad, ["AGE", "SEX"], 5, original=src, nominal="SEX", missing={"AGE": list(CODES)})
+    fail = [c for c in res.failures if c["name"] == "class means"]
+    assert fail and "published 41.37" in fail[0]["detail"] and "declared missing code" in fail[0]["detail"]
+    args = ["verify", str(out), "--qi", "AGE,SEX", "--k", "5", "--original", str(src), "--nominal", "SEX"]
+    assert main(args + ["--missing", "AGE=996,997,999"]) == 0
+    assert main([args[0], str(bad), *args[2:], "--missing", "AGE=996,997,999"]) == 1
+    capsys.readouterr()
+    assert main(args + ["--missing", "AGE=old"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "code 'old' of column 'AGE' is not a number" in err
+    assert main(["verify", str(out), "--qi", "AGE,SEX", "--k", "5", "--missing", "AGE=996"]) == 2
+    assert "--original" in capsys.readouterr().err

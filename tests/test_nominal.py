@@ -105,3 +105,63 @@ def test_bad_nominal_on_the_command_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "column 'RACE' is not a quasi-identifier" in err
     assert not out.exists()
+
+
+MEASURES = ("dbrl", "interval_disclosure", "interval_disclosure_sdcmicro", "masked_points")
+
+
+def _measures(res) -> dict:
+    res = res if isinstance(res, dict) else res.to_dict()
+    return {m: res[m] for m in MEASURES}
+
+
+def test_risk_compares_nominal_codes_as_categories(tmp_path, capsys):
+    """On an IPUMS release the risk reads STATEFIP (a labelled category in the codebook)
+    as categories, whether named by --nominal or by the codebook: the same measures as
+    with the codes as texts (a published code equal to the original matches; no
+    standardized distance between codes), not those of the codes as numbers."""
+    from engine.io import ipums  # (the IPUMS reader: this test only)
+
+    xml = "tests/data/ipums/cps_00006.xml"
+    t = pl.read_parquet(ipums.to_parquet(xml, "cps", tmp_path)).select(["STATEFIP", "MONTH", "INCTOT"])
+    src, out = tmp_path / "cps.parquet", tmp_path / "out.parquet"
+    t.write_parquet(src)
+    qi = ["STATEFIP", "INCTOT"]
+    r = engine.anonymize(src, out, qi=qi, k=5, nominal=["STATEFIP"], risk=True)
+    o = pl.read_parquet(out)
+    assert set(o["STATEFIP"].unique()) <= set(t["STATEFIP"].unique())
+    text = pl.col("STATEFIP").cast(pl.String)
+    ref = engine.disclosure_risk(t.with_columns(text), o.with_columns(text), qi)
+    assert _measures(r.risk) == _measures(ref)
+    assert _measures(engine.disclosure_risk(src, out, qi, nominal="STATEFIP")) == _measures(ref)
+    # the codebook says STATEFIP is a category: the risk reads it from the original
+    assert _measures(engine.disclosure_risk(xml, out, qi)) == _measures(ref)
+    assert main(["risk", xml, str(out), "--qi", "STATEFIP,INCTOT", "--json", str(tmp_path / "r.json")]) == 0
+    assert _measures(json.loads((tmp_path / "r.json").read_text())) == _measures(ref)
+    # as numbers (what the risk read before): other measures
+    assert _measures(engine.disclosure_risk(src, out, qi)) != _measures(ref)
+    assert _measures(engine.disclosure_risk(xml, out, qi, numeric="STATEFIP")) != _measures(ref)
+    with pytest.raises(EngineError, match=r"nominal \(--nominal\): column 'MONTH' is not a quasi-identifier"):
+        engine.disclosure_risk(src, out, qi, nominal="MONTH")
+
+
+def test_risk_reads_declared_codes_as_missing_values(tmp_path):
+    """risk --missing: a declared code is a missing value on both sides (the same
+    measures as with the codes replaced by nulls), in microagg risk and anonymize --risk."""
+    from test_missing_codes import CODES, ages  # (the table of ages with codes)
+
+    t = ages(1500, seed=5)
+    src, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    t.write_parquet(src)
+    r = engine.anonymize(src, out, qi=["AGE", "SEX"], k=5, nominal="SEX", missing={"AGE": list(CODES)}, risk=True)
+    o = pl.read_parquet(out)
+    null = pl.when(~pl.col("AGE").cast(pl.Float64).is_in([float(c) for c in CODES])).then(pl.col("AGE"))
+    ref = engine.disclosure_risk(t.with_columns(null, pl.col("SEX").cast(pl.String)),
+                                 o.with_columns(null, pl.col("SEX").cast(pl.String)), ["AGE", "SEX"])
+    assert ref.missing_qis == ["AGE"]
+    assert _measures(r.risk) == _measures(ref) and r.risk["missing_qis"] == ["AGE"]
+    got = engine.disclosure_risk(src, out, ["AGE", "SEX"], nominal="SEX", missing=["AGE=996,997,999"])
+    assert _measures(got) == _measures(ref)
+    assert _measures(engine.disclosure_risk(src, out, ["AGE", "SEX"], nominal="SEX")) != _measures(ref)
+    with pytest.raises(EngineError, match="code 'x' of column 'AGE' is not a number"):
+        engine.disclosure_risk(src, out, ["AGE", "SEX"], missing=["AGE=x"])

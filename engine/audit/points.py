@@ -3,18 +3,31 @@ date, ordinal and nominal QIs (with their missing-value indicators), the
 standardization, the release's masked values (a range's midpoint) and the keys of
 its equivalence classes as a float matrix. ``engine.audit.risk``'s docstring gives
 the definitions.
+
+Codes (``anonymize --nominal``/``--missing``, or a statistical file's declarations): a
+numeric QI named nominal is laid out as a category (one-hot over the original's
+codes, a code compared as the text of its number read as a float, so ``1`` and ``1.0``
+are one category: an Int64 original beside a Float64 ``.sav`` release); a numeric QI's
+declared missing codes are missing values, on both sides, as nulls are (a nominal
+QI's code stays a category of its own).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 
+from ..declared import parse_missing
+from ..encode.codes import mask_codes, resolve_missing
 from ..errors import EngineError
+from ..io.labelled import declared, file_meta
 from ..io.source import TableSource
-from ..options import parse_ordinal
-from .classes import is_numeric
+from ..options import parse_nominal, parse_ordinal
+from ..tuning import ONE_HOT_MAX
+from .classes import is_numeric, parse_columns
 from .loss import iso_date_columns
 
 
@@ -52,6 +65,36 @@ def published(frame: pl.DataFrame, pub: dict, qi: list[str], offset: int, label:
         mid = pl.Series(c, 0.5 * lo + 0.5 * hi)
         out.append(mid.scatter(lo_s.is_null().arg_true(), None) if lo_s.null_count() else mid)
     return out
+
+
+def declared_codes(osrc: TableSource, original, qi, *, nominal=None, missing=None, numeric=None,
+                   ordinal=None) -> tuple:
+    """``(nominal QIs, {QI: declared missing codes})`` for the risk: the options as
+    ``anonymize`` takes them, with the categories and codes a statistical file's
+    declarations add (``engine.io.labelled.declared``; ``numeric`` overrides), each code
+    read as its column's type in ``osrc``; one line naming a bad one."""
+    qi = parse_columns(qi)
+    meta = file_meta(original) if isinstance(original, (str, os.PathLike)) else None
+    orders = [c for c, _, _ in parse_ordinal(ordinal) or ()]
+    nominal, missing = declared(meta, qi, numeric=parse_nominal(numeric, "numeric (--numeric)"),
+                                nominal=parse_nominal(nominal), ordinal=orders, missing=parse_missing(missing))
+    for label, cols in (("nominal (--nominal)", nominal), ("missing (--missing)", [c for c, _ in missing])):
+        for c in cols:
+            if c not in qi:
+                raise EngineError(f"{label}: column {c!r} is not a quasi-identifier")
+            if c not in osrc.columns:
+                raise EngineError(f"column {c!r} not found in {osrc.label}")
+    kinds = {c: ("nominal" if c in nominal or not is_numeric(osrc.schema[c]) else "numeric", osrc.schema[c])
+             for c, _ in missing}
+    return frozenset(nominal), resolve_missing(missing, kinds, osrc.label)
+
+
+def category_text(s: pl.Series, kind: str) -> pl.Series:
+    """A categorical QI's values as texts: a nominal number's as a float's (``1`` and
+    ``1.0``: one category; an ordinal's order lists its texts), others as they are."""
+    if kind == "nominal" and s.dtype.is_numeric():
+        s = s.cast(pl.Float64)
+    return s.cast(pl.String)
 
 
 def null_columns(src: TableSource, columns: list[str], chunk_rows: int) -> set:
@@ -156,13 +199,18 @@ class Layout:
     categories (``one_hot`` marks those columns); a QI with a missing value (in the
     original or the release: ``lay_out``) gets a missing-value indicator column beside
     its value (numeric, date, ordinal: ``indicator``, ``value_of`` its value's column)
-    or a category of its own, the last (nominal).
+    or a category of its own, the last (nominal). A nominal QI of more than
+    ``ONE_HOT_MAX`` categories (its missing value counted) is one column instead, its
+    category's code (``coded``; -1 a category the original lacks): ``n x categories``
+    one-hot columns would not fit, and the distance is the same (``engine.kernels.risk.
+    pattern_offset``: 1 between two categories).
 
     ``__init__`` reads the original once for its categories and, unless its Parquet
     footers tell, which QIs hold a missing value; ``lay_out`` fixes the columns."""
 
-    def __init__(self, osrc: TableSource, qi: list[str], ordinal, chunk_rows: int):
+    def __init__(self, osrc: TableSource, qi: list[str], ordinal, chunk_rows: int, nominal=(), codes=None):
         orders = {c: (order, by) for c, order, by in parse_ordinal(ordinal) or ()}
+        self.missing_codes = {c: v for c, v in (codes or {}).items() if c not in nominal}  # numeric QIs' missing codes
         for c in orders:
             if c not in qi:
                 raise EngineError(f"ordinal (--ordinal): column {c!r} is not a quasi-identifier")
@@ -172,7 +220,7 @@ class Layout:
         if osrc.kind == "csv":  # a CSV's ISO dates, as anonymize reads them
             self.dates |= iso_date_columns(osrc, [c for c in qi if c not in orders])
         self.kinds = {c: ("ordinal" if c in orders else "nominal") for c in qi
-                      if c in orders or not (is_numeric(schema[c]) or c in self.dates)}
+                      if c in orders or c in nominal or not (is_numeric(schema[c]) or c in self.dates)}
         values: dict = {c: set() for c in self.kinds}
         mins: dict = {c: {} for c in self.kinds}
         by_cols = {c: orders[c][1] for c in self.kinds if c in orders and orders[c][1] is not None}
@@ -181,13 +229,13 @@ class Layout:
                 raise EngineError(f"ordinal (--ordinal): column {by!r} not found in {osrc.label}")
         known = parquet_nulls(osrc.paths, qi) if osrc.kind == "parquet" and osrc.paths else {}
         self.nulls = {c for c, v in known.items() if v}  # the QIs with a missing value
-        unknown = [c for c in qi if known.get(c) is None]
+        unknown = [c for c in qi if known.get(c) is None or c in self.missing_codes]
         read = list(dict.fromkeys(list(self.kinds) + list(by_cols.values()) + unknown))
         if read:
             for _, f in osrc.iter_frames(read, chunk_rows):
-                self.nulls.update(c for c in unknown if f.get_column(c).null_count())
+                self.nulls.update(c for c in unknown if self.masked(c, f.get_column(c)).null_count())
                 for c in self.kinds:
-                    t = f.get_column(c).cast(pl.String)
+                    t = category_text(f.get_column(c), self.kinds[c])
                     if c in by_cols:
                         g = pl.DataFrame({"c": t, "b": f.get_column(by_cols[c]).cast(pl.Float64, strict=False)}) \
                             .group_by("c").agg(pl.col("b").min())
@@ -208,13 +256,22 @@ class Layout:
             else:
                 raise EngineError(f"ordinal (--ordinal): give the order of column {c!r} (COL=CAT1,CAT2,...)")
 
+    def masked(self, c: str, s: pl.Series) -> pl.Series:
+        """QI ``c``'s column with its declared missing codes read as missing values."""
+        return mask_codes(s, self.missing_codes[c]) if c in self.missing_codes else s
+
     def lay_out(self, released: set) -> None:
         """Fix the columns, given the QIs with a missing value in the release."""
         self.nulls |= released
-        hot, flag, value_of = [], [], []
+        hot, flag, value_of, coded = [], [], [], []
         for c in self.qi:
-            if self.kinds.get(c) == "nominal":
-                k = len(self.categories[c]) + (c in self.nulls)
+            k = len(self.categories[c]) + (c in self.nulls) if self.kinds.get(c) == "nominal" else 0
+            if k > ONE_HOT_MAX:
+                hot.append(False)
+                flag.append(False)
+                coded.append(len(value_of))
+                value_of.append(len(value_of))
+            elif self.kinds.get(c) == "nominal":
                 hot += [True] * k
                 flag += [False] * k
                 value_of += range(len(value_of), len(value_of) + k)
@@ -229,6 +286,8 @@ class Layout:
         self.one_hot = np.array(hot, dtype=bool)
         self.indicator = np.array(flag, dtype=bool)
         self.value_of = np.array(value_of, dtype=np.int64)
+        self.coded = np.zeros(len(hot), dtype=bool)
+        self.coded[coded] = True
         self.width = len(hot)
 
     def names(self, pub: dict) -> list[str]:
@@ -241,9 +300,14 @@ class Layout:
         parts = []
         for c, name, s in zip(self.qi, names, columns):
             kind = self.kinds.get(c)
+            s = self.masked(c, s)
             missing = s.is_null().to_numpy() if s.null_count() else None
-            if missing is not None and c not in self.nulls:  # pragma: no cover - seen before the passes
-                raise EngineError(f"{label} changed while it was read")
+            if missing is not None and c not in self.nulls:
+                if c in self.missing_codes:  # (the original holds none of them: not laid out with a missing value)
+                    i = int(s.is_null().arg_true()[0])
+                    raise EngineError(f"column {name!r} of {label} holds a declared missing code of {c!r} at row "
+                                      f"{offset + i + 1}, and the original holds no missing value in {c!r}")
+                raise EngineError(f"{label} changed while it was read")  # pragma: no cover - seen before the passes
             if kind is None:
                 v = s
                 if v.dtype == pl.String and c in self.dates:  # a CSV's date text
@@ -261,14 +325,14 @@ class Layout:
                     parts.append(np.zeros((s.len(), 1)) if missing is None else missing.astype(np.float64)[:, None])
                 continue
             cats = self.categories[c]
-            code = s.cast(pl.String).replace_strict(cats, list(range(len(cats))), default=-1,
+            code = category_text(s, kind).replace_strict(cats, list(range(len(cats))), default=-1,
                                                     return_dtype=pl.Int64).to_numpy().copy()
             if missing is not None:  # a missing value: the code after the categories
                 code[missing] = len(cats)
             if kind == "ordinal":
                 if (code < 0).any():
                     i = int(np.flatnonzero(code < 0)[0])
-                    raise EngineError(f"column {name!r} of {label} has the value {s.cast(pl.String)[i]!r} at row "
+                    raise EngineError(f"column {name!r} of {label} has the value {category_text(s, kind)[i]!r} at row "
                                       f"{offset + i + 1}, which its ordinal order does not list")
                 rank = code.astype(np.float64)
                 if missing is not None:
@@ -276,6 +340,8 @@ class Layout:
                 parts.append(rank[:, None])
                 if c in self.nulls:
                     parts.append(np.zeros((s.len(), 1)) if missing is None else missing.astype(np.float64)[:, None])
+            elif len(cats) + (c in self.nulls) > ONE_HOT_MAX:  # (``coded``: the code itself)
+                parts.append(code.astype(np.float64)[:, None])
             else:
                 k = len(cats) + (c in self.nulls)
                 parts.append((code[:, None] == np.arange(k)[None, :]).astype(np.float64))

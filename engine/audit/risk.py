@@ -164,8 +164,8 @@ from ..kernels.risk import (class_summary, class_totals, find_rows, household_pr
 from ..parallel import interruptible
 from ..report import json_text
 from .classes import ClassCounter, PresentMoments, aligned_frames, is_numeric, parse_columns, published_columns
-from .points import (Layout, coded_key, key_columns, key_frame, key_matrix, null_columns, present, published,
-                     standardize)
+from .points import (Layout, coded_key, declared_codes, key_columns, key_frame, key_matrix, null_columns, present,
+                     published, standardize)
 from .verdict import evaluate, parse_max_risk, verdict_lines
 
 LEAF_SIZE = 32
@@ -306,7 +306,7 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
                     encoding: str | None = None, ordinal=None, memory_limit: int | str | None = None,
                     weight_column: str | None = None, classes_on: str | Sequence[str] | None = None,
                     threshold: float = RISK_THRESHOLD, household_column: str | None = None,
-                    max_risk=None) -> RiskResult:
+                    max_risk=None, nominal=None, missing=None, numeric=None) -> RiskResult:
     """DBRL and interval disclosure of ``masked`` against ``original`` on ``qi``, and
     the re-identification risks of the release's equivalence classes (ARX's prosecutor,
     journalist and marketer risks; sdcMicro's individual risk with sampling weights).
@@ -329,20 +329,25 @@ def disclosure_risk(original: str | os.PathLike[str] | pl.DataFrame | pl.LazyFra
     (``RiskResult.household``). ``max_risk``: thresholds (``{"prosecutor": 0.05}``, or
     ``"prosecutor=0.05,dbrl"``; ``engine.audit.verdict``) held against the measures:
     ``RiskResult.verdict`` (nothing is raised for a failed verdict here).
+    ``nominal``, ``missing``, ``numeric`` (as ``anonymize``'s; a statistical file's
+    declarations add theirs, ``engine.audit.points.declared_codes``): numeric QIs compared
+    as categories, declared missing codes compared as missing values.
     See the module docstring for the definitions, ties, and memory.
     Raises ``EngineError`` on bad input.
     """
     limit = parse_limit(memory_limit)
     osrc = open_source(original, csv=csv_options(separator, null_values, encoding))
     try:
+        given = declared_codes(osrc, original, qi, nominal=nominal, missing=missing, numeric=numeric, ordinal=ordinal)
         return _disclosure_risk(osrc, masked, qi, p, chunk_rows, ordinal, limit, weight_column, classes_on,
-                                threshold, household_column, max_risk)
+                                threshold, household_column, max_risk, given)
     finally:
         osrc.close()
 
 
 def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=None, weight_column=None,
-                     classes_on=None, threshold=RISK_THRESHOLD, household_column=None, max_risk=None) -> RiskResult:
+                     classes_on=None, threshold=RISK_THRESHOLD, household_column=None, max_risk=None,
+                     given=(frozenset(), {})) -> RiskResult:
     t0 = time.perf_counter()
     qi, kqi, chunk_rows, p = _settings(qi, classes_on, chunk_rows, p, threshold)
     limits = parse_max_risk(max_risk, weights=weight_column is not None, households=household_column is not None)
@@ -363,9 +368,9 @@ def _disclosure_risk(original, masked, qi, p, chunk_rows, ordinal=None, limit=No
         n = osrc.count_rows()
         if n == 0:
             raise EngineError(f"{osrc.label} has no rows")
-        layout = Layout(osrc, qi, ordinal, chunk_rows)
-        _check_kinds(layout, osrc, msrc, qi, pub, mixed=bool(ordinal) or any(not is_numeric(osrc.schema[c])
-                                                                             for c in qi))
+        layout = Layout(osrc, qi, ordinal, chunk_rows, *given)  # (given: nominal QIs, declared missing codes)
+        _check_kinds(layout, osrc, msrc, qi, pub, mixed=bool(ordinal) or bool(given[0]) or any(
+            not is_numeric(osrc.schema[c]) for c in qi))
         nm = msrc.count_rows()
         if nm != n:
             raise EngineError(f"{msrc.label} has {nm:,} rows but {osrc.label} has {n:,}; "
@@ -444,12 +449,13 @@ def _check_limit(limit, osrc, msrc, n, qi, mcols, kcols, d, chunk_rows, househol
 @dataclass
 class _Original:
     """The original's QIs indexed (``_original_points``): the kd-tree of the standardized
-    values, each row's missing-value pattern ``P``, and how a row is standardized."""
+    values, each row's pattern ``P`` (its missing-value indicators and coded nominal QIs'
+    categories: ``Layout.coded``), and how a row is standardized."""
 
     tree: object
     P: np.ndarray
     vals: np.ndarray  # the laid-out columns in the tree
-    inds: np.ndarray  # the missing-value indicator columns
+    inds: np.ndarray  # the pattern columns: missing-value indicators, coded nominal QIs
     zs: np.ndarray
     zm: np.ndarray
     zd: np.ndarray
@@ -462,14 +468,14 @@ def _original_points(osrc: TableSource, layout: Layout, qi, n: int, chunk_rows) 
     """The original's ``n`` rows of QIs, in memory, then standardized in place: the values
     (a missing one at its column's mean) in the tree, the missing-value patterns beside them."""
     hot, flag, d = layout.one_hot, layout.indicator, layout.width
-    vals, inds = np.flatnonzero(~flag), np.flatnonzero(flag)
+    vals, inds = np.flatnonzero(~flag & ~layout.coded), np.flatnonzero(flag | layout.coded)
     X = np.empty((n, vals.shape[0]))
-    P = np.zeros((n, inds.shape[0]), np.uint8)
+    P = np.zeros((n, inds.shape[0]), np.int32)
     mom = PresentMoments(d)  # (over the values present: a missing value is NaN here)
     for offset, frame in osrc.iter_frames(qi, chunk_rows):
         x = layout.expand([frame.get_column(c) for c in qi], qi, offset, osrc.label)
         X[offset: offset + x.shape[0]] = x[:, vals]
-        P[offset: offset + x.shape[0]] = x[:, inds] != 0
+        P[offset: offset + x.shape[0]] = patterns(x, inds, layout)
         mom.add(x, None, present(x))
     scale, mean, count = mom.scale, mom.mean, mom.n
     constant = (mom.min == mom.max) | (count == 0)
@@ -483,12 +489,19 @@ def _original_points(osrc: TableSource, layout: Layout, qi, n: int, chunk_rows) 
     v = layout.value_of[inds]
     spread = (mom.max[v] - mom.min[v]) / scale[v] / np.where(sd0[v] > 0, sd0[v], 1.0)
     widest = np.where((sd0[v] > 0) & np.isfinite(spread), spread, 1.0)
-    R2 = np.ascontiguousarray(widest * widest)
+    R2 = np.ascontiguousarray(np.where(layout.coded[inds], 1.0, widest * widest))  # (a category: 1)
     zs, zm, zd = scale[vals], mean[vals], sd0[vals]
     for a in range(0, n, chunk_rows):
         X[a: a + chunk_rows] = standardize(X[a: a + chunk_rows], zs, zm, zd)
     tree = interruptible(build_kdtree, X, LEAF_SIZE)  # (seconds: on a thread, so a signal stops it at once)
     return _Original(tree, P, vals, inds, zs, zm, zd, R2, scale, sd1)
+
+
+def patterns(x: np.ndarray, inds: np.ndarray, layout: Layout) -> np.ndarray:
+    """The pattern columns ``inds`` of laid-out rows ``x`` as int32: a missing-value
+    indicator 0/1, a coded nominal QI its category's code."""
+    cols = x[:, inds]
+    return np.ascontiguousarray(np.where(layout.coded[inds], cols, cols != 0), dtype=np.int32)
 
 
 @dataclass
@@ -536,7 +549,7 @@ def _release_points(msrc: TableSource, layout: Layout, pub, qi, rcols, kcols, ch
     U = points.select([str(j) for j in range(d)]).to_numpy().astype(np.float64)
     U = np.ascontiguousarray(U[np.lexsort(U.T[::-1])])  # (NaN, a missing value, last: as find_rows)
     Uz = standardize(U[:, orig.vals], orig.zs, orig.zm, orig.zd)
-    Up = np.ascontiguousarray(U[:, orig.inds] != 0, dtype=np.uint8)
+    Up = patterns(U, orig.inds, layout)
     d2 = np.empty(U.shape[0])
     ties = np.empty(U.shape[0], np.int64)
     if orig.inds.shape[0]:
@@ -558,9 +571,9 @@ def _score(osrc, msrc, layout: Layout, pub, qi, wcol, rcols, kcols, chunk_rows, 
     msd1 = np.sqrt(np.maximum(mmom.m2, 0.0) / np.maximum(mcount - 1, 1)) * (mmom.scale / scale)
     msd1[(mmom.min == mmom.max) | (mcount < 2)] = 0.0
     half_m = p * msd1
-    half = np.where(hot, 0.0, half)  # a category is inside only when unchanged
-    half_m = np.where(hot, 0.0, half_m)
-    counted = (~flag).astype(np.uint8)  # (a missing value is scored on its value's column)
+    half = np.where(hot | layout.coded, 0.0, half)  # a category is inside only when unchanged
+    half_m = np.where(hot | layout.coded, 0.0, half_m)
+    counted = (~flag).astype(np.uint8) + layout.coded  # (a missing value is scored on its value's column)
     f = np.zeros(rel.K.shape[0], np.int64)
     W = np.zeros(rel.K.shape[0]) if wcol else np.zeros(0)
     no_weights = np.zeros(0)
@@ -580,7 +593,7 @@ def _score(osrc, msrc, layout: Layout, pub, qi, wcol, rcols, kcols, chunk_rows, 
         rows_credit = np.empty(M.shape[0]) if members is not None else no_weights
         c, a, b = score_rows(standardize(x[:, vals], orig.zs, orig.zm, orig.zd), rel.Uz, idx, rel.d2, rel.ties,
                              np.ascontiguousarray(x / scale), np.ascontiguousarray(M / scale), half, half_m, counted,
-                             np.ascontiguousarray(x[:, inds] != 0, dtype=np.uint8), rel.Up, orig.R2, rows_credit)
+                             patterns(x, inds, layout), rel.Up, orig.R2, rows_credit)
         if members is not None:
             members.add(fo.get_column(members.column), kidx, rows_credit, offset)
         credit += c

@@ -82,6 +82,15 @@ missing at one end holds nothing ("generalization"). The information loss leaves
 missing originals out (SSE and SST over the values present, as the engine's; a
 nominal QI: missing for missing is no change; an ordinal QI: over the rows present).
 
+Declared missing codes (``anonymize --missing``, or a statistical file's declarations:
+``verify --missing COL=CODES``, read from a ``.sav``/``.dta``/DDI original's own
+declarations too): with the original, a numeric QI's code is a missing value on both
+sides, as a null is: left out of its class's mean and of the information loss, and a
+published code reads as "published missing", so a class of codes only passes when it
+publishes a code (or null), and a class with values present must publish their mean.
+A nominal QI's code is a category of its own (no change needed). The classes are still
+counted on the published values as they are (a code is a value).
+
 Counting scales: each chunk is reduced by ``group_by`` on the *exact* published
 values (no hashing, so two classes can never be merged by a collision and hide a
 small class), and the partial counts are merged whenever they outgrow the merged
@@ -115,6 +124,9 @@ from ..budget import check_verify, early_piece, parse_limit
 from ..checks import check_whole
 from ..errors import EngineError
 from ..io.csvfile import csv_options
+from ..declared import parse_missing
+from ..encode.codes import mask_codes, resolve_missing
+from ..io.labelled import declared, file_meta
 from ..io.source import open_source
 from ..options import parse_nominal, parse_ordinal
 from ..report import json_text
@@ -281,7 +293,7 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
                    null_values: "str | Sequence[str] | None" = None, encoding: str | None = None,
                    mixed: bool = False, ordinal=None, memory_limit: "int | str | None" = None,
                    nominal=None, person_column: str | None = None,
-                   household_column: str | None = None) -> VerifyResult:
+                   household_column: str | None = None, missing=None) -> VerifyResult:
     """Verify the release ``output`` (CSV/Parquet file, folder or glob); see the module docstring.
 
     Returns a :class:`VerifyResult` whose ``ok`` says whether every guarantee holds
@@ -303,6 +315,11 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
     ``mixed``): numeric QIs published as categories (``anonymize --nominal``), checked
     as categories (a value of the original, the class's mode), not as means.
 
+    ``missing`` (``{"AGE": [996]}`` or ``["AGE=996,997"]``, as ``anonymize``'s; with
+    ``original``): declared missing codes, checked as missing values (module docstring).
+    A statistical-file ``original`` (``.sav``, ``.dta``, a DDI codebook) adds the
+    categories and missing codes its declarations give, as ``anonymize`` reads them.
+
     ``person_column``, ``household_column``: a release grouped by person or household
     (``engine.audit.entities``: distinct persons per class, household mates' values).
 
@@ -312,7 +329,12 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
     """
     limit = parse_limit(memory_limit)
     ordinal = {c: (order, by) for c, order, by in parse_ordinal(ordinal) or ()}
-    nominal = frozenset(parse_nominal(nominal) or ())
+    nominal, missing = declared(file_meta(original) if original is not None else None, parse_columns(qi),
+                                nominal=parse_nominal(nominal), ordinal=ordinal, missing=parse_missing(missing))
+    if missing and original is None:
+        raise EngineError("missing (--missing): declared missing codes are checked against the original "
+                          "(--original), and none is given")
+    nominal = frozenset(nominal)
     mixed = mixed or bool(ordinal) or bool(nominal)
 
     csv = csv_options(separator, null_values, encoding)
@@ -322,7 +344,7 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
     orig = open_source(original, csv=csv).bounded(early_piece(limit)) if original is not None else None
     try:
         result = _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal, limit=limit,
-                         nominal=nominal)
+                         nominal=nominal, missing=missing)
         entity_checks(result, output, original, result.qi, k, person_column, household_column, csv)
         return result
     finally:
@@ -349,18 +371,19 @@ def _neg_zero(c: str) -> str:
 
 
 def _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed=False, ordinal=None, limit=None,
-            nominal=frozenset()) -> VerifyResult:
+            nominal=frozenset(), missing=()) -> VerifyResult:
     t0 = time.perf_counter()
     qi, k, l, epsilon, chunk_rows = _settings(qi, k, sa, l, epsilon, chunk_rows)
     with open_source(output) as opened:  # (closed: a CSV's local copy is removed)
         out = opened.bounded(early_piece(limit))  # (a CSV in pieces under a memory limit)
-        result = _verify_source(out, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal, limit, nominal)
+        result = _verify_source(out, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal, limit, nominal,
+                                missing)
     result.wall_seconds = time.perf_counter() - t0
     return result
 
 
 def _verify_source(out, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal, limit,
-                   nominal=frozenset()) -> VerifyResult:
+                   nominal=frozenset(), missing=()) -> VerifyResult:
     pub = published_columns(out, qi)
     keys = [c for cols in pub.values() for c in cols]
     out.check_reconciled(keys + ([sa] if sa is not None and sa in out.columns else []))
@@ -390,6 +413,10 @@ def _verify_source(out, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal,
             orig = orig.with_types({c: schema[c] for c in qi}, text=out.kind == "csv", parse=False)
         orig_rows = orig.count_rows()
         mixed = mixed or _looks_mixed(out, orig, qi, pub, chunk_rows)
+        # declared missing codes of the QIs checked as numbers (a nominal QI's code is a category)
+        codes = {c: v for c, v in resolve_missing(missing, {c: ("nominal" if c in nominal or not is_numeric(
+            orig.schema[c]) else "numeric", orig.schema[c]) for c, _ in missing or ()}, orig.label).items()
+            if c not in nominal}
     check_verify(limit, out, orig, rows, keys, k, chunk_rows)  # (--memory-limit: before the checks' work)
 
     result = VerifyResult(output=out.label, ok=True, rows=rows, qi=qi, key_columns=keys, k=k, classes=0,
@@ -404,7 +431,7 @@ def _verify_source(out, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal,
             counter.add(_sign_keys(frame, keys))
     if orig is not None:
         later += _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows,
-                                        mixed, ordinal or {}, nominal)
+                                        mixed, ordinal or {}, nominal, codes)
 
     _class_checks(result, counter, group_keys, keys, k, sa, l, epsilon)
 
@@ -475,7 +502,7 @@ class _Scan:
 
 
 def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, counter, chunk_rows, mixed=False,
-                           ordinal=None, nominal=frozenset()) -> list:
+                           ordinal=None, nominal=frozenset(), codes=None) -> list:
     """Read the release beside the original (counting its classes on the way): the row
     count, the columns passed through, the generalization of range and set QIs, the
     information loss. Returns the checks ``(name, ok, detail)`` to list after the class checks."""
@@ -503,11 +530,13 @@ def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, coun
     ranges = [c for c in qi if len(pub[c]) == 2]
     sets = [c for c in qi if pub[c] == (c,) and not is_numeric(orig.schema[c]) and out.schema[c] == pl.String
             and c not in kinds.cats and c not in kinds.dates]
-    scan = _scan_aligned(out, orig, counter, keys, sa, present, il_cols, ranges + sets, pub, chunk_rows, qi[0], kinds)
+    codes = {c: v for c, v in (codes or {}).items() if c in il_cols}
+    scan = _scan_aligned(out, orig, counter, keys, sa, present, il_cols, ranges + sets, pub, chunk_rows, qi[0], kinds,
+                         codes)
     information_loss(result, scan, il_cols)
     if il_cols:
         later.append(_class_means_check(result, scan.means, il_cols, [kinds.like(c, orig.schema[c]) for c in il_cols],
-                                        kinds.dates, keys))
+                                        kinds.dates, keys, codes))
     if kinds.loss is not None:
         later += kinds.loss.finish(result, orig_rows)
     if scan.modes is not None:
@@ -545,7 +574,7 @@ def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, coun
 
 
 def _scan_aligned(out, orig, counter, keys, sa, present, il_cols, generalized, pub, chunk_rows, first_qi,
-                  kinds: MixedKinds) -> _Scan:
+                  kinds: MixedKinds, codes: dict) -> _Scan:
     """One read of the release beside the original: its classes counted, the first
     changed row of every passed-through column, the first original value outside its
     published range or set, the information loss's moments (and a mixed release's
@@ -563,10 +592,12 @@ def _scan_aligned(out, orig, counter, keys, sa, present, il_cols, generalized, p
         counter.add(keyed)
         X = have = None
         if scan.means is not None:
-            X = np.column_stack([as_number(f_orig.get_column(c), kinds.like(c, None)) for c in il_cols])
-            # a missing original: left out of its class's mean and of the information loss
-            have = np.column_stack([f_orig.get_column(c).is_not_null().to_numpy() for c in il_cols]) \
-                if any(f_orig.get_column(c).null_count() for c in il_cols) else None
+            # a missing original (a declared code too): left out of its class's mean and of the information loss
+            cols = [mask_codes(f_orig.get_column(c), codes[c]) if c in codes else f_orig.get_column(c)
+                    for c in il_cols]
+            X = np.column_stack([as_number(s, kinds.like(c, None)) for c, s in zip(il_cols, cols)])
+            have = np.column_stack([s.is_not_null().to_numpy() for s in cols]) \
+                if any(s.null_count() for s in cols) else None
             scan.means.add(keyed, X, have)
         for c in generalized:
             if c not in scan.outside:
@@ -583,7 +614,7 @@ def _scan_aligned(out, orig, counter, keys, sa, present, il_cols, generalized, p
         if scan.modes is not None:
             scan.modes.add(keyed, f_orig)
         if scan.moments is not None and not scan.bad_il:
-            Y = np.column_stack([as_number(f_out.get_column(c), kinds.like(c, orig.schema[c]))
+            Y = np.column_stack([_uncoded(as_number(f_out.get_column(c), kinds.like(c, orig.schema[c])), codes.get(c))
                                  for c in il_cols])  # a CSV release's text: not a number -> NaN
             fin = np.isfinite(X) & np.isfinite(Y)
             if have is not None:
@@ -596,12 +627,22 @@ def _scan_aligned(out, orig, counter, keys, sa, present, il_cols, generalized, p
     return scan
 
 
-def _class_means_check(result, means: ClassMeans, il_cols, likes, dates, keys) -> tuple[str, bool, str]:
+def _uncoded(x: np.ndarray, codes) -> np.ndarray:
+    """Published numbers ``x`` with the declared missing ``codes`` read as missing (NaN)."""
+    if codes:
+        x = np.where(np.isin(x, np.asarray(codes, dtype=np.float64)), np.nan, x)
+    return x
+
+
+def _class_means_check(result, means: ClassMeans, il_cols, likes, dates, keys, codes) -> tuple[str, bool, str]:
     """Each class's published value of every QI published as one number against the mean
     of the class's original values present (``ClassMeans``; the module docstring): null
-    exactly when the class has no value present. ``likes``: the type each release column
-    is read as (``as_number``); ``dates``: QIs published as the mean rounded to the unit."""
+    exactly when the class has no value present (a declared missing ``codes`` of a column
+    published: missing). ``likes``: the type each release column is read as (``as_number``);
+    ``dates``: QIs published as the mean rounded to the unit."""
     merged = means.finish()
+    merged = merged.with_columns([pl.Series(c, _uncoded(as_number(merged.get_column(c), likes[il_cols.index(c)]),
+                                                        v)).fill_nan(None) for c, v in codes.items()])
     bounds = [float(MEAN_TOLERANCE * means.amax[j]) + (0.5 if c in dates else 0.0) for j, c in enumerate(il_cols)]
     gaps = [(pl.Series(as_number(merged.get_column(c), likes[j])) - merged.get_column(mean_name(j))).abs()
             .alias(f"__gap_{j}") for j, c in enumerate(il_cols)]
@@ -628,7 +669,8 @@ def _class_means_check(result, means: ClassMeans, il_cols, likes, dates, keys) -
     j = next(j for j in range(len(il_cols)) if wrong(j))
     c, present = il_cols[j], first[f"__present_{j}"]
     if first[mean_name(j)] is None:
-        what = f"the class's {first[ROWS]:,} original values are all missing (published: null)"
+        what = (f"the class's {first[ROWS]:,} original values are all missing (published: null"
+                + (" or a declared missing code)" if c in codes else ")"))
     else:
         what = (f"the mean of the class's {present:,} original values"
                 + (f" present (of {first[ROWS]:,})" if present != first[ROWS] else "")

@@ -91,8 +91,12 @@ def resolve_missing(missing, qis: dict, label: str = "the input") -> dict:
 
 
 def mask_codes(s: pl.Series, codes: tuple) -> pl.Series:
-    """``s`` with its declared missing ``codes`` read as missing values (nulls)."""
-    hit = s.is_in(list(codes)).fill_null(False)
+    """``s`` with its declared missing ``codes`` read as missing values (nulls); a
+    number compared as a float (a release's Float64 mean column beside Int64 codes)."""
+    if s.dtype.is_numeric():
+        hit = s.cast(pl.Float64).is_in([float(v) for v in codes]).fill_null(False)
+    else:
+        hit = s.is_in(list(codes)).fill_null(False)
     return s.set(hit, None) if hit.any() else s
 
 

@@ -116,30 +116,40 @@ def with_declarations(cfg, meta: FileMeta | None):
     docstring); unchanged without declarations."""
     if meta is None:
         return cfg
-    numeric = set(cfg.numeric or ())
-    given_nominal = tuple(cfg.nominal or ())
-    ordinal = {o[0] for o in cfg.ordinal or ()}
-    given_missing = dict(cfg.missing or ())
+    given_nominal, given_missing = tuple(cfg.nominal or ()), tuple(cfg.missing or ())
+    nominal, missing = declared(meta, cfg.qi, numeric=cfg.numeric, nominal=cfg.nominal,
+                                ordinal=[o[0] for o in cfg.ordinal or ()], missing=cfg.missing, method=cfg.method)
+    if nominal == given_nominal and missing == given_missing:
+        return cfg
+    return dataclasses.replace(cfg, nominal=nominal or None, missing=missing or None)
+
+
+def declared(meta: FileMeta | None, qi, *, numeric=(), nominal=(), ordinal=(), missing=(),
+             method: str | None = None) -> tuple:
+    """``(nominal, missing)`` of the QIs ``qi``: the user's (``missing`` as
+    ``((column, codes), ...)``), then the categories and missing codes that the
+    declarations ``meta`` add (module docstring; the user's win). ``method`` (anonymize's):
+    refused when it would average them; None (verify, risk): not checked."""
+    numeric, ordinal = set(numeric or ()), set(ordinal or ())
+    given_nominal = tuple(nominal or ())
+    given_missing = dict(missing or ())
     nominal, missing = list(given_nominal), dict(given_missing)
-    for c in cfg.qi:
-        m = meta.cols.get(c)
+    for c in qi:
+        m = meta.cols.get(c) if meta is not None else None
         if m is None:
             continue
         if c not in numeric and c not in ordinal and c not in given_nominal and is_category(m):
-            if cfg.method not in _MIXED:
-                raise EngineError(f"column {c!r} carries value labels of categories: method {cfg.method} would "
+            if method is not None and method not in _MIXED:
+                raise EngineError(f"column {c!r} carries value labels of categories: method {method} would "
                                   f"average its codes; use an MDAV-family method, or --numeric {c} to average it")
             nominal.append(c)
         codes = missing_codes(c, m)
         if codes and c not in given_missing:
-            if cfg.method not in _MIXED:
+            if method is not None and method not in _MIXED:
                 raise EngineError(f"column {c!r} declares missing codes ({', '.join(map(str, codes[:5]))}): method "
-                                  f"{cfg.method} would average them; use an MDAV-family method")
+                                  f"{method} would average them; use an MDAV-family method")
             missing[c] = codes
-    if tuple(nominal) == given_nominal and missing == given_missing:
-        return cfg
-    return dataclasses.replace(cfg, nominal=tuple(nominal) or None,
-                               missing=tuple((c, tuple(v)) for c, v in missing.items()) or None)
+    return tuple(nominal), tuple((c, tuple(v)) for c, v in missing.items())
 
 
 def stat_output(dest) -> str | None:

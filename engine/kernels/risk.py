@@ -35,13 +35,19 @@ from .index.kdtree import next_leaf, walk
 
 @njit(cache=True, nogil=True)
 def pattern_offset(a, b, R2):
-    """The distance a missing-value pattern adds: ``R2[j]`` for each indicator ``j``
-    where the patterns ``a`` and ``b`` (0/1 a QI with missing values) differ, summed
-    in column order (the same expression wherever a distance is computed)."""
+    """The distance a pattern adds: ``R2[j]`` for each column ``j`` where the patterns
+    ``a`` and ``b`` differ, half of it when either is negative, summed in column order
+    (the same expression wherever a distance is computed). A pattern column is a
+    missing-value indicator (0/1 a QI with missing values) or a nominal QI's category
+    code (``R2`` 1: two categories at squared distance 1; -1, a published category the
+    original lacks, at 1/2 from every category, as a one-hot row of zeros would be)."""
     s = 0.0
     for j in range(R2.shape[0]):
         if a[j] != b[j]:
-            s += R2[j]
+            if a[j] < 0 or b[j] < 0:
+                s += 0.5 * R2[j]
+            else:
+                s += R2[j]
     return s
 
 
@@ -87,8 +93,8 @@ def nearest_all_patterns(T, Q, QP, P, R2, out_d2, out_ties):
 def nearest_all(T, Q, out_d2, out_ties):
     """``nearest_all_patterns`` without missing values: the least ``sq_dist`` from each
     row of ``Q`` to the tree's rows and its multiplicity."""
-    none = np.empty((Q.shape[0], 0), np.uint8)
-    nearest_all_patterns(T, Q, none, np.empty((0, 0), np.uint8), np.empty(0), out_d2, out_ties)
+    none = np.empty((Q.shape[0], 0), np.int32)
+    nearest_all_patterns(T, Q, none, np.empty((0, 0), np.int32), np.empty(0), out_d2, out_ties)
 
 
 @njit(cache=True, nogil=True)
@@ -142,7 +148,9 @@ def score_rows(Zo, Uz, idx, d2, ties, Xs, Ms, half_width, half_width_m, counted,
     missing value), and ``half_width`` (e,): p times the original's sd in those
     units; ``half_width_m``: p times the masked sd (sdcMicro's variant). ``counted``
     (e,): 0 for the columns left out of interval disclosure (missing-value
-    indicators: a missing value is scored on its own column).
+    indicators: a missing value is scored on its own column), 2 for a nominal QI's
+    category code (a change of category is outside: two values outside for sdcMicro's
+    variant, as its two one-hot columns, one when either code is -1), else 1.
 
     Returns ``(dbrl_credit, inside_all, inside_sdcmicro)``: the summed credit; the
     rows whose every original value lies within ``half_width`` of the masked value;
@@ -173,6 +181,11 @@ def score_rows(Zo, Uz, idx, d2, ties, Xs, Ms, half_width, half_width_m, counted,
                 continue
             x = Xs[i, j]
             m = Ms[i, j]
+            if counted[j] == 2:
+                if x != m:
+                    out += 1
+                    out_m += 2 if x >= 0 and m >= 0 else 1
+                continue
             if x != x or m != m:  # a missing value: inside only against a missing one
                 if not (x != x and m != m):
                     out += 1
