@@ -116,6 +116,8 @@ class Budget:
     row_ordered: bool = False
     range_rows: int = RANGE_ROWS
     counter_room: int | None = None
+    # each phase's least limit (bytes): the limit were that phase the largest (``engine.planning``)
+    phases: tuple = ()
 
 
 def rss() -> int:
@@ -290,7 +292,7 @@ def csv_rows(paths) -> int:
 def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind: str = "parquet",
          method: str | None = None, state: int | None = None, qis: int | None = None,
          start_rss: int | None = None, buffered: int = 0, polish: bool | None = None,
-         risk: bool = False, row_ordered: bool = False, per_row: str = "") -> Budget:
+         risk: bool = False, row_ordered: bool = False, per_row: str = "", published: int | None = None) -> Budget:
     """``d``: the columns a block row holds (the QIs, or more for the sensitive
     methods); ``columns``: the input's columns; ``kind``: the input's ("csv" reads in
     pieces); ``state``: the bytes the run keeps for the whole table beside the row
@@ -304,7 +306,9 @@ def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind:
     with ``effective_polish_rounds`` > 0); ``risk``: ``--risk`` follows the run;
     ``row_ordered``: a streamed run hands its published values to the write pass in row
     order, on disk (``passes.published``; ``plan_budget`` decides); else ``per_row`` names
-    what keeps the map (an option, for the refusal's message).
+    what keeps the map (an option, for the refusal's message); ``published``: the values
+    a row-ordered record and a spilled block record hold (mixed-type QIs: one a QI, where
+    ``d`` counts their encoded columns; default ``d``).
 
     The block size, which decides the partition and so the output, never depends on
     the limit, the thread count or the process's memory: it is the one asked for, or
@@ -344,7 +348,7 @@ def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind:
     floor_chunk = min(MIN_CHUNK, chunk)
     floors = floor_chunk * cell + floor_units + 2 * MIN_SPILL + (PIECE_FACTOR * MIN_PIECE if csv else 0)
     if row_ordered:
-        floors += row_ordered_bytes(rows, d, block, floor_chunk, MIN_SPILL)
+        floors += row_ordered_bytes(rows, published or d, block, floor_chunk, MIN_SPILL)
     # the phases after the passes' floors (they do not overlap): the polished aggregate
     # pass (every standardized row kept for the seams, two polished units in flight),
     # the seam polish, the disclosure risk
@@ -379,7 +383,7 @@ def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind:
     else:
         piece = None
     spill = int(min(DEFAULT_SPILL, MIN_SPILL + rest / 2))
-    ranged, room = _row_ordered_shares(d, chunk, floor_chunk, left) if row_ordered else (MIN_RANGE, None)
+    ranged, room = _row_ordered_shares(published or d, chunk, floor_chunk, left) if row_ordered else (MIN_RANGE, None)
     # once the table is spilled no chunk, piece or spill buffer is in flight: the units
     # (blocks, or maxent's fused units) may take what the floors and the left-over hold
     # (polished: beside every standardized row, kept for the seams)
@@ -389,8 +393,9 @@ def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind:
     else:
         unit_floor = floor_units + floor_chunk * cell + 2 * MIN_SPILL
         unit_room = unit_floor + (top - phases["passes"]) + left
+    by_phase = tuple((p, stated((fixed + MARGIN_FIXED + labels + v) / (1 - MARGIN_SHARE))) for p, v in phases.items())
     return Budget(block, chunk, on_disk, 2 * block, spill, piece, int(least), unit_room, unit_row, unit_floor,
-                  rows, qis, method, row_ordered, ranged, room)
+                  rows, qis, method, row_ordered, ranged, room, by_phase)
 
 
 def _row_ordered_shares(d: int, chunk: int, floor_chunk: int, left: float) -> tuple[int, int]:
@@ -481,9 +486,9 @@ def check_command(limit: int | None, command: str, rows: int, d: int, state: int
     fixed = held + RUNTIME - resident_runtime() + buffered
     need = state + CELL * chunk_cells + csv * PIECE_FACTOR * early_piece(limit)
     least = (fixed + MARGIN_FIXED + need) / (1 - MARGIN_SHARE)
-    if limit < least:
+    if limit < least:  # (stated 8 MiB above: the process's RSS when checked varies by 8 MiB from run to run)
         raise EngineError(f"--memory-limit {mib(limit)} is below what microagg {command} needs (at least "
-                          f"{mib(stated(least))} for {rows:,} rows of {d} QIs: {mib(held)} of it held by this "
+                          f"{mib(stated(least + 8 * MiB))} for {rows:,} rows of {d} QIs: {mib(held)} of it held by this "
                           f"process before it); raise it")
 
 
