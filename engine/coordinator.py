@@ -436,9 +436,12 @@ def _aggregate_and_stitch(inp: _Input, cfg, flow, blocks: Blocks | None, passes,
     else:
         given = getattr(flow, "given", None)
         if inp.budget.row_ordered and not inp.single and given is None:
-            labels = records = RowRecords(inp.folder, rows, len(flow.cfg.qi), cfg.k, inp.budget.chunk_rows,
-                                          inp.budget.spill_buffer, flow.dist, inp.budget.range_rows)
+            width, sums = flow.published_width()  # (mixed-type QIs: one published value a QI)
+            labels = records = RowRecords(inp.folder, rows, width, cfg.k, inp.budget.chunk_rows,
+                                          inp.budget.spill_buffer, flow.dist, inp.budget.range_rows, sums)
             cleanup.callback(records.close)
+            if flow.strata is not None:  # (each unit's groups checked and counted by stratum as they pass)
+                records.check_strata(flow.strata)
         else:
             labels = np.empty(rows, np.int32) if inp.single or not inp.budget.labels_on_disk else \
                 np.memmap(blocks.store.private_file("labels.i32", 4 * rows), dtype=np.int32, mode="r+",
@@ -461,6 +464,7 @@ def _aggregate_and_stitch(inp: _Input, cfg, flow, blocks: Blocks | None, passes,
             blocks.store.discard()  # the write pass reads the input, not the blocks
     if records is not None:
         stitched.counter_room = inp.budget.counter_room
+        flow.strata_counts = records.strata_groups  # (--strata: the groups of each stratum, counted)
         if dest is None:  # (a result in memory: each row's group too, filled by the write pass)
             stitched.labels = np.empty(rows, np.int32)
         return None, stitched
@@ -534,12 +538,12 @@ def _report(cfg, flow, inp, blocks, stitched, written, passes, dist, size_counts
         settings=cfg.settings(),
         information_loss_by_qi=by_qi,
         distributions=dist,
-        strata=_strata_report(flow, stitched.sizes) if flow.strata is not None else None,
+        strata=_strata_report(flow) if flow.strata is not None else None,
         **flow.report_fields(inp, blocks, stitched, written),
     )
 
 
-def _strata_report(flow, sizes) -> list | None:
+def _strata_report(flow) -> list | None:
     """Per stratum: its values, rows, groups, SSE, SST and information loss (100 SSE /
     SST of the QIs within the stratum, on the run's z-scores, SST around the stratum's
     own mean: ``flow.strata_loss``; the SSEs add up to the run's; None where the
@@ -547,7 +551,9 @@ def _strata_report(flow, sizes) -> list | None:
     strata = flow.strata
     if strata is None:
         return None
-    groups = np.bincount(flow.strata_groups, minlength=strata.count)
+    groups = getattr(flow, "strata_counts", None)  # (row-ordered: counted as the units passed)
+    if groups is None:
+        groups = np.bincount(flow.strata_groups, minlength=strata.count)
     loss = getattr(flow, "strata_loss", None)
     out = []
     for s, values in enumerate(strata.value_dicts()):

@@ -521,8 +521,17 @@ class Mixed:
         from .publish import Publisher
 
         pub = Publisher(self, groups)
-        groups.centroid = None
+        if hasattr(groups, "centroid"):  # (row-ordered published values hold no table: ``passes.published``)
+            groups.centroid = None
         return pub
+
+    def row_ordered(self) -> bool:
+        """Whether a streamed run's published values may reach the write pass in row order,
+        on disk (``passes.published.RowRecords``: one value a QI and row, as the workers'
+        ``published_sums`` give them), with no row -> group map: not when the publisher
+        needs each row's group for more (a Datetime QI's exact mean, ``exact_dates``; a
+        numeric QI's declared missing codes, ``declared_codes``)."""
+        return not any(q.codes or (q.kind == "date" and isinstance(q.dtype, pl.Datetime)) for q in self.qis)
 
     def summary(self, col_sse: np.ndarray, col_sst: np.ndarray, missing: dict | None = None) -> dict:
         """``metrics["mixed"]``: each QI's kind, weight, categories, encoding and missing

@@ -8,6 +8,8 @@ measuring the information loss per QI and counting the missing cells imputed or 
 Where the table comes from:
 
 * the blocks' workers' reduction (``Mixed.published_sums``: the fast path), as it is;
+* none: the workers' published values reach the write pass in row order, on disk
+  (``passes.published.RowRecords``: a chunk's values come with it, no table held);
 * otherwise (stitched groups: in memory, seam polish, refinement) the encoded means
   for the complete numeric and date QIs, and one read of the QI columns for the rest
   (``from_input``): each categorical QI's codes, kept for every row (8 bytes a row:
@@ -141,7 +143,9 @@ class Publisher:
         # categorical QIs: published (and their losses counted) from the groups alone: the
         # write pass need not read those columns (``unread``), it only writes them
         self.unread = [q.name for q in qis if q.kind in ("ordinal", "nominal")]
-        if groups.sse is not None:  # the blocks' workers' reduction (``Mixed.published_sums``) as it is
+        if not hasattr(groups, "centroid"):  # row-ordered (``passes.published``): each chunk's values from disk
+            self.table, sums = None, np.asarray(groups.sse, np.float64)
+        elif groups.sse is not None:  # the blocks' workers' reduction (``Mixed.published_sums``) as it is
             assert groups.centroid.shape[1] == len(qis)
             self.table, sums = groups.centroid, np.asarray(groups.sse, np.float64)
         else:  # stitched groups
@@ -162,12 +166,15 @@ class Publisher:
         # each QI's column in them), of the values present: set by the flow for the report
         self.histograms = None
 
-    def publish(self, frame: pl.DataFrame, lab: np.ndarray, offset: int) -> pl.DataFrame:
+    def publish(self, frame: pl.DataFrame, lab: np.ndarray, offset: int, values: np.ndarray | None = None
+                ) -> pl.DataFrame:
         """``frame`` (the input's columns but ``unread``) with the QIs replaced by, or (the
-        ``unread`` ones) given, their group's published values."""
+        ``unread`` ones) given, their group's published values: gathered from the table,
+        or ``values`` (QIs, rows) as given (row-ordered published values)."""
         out = []
-        values = np.empty((len(self.mixed.qis), lab.shape[0]))
-        gather_columns(lab, self.table, values)  # column-major: each row a column, no copy
+        if values is None:
+            values = np.empty((len(self.mixed.qis), lab.shape[0]))
+            gather_columns(lab, self.table, values)  # column-major: each row a column, no copy
         raw = self.mixed.raw
         for j, q in enumerate(self.mixed.qis):
             p = values[j]

@@ -145,19 +145,32 @@ class CentroidFlow:
 
     def budget_args(self, source, rows) -> dict:
         per_row = self.per_row(rows)
-        return {"d": len(self.cfg.qi), "state": self.mixed.state(rows) if self.mixed is not None else None,
-                "row_ordered": per_row is None, "per_row": per_row or ""}
+        kept = self.mixed is not None and per_row is not None  # (row-ordered: no table of groups)
+        return {"d": len(self.cfg.qi), "state": self.mixed.state(rows) if kept else None,
+                "row_ordered": per_row is None, "per_row": per_row or "", "published": self.published_width()[0]}
+
+    def published_width(self) -> tuple[int, int | None]:
+        """A row-ordered run's records (``passes.published.RowRecords``): the published
+        values a row and the width of the workers' per-unit sums (None: as many); a mixed
+        run publishes one value a QI (``Mixed.published_sums``), not its encoded columns."""
+        if self.mixed is None:
+            return len(self.cfg.qi), None
+        return len(self.mixed.qis), self.mixed.loss_width
 
     def per_row(self, rows: int) -> str | None:
         """None when a streamed run of ``rows`` rows hands its published values to the
         write pass in row order, on disk (``passes.published.RowRecords`` in place of the
         row -> group map and the table of groups): on this machine, when the workers
-        measure the final groups (no refinement, no seam polish in memory), numeric QIs,
-        no strata, fewer than 2^32 rows. Else what keeps the map (for the budget's
-        refusal). Decided before the passes; the output is the same either way."""
+        measure the final groups (no refinement, no seam polish in memory), numeric QIs or
+        mixed ones the workers publish (``Mixed.row_ordered``), no strata (numeric QIs: each
+        stratum's loss is measured from the map; mixed ones are not measured by stratum),
+        fewer than 2^32 rows. Else what keeps the map (for the budget's refusal). Decided before the
+        passes; the output is the same either way."""
         cfg = self.cfg
-        for why, keeps in (("--scheduler", self.backend is not None), ("non-numeric QIs", self.mixed is not None),
-                           ("--strata", cfg.strata is not None), ("--refine", cfg.refine is not None),
+        mixed = self.mixed is not None and (self.mixed_dist is not None or not self.mixed.row_ordered())
+        for why, keeps in (("--scheduler", self.backend is not None), ("non-numeric QIs", mixed),
+                           ("--strata", cfg.strata is not None and self.mixed is None),  # (its loss per stratum)
+                           ("--refine", cfg.refine is not None),
                            ("the in-memory seam polish", cfg.effective_polish_rounds(rows) > 0
                             and rows <= POLISH_MAX_ROWS),
                            ("a table of 2^32 rows or more", rows >= 1 << 32)):
@@ -420,7 +433,7 @@ class CentroidFlow:
 
         cfg, publisher = self.cfg, None
         if self.mixed is not None:  # published per QI kind, from the input's own QI columns
-            sizes = groups.sizes
+            sizes = getattr(groups, "sizes", None)  # (row-ordered: no table of groups, no distributions)
             source, cfg, publisher = source.base, self.mixed.original, self.mixed.publisher(groups)
             self.missing = publisher.missing  # (counted by the write pass: read at the report)
             if self.mixed_dist is not None and self.backend is None:  # numeric QIs: counted by the write pass

@@ -55,10 +55,13 @@ class RowRecords:
     """The row sink of ``passes.aggregate.aggregate_units``: each unit's rows with their
     group's published values, into a spill file keyed by range of rows (see the module's
     docstring). ``dist`` (``distributions.Distributions``, started): the "after"
-    histograms counted a unit at a time."""
+    histograms counted a unit at a time. ``sums``: the width of each unit's third part (the
+    squared errors per QI; mixed-type QIs: ``Mixed.published_sums``' per-QI losses and
+    counts, ``loss_width``), default ``d``: the records then hold a mixed run's published
+    values, one a QI (a category's code), which its publisher turns into the column."""
 
     def __init__(self, folder, rows: int, d: int, k: int, chunk_rows: int, buffer_bytes: int, dist=None,
-                 target: int = RANGE_ROWS):
+                 target: int = RANGE_ROWS, sums: int | None = None):
         if rows >= 1 << 32:
             raise EngineError("internal check failed: row-ordered records hold row ids below 2^32")
         self.path = Path(private_dir(folder))
@@ -70,13 +73,22 @@ class RowRecords:
         except BaseException:
             shutil.rmtree(self.path, ignore_errors=True)
             raise
-        self.sse = np.zeros(d)
+        self.sse = np.zeros(d if sums is None else sums)
         self.groups = 0
         self.appended = 0
         self.hist = np.zeros(1, np.int64)  # groups of each size
         self.dist = dist
         self._range = -1  # the range the write pass holds
         self._values = self._labels = None
+        self.strata = None  # ``partition.Strata`` (--strata): each unit's groups checked to lie in one stratum
+        self.strata_groups = None  # ... and counted by stratum (the report's groups per stratum)
+
+    def check_strata(self, strata) -> None:
+        """With --strata: each unit's groups are checked, as they pass, to hold rows of one
+        stratum (``strata.of_row``), and counted by stratum (``strata_groups``): the
+        independent check ``partition.group_strata`` makes of a label map."""
+        self.strata = strata
+        self.strata_groups = np.zeros(strata.count, np.int64)
 
     # ------------------------------------------------------------ the aggregate pass
 
@@ -106,6 +118,13 @@ class RowRecords:
         ids = np.asarray(ids, np.int64)
         if ids.shape[0] and (int(ids.min()) < 0 or int(ids.max()) >= self.rows):
             raise EngineError("internal check failed: a row id is outside the table")
+        if self.strata is not None:
+            of = self.strata.of_row[ids].astype(np.int64)
+            gs = np.full(g, -1, np.int64)
+            gs[local] = of
+            if (gs[local] != of).any():
+                raise EngineError("internal check failed: a group holds rows of two strata")
+            self.strata_groups += np.bincount(gs, minlength=self.strata_groups.shape[0])
         by_range = np.bincount(ids // self.range_rows, minlength=self.ranges)
         rec, nxt = self.file.reserve_buckets(by_range, 8 * (1 + self.d))
         fill_records(ids, local, first, centroid, self.range_rows, rec.view(np.int64), rec.view(np.float64), nxt)

@@ -335,8 +335,8 @@ def _published(source: Source, cols: _Columns, groups, profile: Profile, publish
             lab = groups.labels[offset: offset + h]
             if lab.shape[0] != h:
                 raise _changed(source.label, profile.rows)
-        if publisher is not None:  # mixed-type QIs (engine.encode.mixed)
-            frame = publisher.publish(frame, lab, offset)
+        if publisher is not None:  # mixed-type QIs (engine.encode.mixed; row-ordered: their values as read)
+            frame = publisher.publish(frame, lab, offset, out)
         else:
             if out is None:  # centroids gathered (column-major: each row of ``out`` becomes a column without a copy)
                 out = np.empty((len(cols.qi), h))
