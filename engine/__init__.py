@@ -36,19 +36,20 @@ if _as_command():
 
 from .version import version  # noqa: E402  (after the handler: it imports importlib.metadata, 17 ms)
 
-__all__ = ["microaggregate", "anonymize", "RunConfig", "RunResult", "Report", "EngineError", "METHODS",
+__all__ = ["microaggregate", "anonymize", "plan", "Plan", "RunConfig", "RunResult", "Report", "EngineError", "METHODS",
            "verify_release", "VerifyResult", "disclosure_risk", "RiskResult", "__version__"]
 
 # Everything is imported on first use: ``import engine`` (and the ``microagg``
 # command's start, which handles Ctrl-C from its first line) does not load Polars,
 # NumPy or Numba until a name that needs them is used.
-_LAZY = {"microaggregate": ".api", "anonymize": ".api", "RunConfig": ".options", "METHODS": ".methods",
+_LAZY = {"microaggregate": ".api", "anonymize": ".api", "plan": ".api", "Plan": ".planning", "RunConfig": ".options", "METHODS": ".methods",
          "RunResult": ".coordinator", "EngineError": ".errors", "Report": ".report",
          "verify_release": ".audit.verify", "VerifyResult": ".audit.verify", "disclosure_risk": ".audit.risk",
          "RiskResult": ".audit.risk"}
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the names as the lazy imports give them
-    from .api import anonymize, microaggregate
+    from .api import anonymize, microaggregate, plan
+    from .planning import Plan
     from .methods import METHODS
     from .options import RunConfig
     from .coordinator import RunResult

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Any, Sequence, Union
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from .coordinator import RunResult
+from .coordinator import RunResult, plan as plan_run
 from .entities import run  # (coordinator.run, or by person or household)
 from .errors import EngineError
 from .io.schema import ArrowTarget
 from .io.memory import input_kind
-from .options import OPTIONS, RunConfig
-from .release import release
+from .io.labelled import check_stat_output, stat_output
+from .io.sink import STDOUT
+from .methods import REGISTRY
+from .options import DEFAULT_K, OPTIONS, RunConfig
+from .planning import Plan
+from .release import check_release, release
 from .report import Report
 
 # what the API takes as a file name, and as a table (pandas and pyarrow tables too: see
@@ -30,7 +35,7 @@ def _options(given: dict) -> dict:
     return {name: value for name, value in given.items() if name in OPTIONS}
 
 
-def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = 3, method: str = "mdav",
+def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = DEFAULT_K, method: str = "mdav",
                    gamma: float | None = None, *, group_column: str | None = None,
                    threads: int | None = None, chunk_rows: int = 100_000, progress: bool = False,
                    memory_limit: int | str | None = None, block_size: int | None = None,
@@ -301,3 +306,45 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
     """
     cfg = RunConfig.make(**_options(locals()))
     return release(source, sink, cfg, output_option="sink").report
+
+
+def plan(source: TableLike, sink: PathLike | None = None, qi: Sequence[str] | str | None = None,
+         k: int | None = None, method: str = "mdav", **options) -> Plan:
+    """The plan of ``anonymize(source, sink, qi, k, method, **options)`` (``sink`` None: of
+    ``microaggregate(source, qi, k, method, **options)``), without running it
+    (``engine.planning.Plan``: ``print(plan.render())``, ``plan.to_dict()``).
+
+    It takes ``anonymize``'s options and refuses what ``anonymize`` would, with the same
+    one line (``EngineError``), before any work. It resolves the input (files, object
+    storage, format, schema, rows), each column's role and QI kind, the run's path (in
+    memory, streamed, polished with a seam stage, row-ordered, Dask, persons or
+    households), the least ``memory_limit`` and each phase's, and the passes in order.
+    It reads what the run's first steps read (the footers or a CSV's lines, a CSV's
+    first values, the categorical QIs' dictionaries and the numeric QIs' missing values)
+    and writes nothing. ``k`` not given: 3 for the methods that need it."""
+    names = None
+    if isinstance(source, np.ndarray):
+        if source.ndim != 2:
+            raise EngineError(f"a NumPy input must be 2-D, got {source.ndim}-D")
+        qi = [f"x{j}" for j in range(source.shape[1])] if qi is None else qi
+        names = list(qi)
+    if qi is None:
+        raise EngineError("qi is required: name the quasi-identifier columns")
+    if k is None and method in REGISTRY and REGISTRY[method].needs_k:
+        k = DEFAULT_K
+    return plan_config(source, sink, RunConfig.make(qi=qi, k=k, method=method, **options), names=names)
+
+
+def plan_config(source: TableLike, sink: PathLike | None, cfg: RunConfig, *, names=None,
+                output_option: str = "sink") -> Plan:
+    """``plan`` with the settings made (``microagg plan``'s)."""
+    dest = None if sink is None else os.fspath(sink)
+    if dest is not None:
+        check_release(source, dest, cfg, output_option)
+        if dest == STDOUT:  # (CSV to the standard output: written beside the system's temporary files)
+            dest = os.path.join(tempfile.gettempdir(), "stdout.csv")
+        stat = stat_output(dest)
+        if stat is not None:  # (the run writes Parquet beside it, converted with the input's labels)
+            check_stat_output(source, dest, stat, cfg.memory_limit)
+            dest = os.path.splitext(dest)[0] + ".parquet"
+    return plan_run(source, cfg, dest, names=names, tmp_dir=cfg.tmp_dir)

@@ -156,6 +156,8 @@ class Report:
     pass_through: list | None = None
     # the leak guard's checks on them (engine.passes.leak, when it lists them): [{"column", "check", "result", ...}]
     leak_checks: list | None = None
+    # the plan the run followed (``engine.planning.Plan.to_dict``: columns' roles, path, least memory, passes)
+    plan: dict | None = None
     engine_version: str = field(default_factory=version)
 
     def to_dict(self) -> dict:

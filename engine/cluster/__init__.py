@@ -54,6 +54,13 @@ def open_backend(cfg, folder, cleanup: contextlib.ExitStack) -> DaskBackend:
     return backend
 
 
+class PlannedBackend:
+    """The backend of a plan (``coordinator.plan``): a ``--scheduler`` run's checks, no
+    cluster connected."""
+
+    check_source = staticmethod(DaskBackend.check_source)
+
+
 def check_output(dest) -> None:
     if dest is None or output_format(dest) not in ("parquet", "folder"):
         raise EngineError(f"scheduler (--scheduler) writes a Parquet OUTPUT (.parquet, or a folder of part files: "

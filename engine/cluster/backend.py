@@ -133,7 +133,9 @@ class DaskBackend:
         limit = min(limits) if limits and all(limits) else self.memory_limit or DEFAULT_WORKER_MEMORY
         return max(1, min(int(limit) // TASK_SHARE, MAX_TASK_BYTES))
 
-    def check_source(self, source) -> None:
+    @staticmethod
+    def check_source(source) -> None:
+        """A source the workers can read: Parquet files."""
         if source.kind != "parquet" or not source.paths:
             raise EngineError(f"scheduler (--scheduler) reads Parquet files on the workers; {source.label} is "
                               f"{'a CSV file' if source.kind == 'csv' else 'an in-memory table'} "
