@@ -8,6 +8,16 @@ import numbers
 from .errors import EngineError
 
 
+# the least k, declared once: a class of one row protects nobody (``options.RunConfig.k``'s bound;
+# maxent without k forms classes of this many rows at least)
+K_LEAST = 2
+
+
+def least_class(k) -> int:
+    """The fewest rows a published class holds: ``k``, or ``K_LEAST`` when k is not given."""
+    return max(K_LEAST, int(k or 0))
+
+
 def is_int(x) -> bool:
     """A whole number given as an integer (not a bool, not a float)."""
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)

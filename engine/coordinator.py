@@ -78,6 +78,7 @@ from .passes.leak import attach, guard
 from .passes.published import PublishedGroups, RowRecords
 from .passes.profile import profile_columns
 from .passes.results import Profiled, Written, release_memory, timed
+from .planning import Plan, describe
 from .progress import Progress
 from .report import PeakRSS, Report
 
@@ -125,6 +126,7 @@ class _Input:
     folder: str | None
     start_rss: int
     backend: Any = None          # engine.cluster.DaskBackend (``--scheduler``): the passes as Dask tasks
+    budget_kw: dict = dataclasses.field(default_factory=dict)  # plan_budget's arguments but the rows (planning)
 
 
 def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=None,
@@ -169,6 +171,7 @@ def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0
         flow.given, flow.classes = given, classes
     with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
         inp = _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rss, force_blocks)
+        planned = describe(cfg, flow, inp, dest, risk=bool(cfg.risk))  # (the report embeds it)
         with timed(passes, "leak"):  # no pass-through column publishes a QI (passes.leak); --derived learnt
             leak_checks: list = []  # (the report's leak_checks)
             derive = guard(inp.source, cfg, inp.rows, inp.budget.chunk_rows, cfg.progress, checks=leak_checks)
@@ -195,6 +198,7 @@ def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0
     report = _report(cfg, flow, inp, blocks, stitched, written, passes, dist, size_counts,
                      wall=time.perf_counter() - t0, peak=int(rss.peak))
     report.leak_checks = leak_checks
+    report.plan = planned.to_dict()
     log.info("done: %d groups, IL %s %%", report.groups, report.information_loss_percent)
     if labels is None:  # (row-ordered published values: filled by the write pass for a result in memory)
         labels = stitched.labels
@@ -202,9 +206,22 @@ def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0
     return RunResult(report, out_labels, written.table)
 
 
-def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rss, force_blocks) -> _Input:
+def plan(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=None) -> Plan:
+    """The plan of ``run(data, cfg, dest)`` (``engine.planning``): the run's boundary
+    (``_open_input``: the same checks, the same one-line refusals), described; nothing
+    written, no scheduler connected (``--scheduler``: its checks of the output's format)."""
+    cfg = with_declarations(cfg, file_meta(data))
+    flow: MethodFlow = FLOWS[cfg.spec.publishes](cfg)
+    with numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
+        inp = _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, {}, current_rss(), False, connect=False)
+        return describe(cfg, flow, inp, dest, risk=bool(cfg.risk))
+
+
+def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rss, force_blocks,
+                connect: bool = True) -> _Input:
     """The run's boundary: the destination, the input opened and checked, its rows
-    counted, the memory budget planned. Nothing heavy runs before these checks."""
+    counted, the memory budget planned. Nothing heavy runs before these checks.
+    ``connect`` False (``plan``): a ``--scheduler`` is checked, not connected to."""
     strata_columns(cfg)  # (the strata columns' names: checked before anything is opened)
     fmt = None
     folder_ok = cfg.scheduler is not None  # a folder of parts: engine.cluster
@@ -212,7 +229,7 @@ def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rs
         check_destination(dest, folder=folder_ok)
         fmt = output_format(dest)
     check_tmp_dir(tmp_dir)
-    backend = _open_backend(cfg, flow, dest, tmp_dir, cleanup)
+    backend = _open_backend(cfg, flow, dest, tmp_dir, cleanup, connect)
     if cfg.memory_limit is not None:
         _check_csv_limit(data, cfg, flow, start_rss, bool(cfg.risk) and dest is not None)
     source = open_source(data, names=names, csv=cfg.csv, tmp_dir=_tmp_folder(tmp_dir, dest))
@@ -234,12 +251,13 @@ def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rs
     buffered = 0
     if cfg.memory_limit is not None and read.kind == "parquet":  # what pyarrow pre-buffers of a file
         buffered = parquet_buffer(read.paths, [*cfg.qi, *([cfg.sa] if cfg.sa else [])])
-    budget = plan_budget(flow.budget_cfg, rows, columns=len(read.columns), threads=threads, kind=read.kind,
-                         start_rss=start_rss, buffered=buffered, risk=risk, **flow.budget_args(source, rows))
+    budget_kw = dict(columns=len(read.columns), threads=threads, kind=read.kind, start_rss=start_rss,
+                     buffered=buffered, risk=risk, **flow.budget_args(source, rows))
+    budget = plan_budget(flow.budget_cfg, rows, **budget_kw)
     source = source.bounded(budget.piece_bytes)
     single = rows <= budget.block_size and not force_blocks
     folder = tmp_dir if tmp_dir is not None else _tmp_folder(None, dest)  # (spill: beside a local output)
-    return _Input(source, fmt, rows, budget, threads, single, folder, start_rss, backend)
+    return _Input(source, fmt, rows, budget, threads, single, folder, start_rss, backend, budget_kw)
 
 
 def _check_csv_limit(data, cfg, flow, start_rss, risk) -> None:
@@ -319,7 +337,7 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _open_backend(cfg, flow, dest, tmp_dir, cleanup):
+def _open_backend(cfg, flow, dest, tmp_dir, cleanup, connect: bool = True):
     """The one place a run's backend is chosen: None (this machine's threads), or with
     ``cfg.scheduler`` an ``engine.cluster.DaskBackend``, handed to the flow, whose
     hooks (``new_store``, ``aggregate``, ``write``) and the partition pass then run
@@ -329,7 +347,10 @@ def _open_backend(cfg, flow, dest, tmp_dir, cleanup):
     from . import cluster  # optional dependency: dask and distributed, with --scheduler only
 
     cluster.check_output(dest)
-    backend = cluster.open_backend(cfg, _tmp_folder(tmp_dir, dest), cleanup)
+    if connect:
+        backend = cluster.open_backend(cfg, _tmp_folder(tmp_dir, dest), cleanup)
+    else:  # (a plan: the run's checks, no cluster; the flow plans as with one)
+        backend = cluster.PlannedBackend()
     flow.backend = backend
     return backend
 

@@ -13,7 +13,9 @@ accept it, and the other option it takes effect with. From these declarations co
 
 The API functions keep explicit keyword signatures (for type hints and IDEs); what
 they accept is checked here. Checks that tie two options together (a column named in
-two roles, ``block_size`` against ``k``) are in ``RunConfig.check_relations``.
+two roles, ``block_size`` against ``k``) are data: each rule one entry of ``RELATIONS`` (the
+options it relates, the check, the message), checked in turn by ``RunConfig.check_relations``.
+``k``'s bounds and default are declared once (``checks.K_LEAST``, ``DEFAULT_K``).
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from .checks import is_int, split_names
+from .checks import K_LEAST, is_int, least_class, split_names
 from .declared import parse_missing
 from .errors import EngineError
 from .methods import METHODS, REGISTRY
 from .tuning import (DEFAULT_LEAF_SIZE, DEFAULT_POLISH_ROUNDS, POLISH_MAX_ROWS, SCALE_LEAF_SIZE, SCALE_POLISH_ROUNDS,
                      polish_leaf_size)
+
+DEFAULT_K = 3  # k when not given, for the methods that need it (the API's and the command line's)
 
 # the commands whose flags come from this table
 RUN = frozenset({"anonymize", "demo"})
@@ -176,8 +180,8 @@ class RunConfig:
     qi: tuple = option((), help="comma-separated quasi-identifier columns: numbers, dates, and for the MDAV "
                                 "family also categories (nominal, ordinal); a backslash escapes a comma or a space",
                        commands=ANONYMIZE, in_report=False, required=True)
-    k: int | None = option(kind="whole", low=2, must="at least 2",
-                           help="minimum group size (default 3; maxent: none unless given)", in_report=False)
+    k: int | None = option(kind="whole", low=K_LEAST, must=f"at least {K_LEAST}",
+                           help=f"minimum group size (default {DEFAULT_K}; maxent: none unless given)", in_report=False)
     method: str = option("mdav", kind="choice", choices=METHODS, in_report=False,
                          help="microaggregation method (default mdav); maxent / mnqia generalize to ranges "
                               "(maxent: categories to sets; mnqia: numeric QIs only, clustered on their number "
@@ -453,111 +457,16 @@ class RunConfig:
         given.update(override)
         method = given.get("method") or cls.method
         if given.get("k") is None and method in REGISTRY and REGISTRY[method].needs_k:
-            given["k"] = 3
+            given["k"] = DEFAULT_K
         return cls.make(**given)
 
     def check_relations(self) -> None:
-        """The checks that tie an option to another, or to the QIs."""
-        if not self.qi:
-            raise EngineError("qi is empty: name at least one quasi-identifier column")
-        seen = set()
-        for c in self.qi:
-            if not isinstance(c, str) or not c:
-                raise EngineError(f"qi has an invalid column name: {c!r}")
-            if c in seen:
-                raise EngineError(f"qi lists column {c!r} twice")
-            seen.add(c)
-        if self.k is None and self.spec.needs_k:
-            raise EngineError(f"method {self.method} needs k")
-        if self.group_column in self.qi:
-            raise EngineError(f"group column {self.group_column!r} is also a qi column")
-        self.check_entity_columns()
-        least = 2 * max(2, self.k or 0)  # maxent without k: classes of at least 2 rows
-        if self.block_size is not None and self.block_size < least:
-            raise EngineError(f"block_size must be a whole number of at least 2k={least}, got {self.block_size!r}")
-        if self.select_count is not None and self.select_count > len(self.qi):
-            raise EngineError(f"select_count must be a whole number between 1 and {len(self.qi)} (the qi count), "
-                              f"got {self.select_count!r}")
-        if self.select is not None and self.select_count is None:
-            raise EngineError(f"select_count (--select-count) is needed with select='emad': a whole number "
-                              f"between 1 and {len(self.qi)} (the qi count)")
-        if self.width is not None and self.bins is not None:
-            raise EngineError("give width or bins, not both")
-        if self.sa is not None and self.sa in self.qi:
-            raise EngineError(f"column {self.sa!r}: the sensitive attribute is also listed as a quasi-identifier")
-        if isinstance(self.scheduler, str) and not self.scheduler.strip():
-            raise EngineError("scheduler (--scheduler) must be an address such as tcp://HOST:PORT, or 'local'")
-        for c, order, by in self.ordinal or ():
-            if c not in self.qi:
-                raise EngineError(f"ordinal (--ordinal): column {c!r} is not a quasi-identifier")
-            if order is not None and not order:
-                raise EngineError(f"ordinal (--ordinal): the order of column {c!r} is empty")
-            if order is not None and len(set(order)) != len(order):
-                dup = next(v for v in order if order.count(v) > 1)
-                raise EngineError(f"ordinal (--ordinal): the order of column {c!r} lists {dup!r} twice")
-            if by is not None and (by == c or by in self.qi):
-                raise EngineError(f"ordinal (--ordinal): column {c!r} cannot be ordered by {by!r}, a quasi-identifier")
-        if self.ordinal and len({c for c, _, _ in self.ordinal}) != len(self.ordinal):
-            raise EngineError("ordinal (--ordinal) names a column twice")
-        for c in self.nominal or ():
-            if c not in self.qi:
-                raise EngineError(f"nominal (--nominal): column {c!r} is not a quasi-identifier")
-            if any(c == o for o, _, _ in self.ordinal or ()):
-                raise EngineError(f"column {c!r} is named by both nominal (--nominal) and ordinal (--ordinal)")
-        if self.nominal and len(set(self.nominal)) != len(self.nominal):
-            dup = next(c for c in self.nominal if self.nominal.count(c) > 1)
-            raise EngineError(f"nominal (--nominal) names column {dup!r} twice")
-        for c in self.numeric or ():
-            if c not in self.qi:
-                raise EngineError(f"numeric (--numeric): column {c!r} is not a quasi-identifier")
-            if c in (self.nominal or ()):
-                raise EngineError(f"column {c!r} is named by both nominal (--nominal) and numeric (--numeric)")
-        for c, _codes in self.missing or ():
-            if c not in self.qi:
-                raise EngineError(f"missing (--missing): column {c!r} is not a quasi-identifier (other columns "
-                                  f"pass through unchanged, their codes with them)")
-        if self.missing and len({c for c, _ in self.missing}) != len(self.missing):
-            dup = next(c for c, _ in self.missing if sum(d == c for d, _ in self.missing) > 1)
-            raise EngineError(f"missing (--missing) names column {dup!r} twice")
-        for c, w in self.weights or ():
-            if c not in self.qi:
-                raise EngineError(f"weights (--weights): column {c!r} is not a quasi-identifier")
-            if not math.isfinite(w) or w <= 0:
-                raise EngineError(f"weights (--weights): the weight of column {c!r} must be a positive number, got {w!r}")
-        if self.weights and len({c for c, _ in self.weights}) != len(self.weights):
-            raise EngineError("weights (--weights) names a column twice")
-        for c, q in self.derived or ():
-            if q not in self.qi:
-                raise EngineError(f"derived (--derived): column {c!r} follows {q!r}, which is not a quasi-identifier "
-                                  f"(COL=QI names one of --qi after '=')")
-            if c in self.qi:
-                raise EngineError(f"derived (--derived): column {c!r} is a quasi-identifier; a derived column is "
-                                  f"another column, recomputed from a quasi-identifier's published value")
-            if c == self.group_column:
-                raise EngineError(f"derived (--derived): column {c!r} is the group column")
-        if self.derived and len({c for c, _ in self.derived}) != len(self.derived):
-            dup = next(c for c, _ in self.derived if sum(d == c for d, _ in self.derived) > 1)
-            raise EngineError(f"derived (--derived) names column {dup!r} twice")
-
-    def check_entity_columns(self) -> None:
-        """A person or household column identifies records: it cannot be grouped or published
-        as anything else (docs/households.md)."""
-        strata = self.strata.split(",") if isinstance(self.strata, str) else \
-            self.strata if isinstance(self.strata, (list, tuple)) else ()
-        strata = [c.strip() if isinstance(c, str) else c for c in strata]
-        roles = [("person_column", self.person_column), ("household_column", self.household_column)]
-        for name, col in roles:
-            if col is None:
-                continue
-            label = OPTIONS[name].label
-            for what, hit in (("a quasi-identifier", col in self.qi), ("a stratum (--strata)", col in strata),
-                              ("the group column", col == self.group_column), ("the sensitive attribute", col == self.sa),
-                              ("a derived column (--derived)", any(col in pair for pair in self.derived or ()))):
-                if hit:
-                    raise EngineError(f"{label}: column {col!r} is {what}; it identifies records and is published "
-                                      f"unchanged")
-        if self.person_column is not None and self.person_column == self.household_column:
-            raise EngineError(f"person_column and household_column name the same column {self.person_column!r}")
+        """The checks that tie an option to another, or to the QIs: each rule of
+        ``RELATIONS`` in turn, the first broken one refused with its message."""
+        for rule in RELATIONS:
+            found = rule.find(self)
+            if found is not None:
+                raise EngineError(rule.message.format(cfg=self, **found))
 
     def check_applies(self) -> None:
         """Every option given takes effect with this method, or the run stops here with
@@ -571,6 +480,135 @@ class RunConfig:
         for o in given:
             if o.needs is not None and self.method in o.needs.methods and not o.needs.test(self):
                 raise EngineError(f"{o.label} takes effect only with {o.needs.text.format(method=self.method)}")
+
+
+@dataclass(frozen=True)
+class Relation:
+    """One rule between options, as scikit-learn declares ``_parameter_constraints``:
+    the options it relates, ``find`` (None when the rule holds, else the values its
+    message names) and the one-line ``message`` (``str.format`` of them and ``cfg``)."""
+
+    options: tuple
+    find: Callable[["RunConfig"], dict | None]
+    message: str
+
+
+def _first(items, test, name: str = "c") -> dict | None:
+    """``{name: the first of items that passes test}``, or None."""
+    return next(({name: x} for x in items or () if test(x)), None)
+
+
+def _twice(names, name: str = "dup") -> dict | None:
+    """``{name: the first name listed twice}``, or None."""
+    names = list(names or ())
+    return next(({name: c} for c in names if names.count(c) > 1), None)
+
+
+def _if(holds: bool, **values) -> dict | None:
+    return values if holds else None
+
+
+def _ordinal_order(cfg: "RunConfig") -> dict | None:
+    """The first ordinal QI whose order is empty or lists a category twice."""
+    for c, order, _ in cfg.ordinal or ():
+        if order is not None and not order:
+            return {"c": c, "why": "is empty"}
+        if order is not None and len(set(order)) != len(order):
+            return {"c": c, "why": f"lists {next(v for v in order if order.count(v) > 1)!r} twice"}
+    return None
+
+
+def _entity_role(cfg: "RunConfig") -> dict | None:
+    """A person or household column in another role (docs/households.md)."""
+    strata = cfg.strata.split(",") if isinstance(cfg.strata, str) else \
+        cfg.strata if isinstance(cfg.strata, (list, tuple)) else ()
+    strata = [c.strip() if isinstance(c, str) else c for c in strata]
+    for name in ("person_column", "household_column"):
+        col = getattr(cfg, name)
+        if col is None:
+            continue
+        for what, hit in (("a quasi-identifier", col in cfg.qi), ("a stratum (--strata)", col in strata),
+                          ("the group column", col == cfg.group_column), ("the sensitive attribute", col == cfg.sa),
+                          ("a derived column (--derived)", any(col in pair for pair in cfg.derived or ()))):
+            if hit:
+                return {"label": OPTIONS[name].label, "col": col, "what": what}
+    return None
+
+
+# Every rule between options, in the order they are checked (the first broken one is
+# refused). ``k``'s own bounds are its declaration's (``RunConfig.k``: ``K_LEAST``).
+RELATIONS = (
+    Relation(("qi",), lambda c: _if(not c.qi), "qi is empty: name at least one quasi-identifier column"),
+    Relation(("qi",), lambda c: _first(c.qi, lambda q: not isinstance(q, str) or not q),
+             "qi has an invalid column name: {c!r}"),
+    Relation(("qi",), lambda c: next(({"c": q} for i, q in enumerate(c.qi) if q in c.qi[:i]), None),
+             "qi lists column {c!r} twice"),
+    Relation(("k", "method"), lambda c: _if(c.k is None and c.spec.needs_k), "method {cfg.method} needs k"),
+    Relation(("group_column", "qi"), lambda c: _if(c.group_column in c.qi),
+             "group column {cfg.group_column!r} is also a qi column"),
+    Relation(("person_column", "household_column", "qi", "strata", "group_column", "sa", "derived"), _entity_role,
+             "{label}: column {col!r} is {what}; it identifies records and is published unchanged"),
+    Relation(("person_column", "household_column"),
+             lambda c: _if(c.person_column is not None and c.person_column == c.household_column),
+             "person_column and household_column name the same column {cfg.person_column!r}"),
+    Relation(("block_size", "k"),
+             lambda c: _if(c.block_size is not None and c.block_size < 2 * least_class(c.k),
+                           least=2 * least_class(c.k)),
+             "block_size must be a whole number of at least 2k={least}, got {cfg.block_size!r}"),
+    Relation(("select_count", "qi"),
+             lambda c: _if(c.select_count is not None and c.select_count > len(c.qi), n=len(c.qi)),
+             "select_count must be a whole number between 1 and {n} (the qi count), got {cfg.select_count!r}"),
+    Relation(("select", "select_count"), lambda c: _if(c.select is not None and c.select_count is None, n=len(c.qi)),
+             "select_count (--select-count) is needed with select='emad': a whole number between 1 and {n} "
+             "(the qi count)"),
+    Relation(("width", "bins"), lambda c: _if(c.width is not None and c.bins is not None),
+             "give width or bins, not both"),
+    Relation(("sa", "qi"), lambda c: _if(c.sa is not None and c.sa in c.qi),
+             "column {cfg.sa!r}: the sensitive attribute is also listed as a quasi-identifier"),
+    Relation(("scheduler",), lambda c: _if(isinstance(c.scheduler, str) and not c.scheduler.strip()),
+             "scheduler (--scheduler) must be an address such as tcp://HOST:PORT, or 'local'"),
+    Relation(("ordinal", "qi"), lambda c: _first([o for o, _, _ in c.ordinal or ()], lambda o: o not in c.qi),
+             "ordinal (--ordinal): column {c!r} is not a quasi-identifier"),
+    Relation(("ordinal",), _ordinal_order, "ordinal (--ordinal): the order of column {c!r} {why}"),
+    Relation(("ordinal", "qi"),
+             lambda c: next(({"c": o, "by": by} for o, _, by in c.ordinal or ()
+                             if by is not None and (by == o or by in c.qi)), None),
+             "ordinal (--ordinal): column {c!r} cannot be ordered by {by!r}, a quasi-identifier"),
+    Relation(("ordinal",), lambda c: _twice([o for o, _, _ in c.ordinal or ()]),
+             "ordinal (--ordinal) names a column twice"),
+    Relation(("nominal", "qi"), lambda c: _first(c.nominal, lambda n: n not in c.qi),
+             "nominal (--nominal): column {c!r} is not a quasi-identifier"),
+    Relation(("nominal", "ordinal"), lambda c: _first(c.nominal, lambda n: any(n == o for o, _, _ in c.ordinal or ())),
+             "column {c!r} is named by both nominal (--nominal) and ordinal (--ordinal)"),
+    Relation(("nominal",), lambda c: _twice(c.nominal), "nominal (--nominal) names column {dup!r} twice"),
+    Relation(("numeric", "qi"), lambda c: _first(c.numeric, lambda n: n not in c.qi),
+             "numeric (--numeric): column {c!r} is not a quasi-identifier"),
+    Relation(("numeric", "nominal"), lambda c: _first(c.numeric, lambda n: n in (c.nominal or ())),
+             "column {c!r} is named by both nominal (--nominal) and numeric (--numeric)"),
+    Relation(("missing", "qi"), lambda c: _first([m for m, _ in c.missing or ()], lambda m: m not in c.qi),
+             "missing (--missing): column {c!r} is not a quasi-identifier (other columns pass through unchanged, "
+             "their codes with them)"),
+    Relation(("missing",), lambda c: _twice([m for m, _ in c.missing or ()]),
+             "missing (--missing) names column {dup!r} twice"),
+    Relation(("weights", "qi"), lambda c: _first([w for w, _ in c.weights or ()], lambda w: w not in c.qi),
+             "weights (--weights): column {c!r} is not a quasi-identifier"),
+    Relation(("weights",), lambda c: next(({"c": w, "w": x} for w, x in c.weights or ()
+                                           if not math.isfinite(x) or x <= 0), None),
+             "weights (--weights): the weight of column {c!r} must be a positive number, got {w!r}"),
+    Relation(("weights",), lambda c: _twice([w for w, _ in c.weights or ()]),
+             "weights (--weights) names a column twice"),
+    Relation(("derived", "qi"), lambda c: next(({"c": d, "q": q} for d, q in c.derived or () if q not in c.qi), None),
+             "derived (--derived): column {c!r} follows {q!r}, which is not a quasi-identifier (COL=QI names one "
+             "of --qi after '=')"),
+    Relation(("derived", "qi"), lambda c: _first([d for d, _ in c.derived or ()], lambda d: d in c.qi),
+             "derived (--derived): column {c!r} is a quasi-identifier; a derived column is another column, "
+             "recomputed from a quasi-identifier's published value"),
+    Relation(("derived", "group_column"),
+             lambda c: _first([d for d, _ in c.derived or ()], lambda d: d == c.group_column),
+             "derived (--derived): column {c!r} is the group column"),
+    Relation(("derived",), lambda c: _twice([d for d, _ in c.derived or ()]),
+             "derived (--derived) names column {dup!r} twice"),
+)
 
 
 OPTIONS: dict[str, Option] = {}

@@ -80,7 +80,7 @@ import numpy as np
 import polars as pl
 
 from ..encode.dictionary import value_codes, value_order
-from ..checks import is_int
+from ..checks import is_int, least_class
 from ..errors import EngineError
 from ..kernels.entropy import entropy
 from ..kernels.ranges import maxent as K
@@ -301,7 +301,7 @@ def _prepare(Q, sa_codes, qi_kinds, cardinalities, weights, k, qi_names, sa_name
         raise EngineError("qi_kinds: one of 'numeric' / 'categorical' per QI column")
     if k is not None and (not is_int(k) or k < 1):
         raise EngineError(f"k: must be a positive integer, got {k!r}")
-    need = max(2, int(k or 0))
+    need = least_class(k)
     if n < need:
         raise EngineError(f"fewer rows ({n}) than one class needs ({need})")
     num = [j for j in range(d) if kinds[j] == "numeric"]

@@ -92,6 +92,7 @@ import numpy as np
 import polars as pl
 
 from ..budget import check_unit, plan_budget
+from ..checks import least_class
 from ..encode.dictionary import Categorical, learn
 from ..encode.kinds import is_number, range_kinds
 from ..encode.source import EncodedSource, ValueCodes
@@ -158,7 +159,7 @@ class RangeFlow:
         self.cfg = cfg
         self.method = cfg.method
         self.aggregate_pass = cfg.method
-        self.need = max(2, int(cfg.k or 0))
+        self.need = least_class(cfg.k)
         self.budget_cfg = dataclasses.replace(cfg, k=self.need)  # the budget plans classes of >= need rows
         self.qi = list(cfg.qi)
         self.sa = cfg.sa if cfg.method == "maxent" else None
@@ -573,7 +574,7 @@ def _class_state(rows, qi, schema, method, k, m=None, words=None) -> int:
     per_class = 8 + 24 * dn + 8 * (dc if words is None else sum(words))
     if method == "maxent":
         per_class += 8 * (16 if m is None else m)
-    return 3 * per_class * (rows // max(2, int(k or 2)) + 1)
+    return 3 * per_class * (rows // least_class(k) + 1)
 
 
 def _check_span(c, method, lo, hi) -> None:
