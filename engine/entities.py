@@ -41,8 +41,10 @@ import numpy as np
 import polars as pl
 
 from .coordinator import RunResult, run as run_records
+from .encode.codes import resolve_missing
 from .encode.kinds import is_categorical, is_temporal
 from .errors import EngineError
+from .io.labelled import file_meta, with_declarations
 from .io.sink import output_format
 from .io.source import open_source
 from .io.tempfiles import private_folder
@@ -58,6 +60,7 @@ def run(data, cfg: RunConfig, dest=None, **kw) -> RunResult:
     if cfg.person_column is None and cfg.household_column is None:
         return run_records(data, cfg, dest, **kw)
     _check_supported(cfg)
+    cfg = with_declarations(cfg, file_meta(data))  # (a labelled file's categories and missing codes, as below)
     person, house = cfg.person_column, cfg.household_column
     strata = list(strata_columns(cfg))
     frame = _read(data, cfg, kw.get("names"), kw.get("tmp_dir"), [c for c in (person, house) if c], strata)
@@ -73,9 +76,6 @@ def _check_supported(cfg: RunConfig) -> None:
     column = OPTIONS["person_column" if cfg.person_column is not None else "household_column"].label
     if cfg.scheduler is not None:
         raise EngineError(f"{column} does not run with scheduler (--scheduler) yet: run without it")
-    for name in ("nominal", "missing", "numeric"):
-        if getattr(cfg, name, None):
-            raise EngineError(f"{column} does not take {OPTIONS[name].label} yet")
     for c, _, by in cfg.ordinal or ():
         if by is not None:
             raise EngineError(f"{column} does not take an ordinal QI ordered by another column (--ordinal "
@@ -109,18 +109,25 @@ def household_level(frame: pl.DataFrame, house: str, qi: list) -> list:
     return [c for c in qi if int(counts.get_column(c).max()) == 1]
 
 
-def entity_table(frame: pl.DataFrame, key: str, qi: list, strata: list) -> pl.DataFrame:
+def entity_table(frame: pl.DataFrame, key: str, qi: list, strata: list, nominal=(), missing=None
+                 ) -> pl.DataFrame:
     """One row per value of ``key``, sorted by it: numeric and date QIs their mean over
-    the entity's records (nulls left out), categorical ones their most frequent value
-    (a null a value; ties to the first in sort order), strata their one value (else
-    refused)."""
+    the entity's records (nulls and declared ``missing`` codes left out; an entity of
+    codes only: its most frequent code), categorical and ``nominal`` ones their most
+    frequent value (a null, a code, a value; ties to the first in sort order), strata
+    their one value (else refused)."""
+    missing = dict(missing or {})
+    modal = [c for c in qi if is_categorical(frame.schema[c]) or c in set(nominal) or c in missing]
     aggs = []
     for c in qi:
         dt = frame.schema[c]
-        if is_categorical(dt):
+        if is_categorical(dt) or c in set(nominal):
             continue
         if is_temporal(dt):
             aggs.append(pl.col(c).to_physical().mean().round().cast(pl.Int64).cast(dt))
+        elif c in missing:
+            aggs.append(pl.col(c).filter(~pl.col(c).cast(pl.Float64).is_in([float(v) for v in missing[c]]))
+                        .mean().alias(f"{c}\0m"))
         else:
             aggs.append(pl.col(c).mean())
     aggs += [pl.col(s).n_unique().alias(f"{s}\0n") for s in strata] + [pl.col(s).first() for s in strata]
@@ -130,12 +137,13 @@ def entity_table(frame: pl.DataFrame, key: str, qi: list, strata: list) -> pl.Da
         if varies.height:
             raise EngineError(f"stratum column {s!r} varies within {key} {varies.get_column(key)[0]!r}: all "
                               f"records of one person or household must lie in one stratum")
-    for c in qi:
-        if is_categorical(frame.schema[c]):
-            modes = (frame.group_by([key, c]).len()
-                     .sort([key, "len", c], descending=[False, True, False], nulls_last=True)
-                     .group_by(key, maintain_order=True).first().select(key, c))
-            table = table.join(modes, on=key, how="left")
+    for c in modal:
+        modes = (frame.group_by([key, c]).len()
+                 .sort([key, "len", c], descending=[False, True, False], nulls_last=True)
+                 .group_by(key, maintain_order=True).first().select(key, c))
+        table = table.join(modes, on=key, how="left")
+        if f"{c}\0m" in table.columns:  # (the mean of the values present, else the most frequent code)
+            table = table.with_columns(pl.coalesce(f"{c}\0m", pl.col(c).cast(pl.Float64)).alias(c))
     return table.select(key, *qi, *strata)
 
 
@@ -151,7 +159,9 @@ def entity_groups(frame: pl.DataFrame, key: str | None, qi: list, strata: list, 
     if key is None:
         table = base.select(*qi, *strata)
     else:
-        table = entity_table(base, key, qi, strata)
+        codes = {c: v for c, v in cfg.missing or () if c in qi}
+        table = entity_table(base, key, qi, strata, [c for c in cfg.nominal or () if c in qi],
+                             resolve_missing(tuple(codes.items()), {c: ("numeric", base.schema[c]) for c in codes}))
     inner = _inner_cfg(cfg, qi, strata)
     result = run_records(table.select(*qi, *strata), inner, None)
     groups = np.asarray(result.labels, np.int64)
@@ -173,6 +183,7 @@ def _inner_cfg(cfg: RunConfig, qi: list, strata: list) -> RunConfig:
         derived=None, group_column=None, report=None, html=None, risk=False, weight_column=None,
         ordinal=tuple(o for o in cfg.ordinal or () if o[0] in qi) or None,
         weights=tuple(w for w in cfg.weights or () if w[0] in qi) or None,
+        **_kinds(cfg, qi),
         select_count=min(cfg.select_count, len(qi)) if cfg.select_count else None,
         separator=None, null_values=None, encoding=None, progress=False)
 
@@ -182,9 +193,16 @@ def _stage_cfg(cfg: RunConfig, qi: list, final: bool) -> RunConfig:
     return dataclasses.replace(
         cfg, qi=tuple(qi), derived=tuple(d for d in cfg.derived or () if d[1] in qi) or None,
         ordinal=tuple(o for o in cfg.ordinal or () if o[0] in qi) or None,
-        weights=tuple(w for w in cfg.weights or () if w[0] in qi) or None,
+        weights=tuple(w for w in cfg.weights or () if w[0] in qi) or None, **_kinds(cfg, qi),
         select_count=min(cfg.select_count, len(qi)) if cfg.select_count else None,
         **({} if final else {"group_column": None}))
+
+
+def _kinds(cfg: RunConfig, qi: list) -> dict:
+    """``nominal``, ``numeric`` and ``missing`` of the QIs ``qi`` only."""
+    return {"nominal": tuple(c for c in cfg.nominal or () if c in qi) or None,
+            "numeric": tuple(c for c in cfg.numeric or () if c in qi) or None,
+            "missing": tuple((c, v) for c, v in cfg.missing or () if c in qi) or None}
 
 
 def _households(data, cfg: RunConfig, dest, frame: pl.DataFrame, strata: list, kw: dict) -> RunResult:
@@ -239,6 +257,9 @@ def _merge_reports(rep, first, cfg: RunConfig) -> None:
     """The release's report from its two stages: all QIs, both stages' losses."""
     rep.qi = list(cfg.qi)
     rep.settings = cfg.settings()
+    if rep.qi_kinds is not None or first.qi_kinds is not None:  # (both stages' QIs, in --qi's order)
+        kinds = {**(first.qi_kinds or {}), **(rep.qi_kinds or {})}
+        rep.qi_kinds = {c: kinds[c] for c in cfg.qi if c in kinds}
     if rep.sse is not None and first.sse is not None:
         rep.sse, rep.sst = rep.sse + first.sse, rep.sst + first.sst
         rep.information_loss_percent = 100.0 * rep.sse / rep.sst if rep.sst > 0 else 0.0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..errors import EngineError
+from ..encode.codes import mask_codes
 from ..io.source import open_source
 
 TOLERANCE = 1e-9  # times the column's largest |original value| (verify's MEAN_TOLERANCE)
@@ -35,8 +36,9 @@ def _read(data, columns, csv=None) -> pl.DataFrame:
 
 
 def entity_checks(result, output, original, qi: list, k: int, person: str | None, house: str | None,
-                  csv=None) -> None:
-    """Add the checks above to ``result`` (a ``VerifyResult``) and update its ``ok``."""
+                  csv=None, nominal=(), missing=None) -> None:
+    """Add the checks above to ``result`` (a ``VerifyResult``) and update its ``ok``
+    (``nominal`` QIs: no means; ``missing``: ``{column: codes}``, left out of the means)."""
     if person is None and house is None:
         return
     for name, col in (("person_column", person), ("household_column", house)):
@@ -50,7 +52,7 @@ def entity_checks(result, output, original, qi: list, k: int, person: str | None
         orig = _read(original, [*qi, house], csv)
         hh_qi = [c for c in qi if int(orig.group_by(house).agg(pl.col(c).n_unique()).get_column(c).max()) == 1]
         checks.append(_mates(pub, hh_qi, house))
-        means = _means(pub, orig, qi, hh_qi)
+        means = _means(pub, orig, qi, hh_qi, set(nominal or ()), dict(missing or {}))
         if means is not None:
             result.checks = [c for c in result.checks if c["name"] != "class means"]
             checks.append(means)
@@ -85,9 +87,13 @@ def _mates(pub: pl.DataFrame, hh_qi: list, house: str) -> tuple[str, bool, str]:
     return "households", True, f"every household of column {house!r} publishes one value of {', '.join(hh_qi)}"
 
 
-def _means(pub: pl.DataFrame, orig: pl.DataFrame, qi: list, hh_qi: list) -> tuple[str, bool, str] | None:
+def _means(pub: pl.DataFrame, orig: pl.DataFrame, qi: list, hh_qi: list, nominal=frozenset(), missing=None
+           ) -> tuple[str, bool, str] | None:
     pub, orig = _numbers(pub, qi), _numbers(orig, qi)  # (a CSV is read as text: its numbers parsed here)
-    numeric = [c for c in qi if orig.schema[c].is_numeric() and pub.schema[c].is_numeric()]
+    numeric = [c for c in qi if orig.schema[c].is_numeric() and pub.schema[c].is_numeric() and c not in nominal]
+    for c, codes in (missing or {}).items():  # (declared codes: no part of a mean; a class of codes publishes one)
+        if c in numeric:
+            pub, orig = (f.with_columns(mask_codes(f.get_column(c), tuple(codes))) for f in (pub, orig))
     if not numeric:
         return None
     both = pub.select(qi).with_columns(orig.select(pl.col(c).alias(f"{c}\0o") for c in numeric))

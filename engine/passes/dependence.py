@@ -241,6 +241,44 @@ def order_verdict(stats: tuple, final: bool) -> str | None:
     return None
 
 
+class EntityFD(FDTest):
+    """``FDTest`` with one row per entity (``--household-column``, ``--person-column``): the
+    distinct (cell, stratum, entity) triples, each with the QI value of its first row;
+    ``varies``: an entity seen with two values of the column (then judged on rows)."""
+
+    varies = False
+
+    def add(self, cell: np.ndarray, stratum: np.ndarray, q: np.ndarray, entity: np.ndarray = None) -> None:
+        keep = cell <= self.limit
+        part = pl.DataFrame({"c": cell[keep], "s": stratum[keep], "e": entity[keep], "q": q[keep]})
+        tab = part if self.tab is None else pl.concat([self.tab, part])
+        tab = tab.unique(["c", "s", "e"], keep="first", maintain_order=True)
+        while tab.height > FD_KEEP:
+            self.limit >>= np.uint64(1)
+            tab = tab.filter(pl.col("c") <= self.limit)
+        self.tab = tab
+        self.varies = self.varies or bool(tab.height and tab.get_column("e").n_unique() < tab.height)
+        self.stats = fd_stats(tab.group_by("c", "s", "q").agg(pl.len().cast(pl.UInt64).alias("n")))
+
+
+class Units:
+    """The dependency tests per entity of one entity column: a column constant within
+    every entity (a household weight, another household id, the entity column itself)
+    is judged on one row per entity (``EntityFD``), as its values are published alike for
+    the entity's records: a column unique per household gives no evidence, as a random
+    id at person level."""
+
+    def __init__(self, column: str, columns, qi):
+        self.column = column
+        self.tests = {(c, q): EntityFD(c, q) for c in columns for q in qi}
+
+    def add(self, sl: dict, cells: dict, stratum: np.ndarray, pending: set) -> None:
+        e = sl[self.column]
+        for (c, q), t in self.tests.items():
+            if (c, q) in pending and c in cells and not t.varies:
+                t.add(cells[c], stratum, sl[q], e)
+
+
 SLICE_ROWS = 1 << 16  # the dependency tables are fed this many rows at a time, the verdicts taken between
 
 
@@ -253,10 +291,12 @@ class Dependence:
     ``no_fd``: columns left out of the dependency test (``--household-column``: the
     household-level QIs are published identically for its members)."""
 
-    def __init__(self, columns, qi, strata, keys_of, numbers, numeric, no_fd=()):
+    def __init__(self, columns, qi, strata, keys_of, numbers, numeric, units=()):
         self.strata = list(strata)
         self.keys_of, self.numbers = keys_of, numbers
-        self.fd = [FDTest(c, q) for c in columns if c not in set(no_fd) for q in qi]
+        self.fd = [FDTest(c, q) for c in columns for q in qi]
+        self.units = [Units(u, [c for c in dict.fromkeys(columns)], qi) for u in dict.fromkeys(units)]
+        self.found_unit: str | None = None  # the entity column of a dependency found per entity
         self.rank = [(c, q) for c in columns for q in qi if numeric(c) and numeric(q)]
         self.order = [(c, q) for c in columns for q in qi]
         self.sample = RowSample([x for x in dict.fromkeys([c for p in self.rank + self.order for c in p])])
@@ -272,7 +312,7 @@ class Dependence:
         if self.done:
             return set()
         need = {c for t in self.fd for c in (t.column, t.qi)} | {c for p in self.rank + self.order for c in p}
-        return need | (set(self.strata) if self.fd else set())
+        return need | (set(self.strata) | {u.column for u in self.units} if self.fd else set())
 
     def add(self, frame: pl.DataFrame, offset: int, keys: dict) -> None:
         """One chunk (``keys``: the value keys of its columns), in slices of ``SLICE_ROWS``
@@ -289,6 +329,9 @@ class Dependence:
                     if t.column not in cells:
                         cells[t.column] = cell_keys(*[sl[c] for c in self.strata], sl[t.column])
                     t.add(cells[t.column], stratum, sl[t.qi])
+                pending = {(t.column, t.qi) for t in self.fd}
+                for u in self.units:
+                    u.add(sl, cells, stratum, pending)
             if self.rank or self.order:
                 self.sample.add(part, offset + s)
             self.rows += part.height
@@ -297,17 +340,22 @@ class Dependence:
     def judge(self, final: bool) -> None:
         """Take the verdicts: the first leak found; the pairs cleared dropped."""
         fd = []
+        varying = {u.column: {c for (c, _), x in u.tests.items() if x.varies} for u in self.units}
         for t in self.fd:
-            v = t.verdict()
+            unit = next((u for u in self.units if t.column not in varying[u.column]), None)  # (judged per entity)
+            test = unit.tests[(t.column, t.qi)] if unit is not None else t
+            v = test.verdict()
             if v == "leak":
-                self.found = ("dependency", t.column, t.qi, t.stats)
+                self.found = ("dependency", t.column, t.qi, test.stats)
+                self.found_unit = unit.column if unit is not None else None
                 return
-            e, rate, base, kept, _ = t.stats
+            e, rate, base, kept, _ = test.stats
             if v is None and not final and not (self.rows >= DECIDE_ROWS and e < NO_EVIDENCE_SHARE * kept):
                 fd.append(t)
             else:
                 self.log.append({"column": t.column, "qi": t.qi, "check": "dependency", "result": "passed",
-                                 "rows_sharing_a_value": e, "rate": round(rate, 4), "baseline": round(base, 4)})
+                                 "rows_sharing_a_value": e, "rate": round(rate, 4), "baseline": round(base, 4),
+                                 **({"per": unit.column} if unit is not None else {})})
         self.fd = fd
         if not final and self.rows < 2 * self._sampled:  # (the sample's tests again once the rows read double)
             return
@@ -347,14 +395,16 @@ class Dependence:
         self.order = order
 
 
-def describe(kind: str, stats: tuple, strata, qi: str) -> str:
+def describe(kind: str, stats: tuple, strata, qi: str, unit: str | None = None) -> str:
     """What a test found of ``qi``, for the refusal ("determines quasi-identifier 'age''s
-    original value on 99.8 % of ...")."""
+    original value on 99.8 % of ..."; ``unit``: the entity column a dependency was
+    judged by, one row per entity)."""
     if kind == "dependency":
         e, rate, base, _, _ = stats
         within = f" together with the strata ({', '.join(strata)})" if strata else ""
+        rows = f"values of {unit!r} (one row each)" if unit else "rows"
         return (f"determines quasi-identifier {qi!r}'s original value{within} on {100 * rate:.1f} % of the {e:,} "
-                f"rows sharing a value with another (without it: {100 * base:.1f} %)")
+                f"{rows} sharing a value with another (without it: {100 * base:.1f} %)")
     if kind == "ranks":
         n, rho, band, _ = stats
         return (f"follows the order of quasi-identifier {qi!r} (a monotone transform or a near-copy: rank "

@@ -409,8 +409,9 @@ def _dependence(schema, cfg, qi, others) -> Dependence:
     def numeric(c):  # (a text: a CSV's pass-through column as read, tested where it holds numbers)
         return is_number(schema[c]) or is_temporal(schema[c]) or schema[c] == pl.String
 
+    units = [c for c in (household, getattr(cfg, "person_column", None)) if c and c in schema]
     return Dependence([c for c in others if c not in set(strata)], qi, strata, value_keys, as_numbers, numeric,
-                      no_fd=[household] if household else ())
+                      units=units)
 
 
 def guard(source, cfg, rows: int, chunk_rows: int, progress: bool = False, checks: list | None = None
@@ -488,7 +489,7 @@ def guard(source, cfg, rows: int, chunk_rows: int, progress: bool = False, check
         kind, c, q, stats = deps.found
         p = alive[(c, q)]
         raise EngineError(leak_message(c, q, cfg, not p.dead and _derivable(p, schema, cfg, ordinal),
-                                       found=describe(kind, stats, deps.strata, q),
+                                       found=describe(kind, stats, deps.strata, q, deps.found_unit),
                                        household=kind == "dependency" and stats[4] <= HOUSEHOLD_ROWS))
     return Derive([d.derived() for d in learners]) if learners else None
 
