@@ -345,7 +345,8 @@ def verify_release(output: "str | os.PathLike[str] | pl.DataFrame | pl.LazyFrame
     try:
         result = _verify(output, qi, k, sa, l, epsilon, orig, chunk_rows, mixed, ordinal, limit=limit,
                          nominal=nominal, missing=missing)
-        entity_checks(result, output, original, result.qi, k, person_column, household_column, csv)
+        entity_checks(result, output, original, result.qi, k, person_column, household_column, csv,
+                      nominal=nominal, missing=missing)
         return result
     finally:
         if orig is not None:
