@@ -124,3 +124,21 @@ def test_a_run_report_embeds_the_plan_it_followed(tmp_path):
     assert report.plan["columns"] == plan.to_dict()["columns"]
     assert report.plan["passes"] == plan.passes and report.plan["path"] == plan.path
     assert set(report.passes) <= set(plan.passes) | {"sample", "profile", "load"}
+
+
+def test_every_rule_between_options_names_declared_options_and_is_refused_by_its_message():
+    """``engine.relations.RELATIONS``: the options of each rule are declared ones, and a rule
+    broken alone is refused with its own message (a rule of several columns broken by a config
+    made for it)."""
+    from engine.options import OPTIONS
+    from engine.relations import RELATIONS
+
+    for rule in RELATIONS:
+        assert set(rule.options) <= set(OPTIONS), rule.options
+        assert "\n" not in rule.message
+    with pytest.raises(engine.EngineError, match=r"^nominal \(--nominal\) names column 'a' twice$"):
+        engine.RunConfig.make(qi=["a", "b"], k=3, nominal=["a", "a"])
+    with pytest.raises(engine.EngineError, match=r"^qi lists column 'b' twice$"):
+        engine.RunConfig.make(qi=["a", "b", "b", "a"], k=3)
+    with pytest.raises(engine.EngineError, match=r"at least 2k=10, got 6$"):
+        engine.RunConfig.make(qi=["a"], k=5, block_size=6)
