@@ -513,7 +513,10 @@ def leak_message(column: str, qi: str, cfg, derivable: bool = True, found: str |
                 f"or choose another sensitive attribute")
     ways = f"add it to --qi, drop it, or declare it derived (--derived {column}={qi})" if derivable \
         else "add it to --qi or drop it"
-    if household and not getattr(cfg, "household_column", None) and cfg.spec.centroids:
-        ways += f" (a household id: --household-column {column} publishes the household-level QIs alike " \
-                f"for all its members)"
+    roles = {getattr(cfg, "household_column", None), getattr(cfg, "person_column", None)} - {None}
+    if household and not roles and cfg.spec.centroids:
+        ways += f" (an id of households, or of persons with several records: --household-column {column} or " \
+                f"--person-column {column} groups the release by it)"
+    elif column in roles and found and "ordered in blocks" in found:
+        ways += f" (ids numbered in blocks of {qi!r}, as serials by state: renumber them at random before the run)"
     return f"column {column!r} {what} and would publish it unaggregated: {ways}"
