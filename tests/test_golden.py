@@ -52,7 +52,10 @@ CASES = {
     "adult_mnqia_blocks_k5": ["adult.csv", "--qi", "age,education_num,hours_per_week", "--method", "mnqia",
                               "--k", "5", "--block-size", "8000"],
 }
-DROP = {"adult_mnqia_blocks_k5": ["education"]}  # columns left out of the input (a CSV copy)
+DROP = {"adult_mnqia_blocks_k5": ["education"],  # columns left out of the input (a CSV copy)
+        # TAXINC follows FEDTAX by the tax schedule (rank correlation 0.99): the leak guard refuses it
+        # beside FEDTAX as a QI; the QI columns are the bytes they were with it
+        "census_mnqia_k3": ["TAXINC"]}
 
 
 def test_every_case_has_a_golden_hash():
