@@ -28,8 +28,12 @@ write pass (pass-through columns byte for byte, atomic output, the self-check):
 
 The grouping runs on a table held in memory: the input's key, QI and strata columns
 (8 bytes a value a row, about) plus the entity table (a row per person or household)
-and one label a row. Not with ``--scheduler`` (refused), nor with ``--nominal``,
-``--missing`` or an ordinal QI ordered by another column (refused: first version).
+and one label a row. Nominal QIs (``--nominal``, or a labelled file's categories) take
+their most frequent code per entity, numeric QIs with declared missing codes the mean of
+the values present (an entity of codes only: its most frequent code); the run's
+declarations (``io.labelled.with_declarations``) are read here first, so the entity
+tables are grouped with them too. Not with ``--scheduler`` (refused), nor with an
+ordinal QI ordered by another column (refused: first version).
 """
 
 from __future__ import annotations

@@ -16,7 +16,10 @@ needs a near-perfect dependency). A column whose rows are nearly all in cells of
 ``MIN_EVIDENCE_ROWS``): it is left to the order tests. Memory: the distinct (cell, Q
 value) pairs and their counts, at most ``FD_KEEP`` a pair; above, only the cells whose
 key is at most a limit, halved as needed (every row of a kept cell: the rate is exact on
-the kept cells).
+the kept cells). With ``--household-column`` or ``--person-column`` (``Units``), a column
+constant within every entity so far (the id, a household weight, a person's repeated
+weight) is judged on one row per entity instead (``EntityFD``): its values are published
+alike for the entity's records, so a column unique per household gives no evidence.
 
 **Ranks** (``rank_test``, a numeric or date C and Q): on a row sample (``RowSample``: at
 most ``SAMPLE_ROWS`` rows, chosen by a hash of the row number, so the same whatever the
@@ -288,8 +291,8 @@ class Dependence:
 
     ``keys_of``: a Series' value keys (``passes.leak.value_keys``); ``numbers``: a Series
     as float64 (NaN: missing); ``numeric``: whether a column is tested on ranks;
-    ``no_fd``: columns left out of the dependency test (``--household-column``: the
-    household-level QIs are published identically for its members)."""
+    ``units``: the entity columns (``--household-column``, ``--person-column``) by which
+    the columns constant within each entity are judged, one row per entity (``Units``)."""
 
     def __init__(self, columns, qi, strata, keys_of, numbers, numeric, units=()):
         self.strata = list(strata)

@@ -401,8 +401,9 @@ def _learners(schema, label, cfg, ordinal) -> list:
 
 def _dependence(schema, cfg, qi, others) -> Dependence:
     """The tests beyond one-to-one (``passes.dependence``) of the columns ``others``: not
-    the strata (published by design: the baseline); a ``--household-column`` not in the
-    dependency test (its household-level QIs are published identically for its members)."""
+    the strata (published by design: the baseline); the columns constant within each
+    household or person (``--household-column``, ``--person-column``) judged per entity in
+    the dependency test (its household-level QIs are published identically for its members)."""
     strata = [c for c in strata_columns(cfg) if c in schema]
     household = getattr(cfg, "household_column", None)
 
