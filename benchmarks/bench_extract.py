@@ -2,6 +2,7 @@
 
     python benchmarks/bench_extract.py speed   [--rows 10000000] [--repeats 3] [--before DIR]
     python benchmarks/bench_extract.py quality [--rows 1000000] [--strata]
+    python benchmarks/bench_extract.py census  [--rows 10000000] [--repeats 3] [--memory-limit 1GiB]
 
 Data: ``engine.synth.census_extract`` (written once under benchmarks/data/, 1M-row
 Parquet files, row groups of 100,000).
@@ -24,6 +25,13 @@ modes the way the engine publishes. Loss per QI measured the same way for both
 (numbers: 100 SSE/SST over the values present, on z-scores; categories: percent of
 values changed, a missing value counted as a value). Target: the engine's mean
 per-QI loss at most half the naive one's.
+
+``census`` (issue 42): the census extract of ``quality`` (missing values in 4 QIs, 3,000
+municipalities, 440 occupations, marital status as an ordinal, ``--strata region``,
+``occupation_code`` derived) at 10M rows, the polished default and the fast path
+(``--polish-rounds 0``) under ``--memory-limit``, alternating with the I/O floor, each in
+a fresh process: the least limit each states (its refusal of 64MiB), wall, the median of
+the run/floor pairs, peak RSS, the mean per-QI loss and the report's pass times.
 """
 
 from __future__ import annotations
@@ -31,7 +39,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
+import subprocess
 import statistics
 import sys
 import tempfile
@@ -51,6 +61,8 @@ SPEED_QI = "age,education_years,hours_per_week,wage_income,sex,state,industry"
 SPEED_NUMERIC = "age,education_years,hours_per_week,wage_income"
 QUALITY_QI = ["age", "sex", "education_years", "hours_per_week", "wage_income", "marital_status", "municipality",
               "occupation"]
+CENSUS = ["--ordinal", "marital_status=single,married,divorced,widowed", "--strata", "region",
+          "--derived", "occupation_code=occupation"]
 
 
 def make(rows: int, missing: bool) -> Path:
@@ -184,9 +196,51 @@ def quality(args) -> None:
     shutil.rmtree(work)
 
 
+def least_limit(data: Path, out: Path, qi: str, extra: list[str]) -> int:
+    """The least limit (MiB) the engine states for this run: its refusal of 64MiB."""
+    proc = subprocess.run([sys.executable, "-m", "engine", "anonymize", str(data), str(out), "--qi", qi, "--k", "5",
+                           "--quiet", "--no-progress", *extra, "--memory-limit", "64MiB"], capture_output=True, text=True)
+    m = re.search(r"at least (\d+)MiB", proc.stderr)
+    if proc.returncode != 2 or not m:
+        raise RuntimeError(f"expected a refusal of 64MiB:\n{proc.stderr}")
+    return int(m.group(1))
+
+
+def census(args) -> None:
+    data = make(args.rows, missing=True)
+    work = Path(tempfile.mkdtemp(prefix="bench_extract_", dir=HERE / "data"))
+    qi = ",".join(QUALITY_QI)
+    limit = ["--memory-limit", args.memory_limit]
+    kinds = {"default": CENSUS, "fast path": CENSUS + ["--polish-rounds", "0"]}
+    least = {name: least_limit(data, work / "o.parquet", qi, extra) for name, extra in kinds.items()}
+    print(f"rows {args.rows:,}  census extract, k = 5, --memory-limit {args.memory_limit}; "
+          f"{os.getloadavg()[0]:.1f} load (1 min) on {os.cpu_count()} cores", flush=True)
+    floors, runs = [], {name: [] for name in kinds}
+    for _ in range(args.repeats):
+        floors.append(cpu_timed([sys.executable, "-c", FLOOR, str(data), str(work / "floor.parquet")])[0])
+        (work / "floor.parquet").unlink()
+        for name, extra in kinds.items():
+            runs[name].append(run(data, work / "out.parquet", qi, extra + limit + args.extra.split()))
+    floor = statistics.median(floors)
+    print(f"  I/O floor {floor:.2f} s (runs {', '.join(f'{f:.1f}' for f in floors)})")
+    for name, rs in runs.items():
+        wall = statistics.median(r["wall"] for r in rs)
+        pair = statistics.median(r["wall"] / f for r, f in zip(rs, floors))
+        r = rs[0]
+        walls = ", ".join(f"{x['wall']:.1f}" for x in rs)
+        print(f"  {name}: least limit {least[name]} MiB  wall {wall:.1f} s (runs "
+              f"{walls})  ratio {wall / floor:.2f}x, median of pairs {pair:.2f}x"
+              f"  peak RSS {max(x['rss'] for x in rs):.0f} MiB  IL {r['il']:.3f} %  smallest group {r['min']}")
+        print(f"    loss per QI: {', '.join(f'{k} {v:.2f} %' for k, v in (r['by_qi'] or {}).items())}")
+        print(f"    passes: {r['passes']}", flush=True)
+    print(f"  ({os.getloadavg()[0]:.1f} load after)")
+    shutil.rmtree(work)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("speed", "quality"))
+    ap.add_argument("mode", choices=("speed", "quality", "census"))
+    ap.add_argument("--memory-limit", default="1GiB")
     ap.add_argument("--rows", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--before", default=None)
@@ -198,6 +252,9 @@ def main() -> None:
     if args.mode == "speed":
         args.rows = args.rows or 10_000_000
         speed(args)
+    elif args.mode == "census":
+        args.rows = args.rows or 10_000_000
+        census(args)
     else:
         args.rows = args.rows or 1_000_000
         args.repeats = 1 if args.repeats == 3 else args.repeats

@@ -107,3 +107,19 @@ def test_spilled_state_does_not_depend_on_threads_chunks_or_limit(data, tmp_path
         _anonymize(data, tmp_path / "o.parquet", threads=threads, chunk_rows=chunk, memory_limit=limit)
         digests.add(_digest(tmp_path / "o.parquet"))
     assert len(digests) == 1
+
+
+def test_distributions_of_a_row_ordered_mixed_run(data, tmp_path, monkeypatch, small):
+    """The report's bars (``--report``, the HTML page): a categorical QI's "after" counted
+    as its codes are written, a numeric QI's histograms; as with the map."""
+    t = pl.read_parquet(data)
+    cfg = engine.options.RunConfig.make(qi=QI, k=4, ordinal=ORDINAL, block_size=1000, chunk_rows=1000)
+    calls = []
+    monkeypatch.setattr(published.RowRecords, "add", lambda self, *a, _add=published.RowRecords.add:
+                        (calls.append(1), _add(self, *a))[1])
+    new = engine.coordinator.run(t, cfg, distributions=True).report
+    assert calls
+    monkeypatch.setattr(CentroidFlow, "per_row", lambda self, rows: "a test")
+    old = engine.coordinator.run(t, cfg, distributions=True).report
+    assert new.distributions == old.distributions
+    assert set(new.distributions) == set(QI) and all("after" in v for v in new.distributions.values())

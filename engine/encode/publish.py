@@ -165,6 +165,10 @@ class Publisher:
         # numeric QIs' histograms, before and after (``passes.distributions.Distributions``, and
         # each QI's column in them), of the values present: set by the flow for the report
         self.histograms = None
+        # row-ordered (no table of groups): each categorical QI's published codes counted as
+        # written (the report's "after" bars: ``CentroidFlow._mixed_distributions``)
+        self.after = {j: np.zeros(q.m + 1, np.int64) for j, q in enumerate(qis)
+                      if q.categories is not None} if self.table is None else None
 
     def publish(self, frame: pl.DataFrame, lab: np.ndarray, offset: int, values: np.ndarray | None = None
                 ) -> pl.DataFrame:
@@ -213,6 +217,8 @@ class Publisher:
                 out.append(col if q.kind == "numeric" else col.cast(q.dtype))
             else:
                 codes = np.where(np.isnan(p), len(q.categories), p).astype(np.int64)  # (ordinal: NaN -> the null)
+                if self.after is not None:
+                    self.after[j] += np.bincount(codes, minlength=self.after[j].shape[0])
                 out.append(self.domains[q.name].gather(codes).alias(q.name))
         return frame.with_columns(out)
 

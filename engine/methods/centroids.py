@@ -167,7 +167,7 @@ class CentroidFlow:
         fewer than 2^32 rows. Else what keeps the map (for the budget's refusal). Decided before the
         passes; the output is the same either way."""
         cfg = self.cfg
-        mixed = self.mixed is not None and (self.mixed_dist is not None or not self.mixed.row_ordered())
+        mixed = self.mixed is not None and not self.mixed.row_ordered()
         for why, keeps in (("--scheduler", self.backend is not None), ("non-numeric QIs", mixed),
                            ("--strata", cfg.strata is not None and self.mixed is None),  # (its loss per stratum)
                            ("--refine", cfg.refine is not None),
@@ -472,8 +472,11 @@ class CentroidFlow:
         hist = publisher.histograms
         for j, q in enumerate(self.mixed.qis):
             if q.kind in ("nominal", "ordinal") and q.counts is not None:
-                out[q.name] = category_distribution(q.kind, q.categories, q.counts, q.nulls, publisher.table[:, j],
-                                                    sizes)
+                if publisher.table is None:  # (row-ordered: each code's rows, counted as written)
+                    published, counts = np.arange(publisher.after[j].shape[0], dtype=np.float64), publisher.after[j]
+                else:
+                    published, counts = publisher.table[:, j], sizes
+                out[q.name] = category_distribution(q.kind, q.categories, q.counts, q.nulls, published, counts)
             elif hist is not None and q.name in hist[2]:
                 before, after, at = hist
                 i = at[q.name]
