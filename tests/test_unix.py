@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow  # end-to-end: run with -m slow (left out by defau
 
 DATA = Path(__file__).parent / "data"
 CENSUS = DATA / "census.csv"
-QI = "AFNLWGT,AGI,EMCONTRB,FEDTAX"
+QI = "AFNLWGT,AGI,EMCONTRB,FEDTAX,TAXINC"  # TAXINC beside FEDTAX: a pass-through TAXINC would give FEDTAX back (the leak guard)
 ANON = ["--qi", QI, "--k", "3", "--no-progress"]
 
 
@@ -412,4 +412,4 @@ def test_the_memory_refusal_counts_the_qis_given(tmp_path, sys_tmp):
     assert proc.returncode == 0, _err(proc)
     assert "AGI_min" in pl.read_parquet(ranges).columns
     proc = _cli(["verify", ranges, "--qi", QI, "--k", "3", "--memory-limit", "64MiB"], sys_tmp)
-    _one_line_error(proc, "microagg verify", "rows of 4 QIs")
+    _one_line_error(proc, "microagg verify", "rows of 5 QIs")
