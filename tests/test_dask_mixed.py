@@ -54,10 +54,13 @@ def mixed_table(n: int, seed: int = 1) -> pl.DataFrame:
         "other": pl.Series([None if i % 7 == 0 else i for i in range(n)], dtype=pl.Int64),  # pass-through, nulls
         "note": pl.Series([None if i % 5 == 0 else f"n{i % 13}" for i in range(n)]),
     }).with_columns(
-        (pl.col("day").cast(pl.Datetime("us")) + pl.duration(microseconds=pl.col("y") * 7919)).alias("when"),
-        # QIs with missing values (imputed or kept: counted by the write pass)
-        *[pl.when(pl.Series(rng.random(n) < p)).then(None).otherwise(pl.col(c)).alias(f"{c}_na")
-          for c, p in (("x", 0.05), ("colour", 0.03), ("grade", 0.04), ("day", 0.02))])
+        # (a Datetime drawn apart from day: a copy of day beside it is refused as a leak)
+        (pl.col("day").gather(rng.permutation(n)).cast(pl.Datetime("us"))
+         + pl.duration(microseconds=pl.col("y") * 7919)).alias("when"),
+        # QIs with missing values (imputed or kept: counted by the write pass), drawn apart from
+        # their namesakes (a row-shuffled copy: a near-copy beside its QI is refused as a leak)
+        *[pl.when(pl.Series(rng.random(n) < p)).then(None).otherwise(pl.col(c).gather(rng.permutation(n)))
+          .alias(f"{c}_na") for c, p in (("x", 0.05), ("colour", 0.03), ("grade", 0.04), ("day", 0.02))])
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +110,7 @@ CASES = {
     # weights, a Datetime QI (its exact means travel to the write tasks)
     "weights": (["x", "y", "when", "colour"], dict(weights={"x": 2.0, "colour": 0.5}, polish_rounds=0)),
     # an ordinal QI ordered by a numeric column
-    "by-column": (["x", "edu", "colour"], dict(ordinal={"edu": "@edu_num"}, polish_rounds=0)),
+    "by-column": (["x", "y", "edu", "colour"], dict(ordinal={"edu": "@edu_num"}, polish_rounds=0)),  # (y: edu follows it)
     # a nominal QI of 300 categories: a fixed embedding, not one-hot
     "embedded": (["x", "town", "colour", "grade"], dict(ordinal={"grade": ORDER})),
     # categorical QIs only: the write tasks read no QI column
