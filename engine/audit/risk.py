@@ -35,7 +35,10 @@ distance as the grouping, with weights 1. A date or datetime QI is a number (its
 epoch value); a categorical QI (String, Categorical, Enum, Boolean) is compared as a
 category: one-hot over the original's sorted categories, scaled so that two
 different categories are at squared distance 1 (a published category that is not
-a value of the original matches none); an ordinal QI (``ordinal``, as for
+a value of the original matches none; a QI of more than ``ONE_HOT_MAX`` categories is
+its category's code instead, beside the tree as the missing-value indicators below, a
+different code adding 1, half for a category the original lacks: the same distance,
+without ``n x categories`` columns); an ordinal QI (``ordinal``, as for
 ``anonymize``) is its rank, standardized as a number. For interval disclosure a
 categorical value counts as inside only when it is unchanged (the sdcMicro
 variant counts a changed category as two values outside).
