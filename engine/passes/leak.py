@@ -105,7 +105,8 @@ def value_keys(s: pl.Series) -> np.ndarray:
     except Exception:  # a type Polars does not hash: its text
         h = s.cast(pl.String).hash(seed=_SEED)
     out = np.empty(s.len(), np.uint64)
-    mix_keys(np.ascontiguousarray(h.to_numpy(), dtype=np.uint64), out)
+    mix_keys(np.array(h.to_numpy(), dtype=np.uint64), out)  # (a writable copy: Polars' array is read-only, a
+    # second specialization of the kernel beside the other callers')
     return out
 
 
