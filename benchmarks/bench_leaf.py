@@ -13,7 +13,7 @@ cache load), wall and CPU seconds over all blocks:
   share the blocks, as the engine's workers do; the kernels release the GIL);
 * its parts, one thread: ``split_leaves`` and ``mdav_brute`` on every leaf.
 
-"old" is the previous implementation, kept frozen in ``tests/test_leaf.py``; the
+"old" is the previous implementation, kept frozen in ``benchmarks/leaf_previous.py`` (the tests compare the kernels with their naive twins in ``tests/reference.py``); the
 labels are checked equal before timing.
 """
 
@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from engine.kernels.index import split  # noqa: E402
 from engine.kernels.mdav import leaf  # noqa: E402
 from engine.synth import census_like  # noqa: E402
-from reference_leaf import _aggregate_leaves_old, _mdav_brute_old, _split_leaves_old  # noqa: E402
+from leaf_previous import _aggregate_leaves_old, _mdav_brute_old, _split_leaves_old  # noqa: E402
 
 QI = ["age", "education_years", "hours_per_week", "wage_income", "other_income", "property_tax",
       "household_size", "commute_minutes"]

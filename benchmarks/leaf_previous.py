@@ -1,7 +1,7 @@
 """The previous implementation of ``engine/kernels/mdav/leaf.py``, frozen (row-major, row by
 row through an index array). The column-major kernels must give the same labels on
 every input: same distances to the bit, same ties (``tests/test_leaf.py``);
-``benchmarks/bench_leaf.py`` times them against these."""
+``benchmarks/bench_leaf.py`` times the current kernels against these; the tests compare them with their naive twins (``tests/reference.py``)."""
 
 import numpy as np
 from numba import njit

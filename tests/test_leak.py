@@ -255,8 +255,17 @@ def test_row_unique_columns_unless_affine():
 
 
 def test_a_qi_of_one_value_is_ignored():
+    """A column of one value beside a QI of one value corresponds one-to-one with it, yet
+    publishes nothing: the guard lets it pass (and says so), and it passes through unchanged.
+    Control: the same column beside a QI that varies, copied, is refused."""
     df = pl.DataFrame({"x": np.arange(30.0), "c": [1.0] * 30, "flag": ["y"] * 30})
-    engine.microaggregate(df, qi=["x", "c"], k=3)
+    res = engine.microaggregate(df, qi=["x", "c"], k=3)
+    checks = {(c["column"], c["qi"], c["check"]): c["result"] for c in res.report.leak_checks}
+    assert checks[("flag", "c", "one-to-one")] == "passed" and checks[("flag", "x", "one-to-one")] == "passed"
+    assert res.table["flag"].to_list() == df["flag"].to_list() and res.table["c"].to_list() == [1.0] * 30
+    assert res.report.min_group_size >= 3
+    with pytest.raises(EngineError, match="one-to-one"):
+        engine.microaggregate(df.with_columns(flag=pl.col("x").cast(pl.String)), qi=["x", "c"], k=3)
 
 
 def test_chunking_does_not_change_the_verdict():

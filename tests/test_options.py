@@ -1,6 +1,7 @@
 """No option is silently ignored: every method with every option either changes the
 output or the report, or stops with exit 2 and one line naming the option."""
 
+import argparse
 import json
 
 import polars as pl
@@ -52,7 +53,7 @@ VARIANTS = [
 ]
 # settings that size the work, not the result: accepted by every method, output identical
 INVARIANT = [["--threads", "1"], ["--chunk-rows", "333"]]
-TIMING = {"wall_seconds", "peak_rss_bytes", "passes", "settings"}
+TIMING = {"wall_seconds", "peak_rss_bytes", "passes", "settings", "plan"}  # (the plan names the output, threads, chunks)
 
 
 @pytest.fixture(scope="module")
@@ -145,15 +146,23 @@ def test_the_api_refuses_as_the_cli(method, kwargs, option, table, tmp_path):
     assert not (tmp_path / "o.parquet").exists()
 
 
-def test_every_option_is_declared():
-    """Every field of RunConfig is an option of the table, and each names known methods."""
-    from dataclasses import fields
+def test_every_option_is_declared_and_reaches_both_faces():
+    """Each option of the table names known methods and has help, is a flag of every command
+    that offers it (parsed into its own name), and, offered by anonymize, is a parameter of
+    the API's ``anonymize``: the faces and the table agree."""
+    import inspect
 
-    from engine.options import RunConfig
+    from engine.cli import build_parser
 
-    assert [f.name for f in fields(RunConfig)] == list(OPTIONS)
+    subcommands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    api = inspect.signature(engine.anonymize).parameters
     for o in OPTIONS.values():
         assert o.methods <= set(METHODS) and o.help, o.name
+        for command in o.commands:
+            dests = {a.dest for a in subcommands[command]._actions}
+            assert o.name in dests, (o.name, command)
+        if "anonymize" in o.commands:
+            assert o.name in api, o.name
 
 
 def test_one_report_for_every_method(table, tmp_path, capsys):

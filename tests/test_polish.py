@@ -1,6 +1,7 @@
 """Polish (engine/kernels/search/polish.py) and the streamed path that uses it by default."""
 
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -93,12 +94,20 @@ def test_polish_stops_at_a_small_gain():
 
 
 def test_polish_leaf_size_by_k():
-    from engine.options import RunConfig
-    from engine.tuning import polish_leaf_size
+    """Polished leaves shrink as k grows (powers of two, never below the unpolished leaf),
+    and a streamed run uses the leaf its settings name: polished, ``polish_leaf_size(k)``;
+    unpolished (``polish_rounds=0``), the fast path's ``DEFAULT_LEAF_SIZE``."""
+    from engine.tuning import DEFAULT_LEAF_SIZE, polish_leaf_size
 
-    assert [polish_leaf_size(k) for k in (2, 3, 4, 5, 10)] == [32_768, 32_768, 16_384, 8_192, 8_192]
-    assert RunConfig.make(qi=["a"], k=5).effective_leaf_size(100_000) == 8_192
-    assert RunConfig.make(qi=["a"], k=5, polish_rounds=0).effective_leaf_size(100_000) == 256
+    sizes = [polish_leaf_size(k) for k in range(2, 40)]
+    assert all(a >= b for a, b in zip(sizes, sizes[1:])) and sizes[0] > sizes[-1]
+    assert all(s & (s - 1) == 0 and s > DEFAULT_LEAF_SIZE for s in sizes)
+    df = pl.DataFrame({"a": np.random.default_rng(0).normal(size=3000)})
+    for k in (3, 5):
+        polished = engine.microaggregate(df, qi=["a"], k=k, block_size=1000).report
+        assert polished.leaf_size == polish_leaf_size(k) and polished.polish
+    plain = engine.microaggregate(df, qi=["a"], k=5, block_size=1000, polish_rounds=0).report
+    assert plain.leaf_size == DEFAULT_LEAF_SIZE and not plain.polish
 
 
 def test_polish_stops_when_asked():

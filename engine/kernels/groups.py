@@ -5,7 +5,7 @@ the thread count or on how the rows were chunked, so output is reproducible.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .common import prefetch, widen
 
@@ -219,29 +219,6 @@ def partition_sse(X, labels, G):
             t = X[i, j] - sums[g, j] * inv
             s += t * t
     return s
-
-
-@njit(cache=True, nogil=True)
-def accumulate_sq_diff(A, B, out):
-    """``out[j] += sum_i (A[i, j] - B[i, j])^2``, in row order (chunk-size independent)."""
-    n, d = A.shape
-    for j in range(d):
-        s = out[j]
-        for i in range(n):
-            t = A[i, j] - B[i, j]
-            s += t * t
-        out[j] = s
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def gather_rows(values, labels, out):
-    """``out[i, :] = values[labels[i], :]`` (no reduction, so parallel is safe)."""
-    n = labels.shape[0]
-    d = values.shape[1]
-    for i in prange(n):
-        g = labels[i]
-        for j in range(d):
-            out[i, j] = values[g, j]
 
 
 @njit(cache=True, nogil=True)

@@ -29,45 +29,6 @@ class Groups:
         return int(self.sizes.shape[0])
 
 
-class Stitcher:
-    """Collects blocks; each block's local groups get the next global ids."""
-
-    def __init__(self, rows: int, profile: Profile):
-        self.profile = profile
-        self.labels = np.full(rows, -1, dtype=np.int64)
-        self._sums_x: list[np.ndarray] = []
-        self._sizes: list[np.ndarray] = []
-        self.next_id = 0
-
-    def add_block(self, row_ids: np.ndarray | None, X: np.ndarray, Z: np.ndarray, local: np.ndarray) -> None:
-        """``row_ids`` None means the block is rows 0..n-1 in order."""
-        g = int(local.max()) + 1 if local.size else 0
-        d = X.shape[1]
-        sx = np.zeros((g, d))
-        cnt = np.zeros(g, np.int64)
-        Xs = X / self.profile.scale  # exact: the scale is a power of two
-        accumulate_group_sums(Xs, local, sx, cnt)
-        glob = local + self.next_id
-        if row_ids is None:
-            self.labels[: local.shape[0]] = glob
-        else:
-            self.labels[row_ids] = glob
-        self._sums_x.append(sx)
-        self._sizes.append(cnt)
-        self.next_id += g
-
-    def finish(self) -> Groups:
-        sizes = np.concatenate(self._sizes) if self._sizes else np.zeros(0, np.int64)
-        d = len(self.profile.columns)
-        sx = aligned_zeros(sizes.shape[0], d)
-        if self._sums_x:
-            np.concatenate(self._sums_x, out=sx)
-        centroid = sx
-        centroid /= sizes[:, None]
-        centroid *= self.profile.scale
-        return Groups(self.labels, sizes, centroid)
-
-
 def aligned_zeros(rows: int, d: int) -> np.ndarray:
     """A zeroed (rows, d) float64 array whose data starts on a 64-byte boundary, so a
     row of at most 8 values lies in one cache line (the write pass's gather

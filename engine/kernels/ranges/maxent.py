@@ -230,16 +230,6 @@ def _add_row(Xn, C, off, sa, r, c, size, mn, mx, catcnt, setsz, sacnt, slog):
 
 
 @njit(cache=True, nogil=True)
-def _class_ncp(mn, mx, setsz, card, w, c, dn, dc):
-    v = 0.0
-    for j in range(dn):
-        v += w[j] * (mx[c, j] - mn[c, j])
-    for j in range(dc):
-        v += w[dn + j] * _cat_ncp(setsz[c, j], card[j])
-    return v
-
-
-@njit(cache=True, nogil=True)
 def _add_cost(Xn, C, off, card, w, r, c, size, mn, mx, catcnt, setsz, bound):
     """Increase of the table's NCP (``sum |E| NCP(E)``) if row r joins class c.
     Every column's share is >= 0, so the sum stops early once above ``bound``."""
