@@ -179,3 +179,58 @@ def test_memory_limit_refuses_a_release_held_in_memory(tmp_path, capsys):
                  "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "written from memory" in err[0] and not out.exists()
+
+
+def test_a_large_file_is_converted_in_a_child_process(tmp_path, monkeypatch):
+    """Above ``CHILD_BYTES`` of values the conversion runs in a fresh interpreter (what it
+    leaves allocated is not held by the run): the same Parquet file, and a bad file is
+    still one line."""
+    from engine.io import statfiles
+
+    src = tmp_path / "in.sav"
+    _write_sav(src)
+    here = pl.read_parquet(statfiles.to_parquet(str(src), "in.sav", tmp_path))
+    monkeypatch.setattr(statfiles, "CHILD_BYTES", 0)
+    calls = []
+    monkeypatch.setattr(statfiles, "convert_in_child",
+                        lambda *a, f=statfiles.convert_in_child: calls.append(a) or f(*a))
+    there = statfiles.to_parquet(str(src), "in.sav", tmp_path)
+    assert calls and pl.read_parquet(there).equals(here)
+    assert pl.read_parquet_schema(there) == here.schema
+    bad = tmp_path / "bad.sav"
+    bad.write_bytes(b"$FL2" + b"\0" * 400)
+    with pytest.raises(EngineError, match="bad.sav"):
+        statfiles.convert_in_child(str(bad), "bad.sav", str(tmp_path / "x.parquet"))
+    assert not (tmp_path / "x.parquet").exists()
+
+
+@pytest.mark.parametrize("suffix", ["zsav", "por"])
+def test_zsav_and_por_inputs(tmp_path, suffix):
+    """A compressed .sav (pyreadstat's compress=True) and an SPSS portable file (write_por):
+    read (a .por written by pyreadstat carries no value labels: its categories named by
+    --nominal), their categories published as input codes, the declared missing codes
+    of the .zsav never averaged, a .zsav output compressed with the declarations kept."""
+    df = _frame(3)
+    src, out = tmp_path / f"in.{suffix}", tmp_path / f"out.{suffix if suffix == 'zsav' else 'parquet'}"
+    if suffix == "zsav":
+        _write_sav(tmp_path / "plain.sav", df)
+        pyreadstat.write_sav(df, str(src), compress=True, variable_value_labels={"SEX": SEX, "REGION": REGION},
+                             missing_ranges={"AGE": [996, 997]}, variable_measure={"SEX": "nominal",
+                                                                                   "REGION": "nominal"})
+    else:
+        pyreadstat.write_por(df.drop(columns=["NOTE"]), str(src), column_labels={"AGE": "Age"})
+    engine.anonymize(str(src), str(out), qi=["AGE", "SEX", "REGION"], k=5, progress=False,
+                     nominal=None if suffix == "zsav" else ["SEX", "REGION"])
+    got = pyreadstat.read_sav(str(out), user_missing=True)[0] if suffix == "zsav" else pd.read_parquet(out)
+    _qi_codes_ok(got, df, "SEX")
+    _qi_codes_ok(got, df, "REGION")
+    assert got["ID"].tolist() == df["ID"].tolist() and got["INCOME"].tolist() == df["INCOME"].tolist()
+    ages = got["AGE"].to_numpy()
+    if suffix == "zsav":
+        assert np.all((ages <= 89) | np.isin(ages, [996, 997])) and np.isin(ages, [996, 997]).any()
+        assert out.read_bytes()[:4] == b"$FL3"  # (zlib-compressed)
+        meta = pyreadstat.read_sav(str(out), metadataonly=True, user_missing=True)[1]
+        assert meta.variable_value_labels["SEX"] == SEX and meta.missing_ranges["AGE"]
+    else:  # (a portable file declares no missing codes here: the codes are ages)
+        assert not np.isin(ages, [996, 997]).all()
+    assert engine.verify_release(str(out), qi=["AGE", "SEX", "REGION"], k=5).ok

@@ -10,9 +10,10 @@ are kept on the side as a ``FileMeta`` (``read_meta``: pyreadstat's metadata onl
 rows): each column's variable label, value labels, declared missing values (SPSS
 user-missing values and ranges), measurement level and display format.
 
-* SPSS (``.sav``, ``.zsav``, ``.por``): read with ``user_missing=True``, so a
-  user-missing code (996) stays the value 996 in the table, declared missing in the
-  metadata (``engine.io.labelled`` makes it missing for the engine).
+* SPSS (``.sav``, ``.zsav``): read with ``user_missing=True``, so a user-missing code
+  (996) stays the value 996 in the table, declared missing in the metadata
+  (``engine.io.labelled`` makes it missing for the engine). A portable file (``.por``):
+  ``read_por`` takes no ``user_missing``; its missing values are read as nulls.
 * Stata (``.dta``): extended missing values ``.a``-``.z`` are read as missing values
   (nulls), like ``.``; the letter is not kept (partial: a ``.dta`` output writes ``.``).
 * SAS (``.sas7bdat``, ``.xpt``): read only (pyreadstat cannot write ``.sas7bdat``);
@@ -33,6 +34,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +54,7 @@ STAT_SUFFIXES = {".sav": ("sav", "read_sav"), ".zsav": ("sav", "read_sav"), ".po
 WRITABLE = {".sav": "sav", ".zsav": "sav", ".dta": "dta"}  # output suffixes -> format
 CHUNK_BYTES = 16 << 20  # values read from a statistical file at a time (before conversion)
 PARQUET_ROWS = 65_536  # row groups of the temporary Parquet file
+CHILD_BYTES = 256 << 20  # a file of more values than this is converted in a child process
 META_KEY = b"microagg.labels"  # the declarations in a Parquet schema's key-value metadata (JSON)
 
 
@@ -141,10 +145,10 @@ def _reader(path: str):
 
 def _read_args(path: str) -> dict:
     """SPSS user-missing values are read as their codes; elsewhere extended missing
-    values are read as nulls (see the module docstring; ``read_xport`` has no such
-    argument)."""
+    values are read as nulls (see the module docstring; ``read_xport`` and ``read_por``
+    have no such argument: a portable file's missing values are read as nulls)."""
     fmt = stat_format(path)
-    return {} if fmt == "xpt" else {"user_missing": fmt in ("sav", "por")}
+    return {"user_missing": True} if fmt == "sav" else {} if fmt in ("xpt", "por") else {"user_missing": False}
 
 
 def meta_from_pyreadstat(m, fmt: str) -> FileMeta:
@@ -186,10 +190,38 @@ def chunk_rows_for(meta: FileMeta) -> int:
 def to_parquet(path: str, label: str, folder) -> str:
     """Convert the statistical file ``path`` into a private temporary Parquet file in
     ``folder`` (None: the system's temporary folder), a chunk of rows at a time; return
-    its path (the caller removes it). ``label`` names the input in errors."""
+    its path (the caller removes it). ``label`` names the input in errors. A file of more
+    than ``CHILD_BYTES`` of values is converted in a child process (``convert_in_child``)."""
     meta = read_meta(path)
-    reader = _reader(path)
     tmp = private_file(folder if folder is not None else _system_tmp(), Path(path).name + ".parquet")
+    if (meta.rows or 0) * 8 * len(meta.columns) > CHILD_BYTES:
+        convert_in_child(path, label, tmp)
+    else:
+        _convert(path, label, meta, tmp)
+    return tmp
+
+
+def convert_in_child(path: str, label: str, tmp: str) -> None:
+    """``_convert`` in a fresh interpreter: what the conversion leaves allocated (about
+    100 MiB after 2M rows: pyreadstat's and Polars' allocators keep the chunks' pages, which
+    ``malloc_trim`` does not return) is not held by the run, whose own peak then counts from
+    the imports only (docs/benchmarks.md, issue 40). One line when it fails."""
+    code = ("import sys\nfrom engine.errors import EngineError\nfrom engine.io import statfiles\n"
+            "try:\n    statfiles._convert(sys.argv[1], sys.argv[2], statfiles.read_meta(sys.argv[1]), sys.argv[3])\n"
+            "except EngineError as exc:\n    print(exc, file=sys.stderr)\n    sys.exit(2)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
+                                                                      os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-c", code, path, label, tmp], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        _discard(tmp)
+        lines = proc.stderr.strip().splitlines()
+        raise EngineError(lines[-1] if proc.returncode == 2 and lines else
+                          f"cannot read {label}: the conversion stopped ({lines[-1] if lines else proc.returncode})")
+
+
+def _convert(path: str, label: str, meta: FileMeta, tmp: str) -> None:
+    """Write the statistical file ``path`` into ``tmp`` (Parquet), a chunk at a time."""
+    reader = _reader(path)
     writer = None
     schema = None
     try:
@@ -212,7 +244,6 @@ def to_parquet(path: str, label: str, folder) -> str:
     finally:
         if writer is not None:
             writer.close()
-    return tmp
 
 
 def _system_tmp() -> str:
