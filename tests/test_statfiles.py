@@ -234,3 +234,18 @@ def test_zsav_and_por_inputs(tmp_path, suffix):
     else:  # (a portable file declares no missing codes here: the codes are ages)
         assert not np.isin(ages, [996, 997]).all()
     assert engine.verify_release(str(out), qi=["AGE", "SEX", "REGION"], k=5).ok
+
+
+@pytest.mark.parametrize("given, message", [
+    (["--missing", "AGE=unknown"], "code 'unknown' of column 'AGE' is not a number, and the column is Float64"),
+    (["--missing", "SEX=9.5,x"], "code 'x' of column 'SEX' is not a number"),
+    (["--nominal", "INCOME"], "nominal (--nominal): column 'INCOME' is not a quasi-identifier"),
+])
+def test_bad_codes_or_kinds_on_a_sav_are_one_line(tmp_path, capsys, given, message):
+    src, out = tmp_path / "in.sav", tmp_path / "out.sav"
+    _write_sav(src)
+    before = src.read_bytes()
+    assert main(["anonymize", str(src), str(out), "--qi", "AGE,SEX", "--k", "5", *given]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("microagg: error: ") and message in err, err
+    assert not out.exists() and src.read_bytes() == before
