@@ -249,3 +249,18 @@ def test_bad_codes_or_kinds_on_a_sav_are_one_line(tmp_path, capsys, given, messa
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("microagg: error: ") and message in err, err
     assert not out.exists() and src.read_bytes() == before
+
+
+def test_verify_reads_the_declarations_of_a_sav_original(tmp_path, capsys):
+    """verify --original in.sav: the file's declared missing codes are checked as missing
+    values and its labelled categories as categories, with no flag (issue 40)."""
+    src, out = tmp_path / "in.sav", tmp_path / "out.parquet"
+    _write_sav(src)
+    engine.anonymize(str(src), str(out), qi=["AGE", "SEX", "REGION"], k=5, progress=False)
+    res = engine.verify_release(str(out), ["AGE", "SEX", "REGION"], 5, original=str(src))
+    assert res.ok, res.summary()
+    assert {c["name"] for c in res.checks} >= {"class means", "class modes"}
+    assert main(["verify", str(out), "--qi", "AGE,SEX,REGION", "--k", "5", "--original", str(src)]) == 0
+    o = pl.read_parquet(out)
+    o.with_columns(AGE=pl.when(pl.col("AGE") == 996).then(41.37).otherwise(pl.col("AGE"))).write_parquet(out)
+    assert not engine.verify_release(str(out), ["AGE", "SEX", "REGION"], 5, original=str(src)).ok
