@@ -131,7 +131,7 @@ class _Input:
 
 def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=None,
         group: CommitGroup | None = None, distributions=False, force_blocks: bool = False,
-        given: np.ndarray | None = None, classes: tuple | None = None) -> RunResult:
+        given: np.ndarray | None = None, classes: tuple | None = None, ordered: bool = True) -> RunResult:
     """Anonymize ``data`` with ``cfg``; write to ``dest`` (CSV/Parquet) or return the table.
 
     With ``group`` (``io.sink.CommitGroup``) the output is left in its temporary file
@@ -147,7 +147,8 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     ``given`` (``engine.entities``, MDAV family): each row's group, formed on persons or
     households; the aggregate pass is skipped, the groups' values stitched from the blocks.
     ``classes``: ``(extra columns, person column or None)`` of the self-check
-    (``passes.selfcheck.entity_counter``)."""
+    (``passes.selfcheck.entity_counter``). ``ordered`` False (``engine.entities``' grouping
+    of an entity table, whose row order is not published): the guard leaves the row order out."""
     t0 = time.perf_counter()
     cfg = with_declarations(cfg, file_meta(data))  # a labelled file's categories and missing codes
     # the heap's free pages back to the OS first: in a long-lived process (a batch job calling
@@ -157,14 +158,14 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     note_run_start(start_rss)
     try:
         return _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0, start_rss, given,
-                    classes)
+                    classes, ordered)
     finally:
         release_memory()  # (and what this run leaves resident: the next run's budget knows it)
         note_run_end(current_rss())
 
 
 def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0, start_rss, given=None,
-         classes=None) -> RunResult:
+         classes=None, ordered=True) -> RunResult:
     passes: dict[str, float] = {}
     flow: MethodFlow = FLOWS[cfg.spec.publishes](cfg, distributions=bool(distributions))
     if given is not None or classes is not None:  # (engine.entities: the MDAV family's flow)
@@ -174,7 +175,8 @@ def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0
         planned = describe(cfg, flow, inp, dest, risk=bool(cfg.risk))  # (the report embeds it)
         with timed(passes, "leak"):  # no pass-through column publishes a QI (passes.leak); --derived learnt
             leak_checks: list = []  # (the report's leak_checks)
-            derive = guard(inp.source, cfg, inp.rows, inp.budget.chunk_rows, cfg.progress, checks=leak_checks)
+            derive = guard(inp.source, cfg, inp.rows, inp.budget.chunk_rows, cfg.progress, checks=leak_checks,
+                           row_order=ordered)
         if cfg.strata is not None:  # (before pass 1: a stratum too small is refused first)
             with timed(passes, "strata"):
                 flow.strata = strata_pass(inp.source, strata_columns(cfg), inp.rows, inp.budget.chunk_rows,

@@ -167,7 +167,7 @@ def entity_groups(frame: pl.DataFrame, key: str | None, qi: list, strata: list, 
         table = entity_table(base, key, qi, strata, [c for c in cfg.nominal or () if c in qi],
                              resolve_missing(tuple(codes.items()), {c: ("numeric", base.schema[c]) for c in codes}))
     inner = _inner_cfg(cfg, qi, strata)
-    result = run_records(table.select(*qi, *strata), inner, None)
+    result = run_records(table.select(*qi, *strata), inner, None, ordered=False)  # (its order is not published)
     groups = np.asarray(result.labels, np.int64)
     if key is None:
         labels = groups

@@ -12,6 +12,7 @@ from engine.cli import main
 from engine.errors import EngineError
 from engine.audit.classes import ScaledMoments
 from engine.audit.verify import verify_release
+from conftest import shuffled_tarragona
 
 DATA = Path(__file__).parent / "data"
 CENSUS_QI = "AFNLWGT,AGI,EMCONTRB,FEDTAX,PTOTVAL,STATETAX,TAXINC,POTHVAL,INTVAL,PEARNVAL,FICA,WSALVAL,ERNVAL"
@@ -138,6 +139,9 @@ def test_bad_input_exits_2(small, tmp_path, argv, capsys):
                                         ("tarragona", 5, "csv"), ("tarragona", 10, "parquet")])
 def test_information_loss_equals_the_report(data, k, fmt, tmp_path):
     src = DATA / f"{data}.csv"
+    if data == "tarragona":  # (sorted by FIXED.ASSETS: its row order would publish it)
+        src = tmp_path / "tarragona.csv"
+        shuffled_tarragona().write_csv(src)
     qi = CENSUS_QI if data == "census" else ",".join(pl.read_csv(src, n_rows=1).columns)
     out, rep = tmp_path / f"out.{fmt}", tmp_path / "rep.json"
     assert main(["anonymize", str(src), str(out), "--qi", qi, "--k", str(k), "--report", str(rep),
@@ -232,7 +236,8 @@ def test_sensitive_method_release_verifies(tmp_path):
 
 
 def test_streaming_and_chunking_agree(tmp_path):
-    src = DATA / "tarragona.csv"
+    src = tmp_path / "tarragona.csv"  # (shuffled: the file is sorted by FIXED.ASSETS)
+    shuffled_tarragona().write_csv(src)
     qi = ",".join(pl.read_csv(src, n_rows=1).columns[:6])
     out = tmp_path / "out.parquet"
     assert main(["anonymize", str(src), str(out), "--qi", qi, "--k", "4", "--quiet", "--group-column", "g"]) == 0

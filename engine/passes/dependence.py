@@ -56,6 +56,8 @@ transform of a QI (the false-alarm counts: benchmarks/bench_leak.py).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import polars as pl
 
@@ -79,6 +81,8 @@ DECIDE_RANK_ROWS = 1_000  # rows from which a pair below the thresholds is clear
 MIN_RANK_VALUES = 10      # distinct QI values in the sample, at least (fewer: left to the dependency test)
 ORDER_SHARE = 0.9         # neighbours in the column's order sharing the QI value, at least
 MIN_ORDER_VALUES = 100    # distinct column values in the sample, at least
+DECIDE_ORDER_PAIRS = 500  # the row order: neighbour pairs from which a QI clearly not in blocks is cleared
+ORDER_Z = 4.0             # the row order: neighbours alike above chance by at least this many standard errors
 _U64MAX = np.iinfo(np.uint64).max
 
 
@@ -282,6 +286,161 @@ class Units:
                 t.add(cells[c], stratum, sl[q], e)
 
 
+class RowOrder:
+    """The input's row order against each QI (the release keeps it: record i of the release
+    is record i of the input, so the order is a published column). Fed each chunk's
+    stratum keys, entity keys (the unit the release publishes: consecutive households or
+    persons with ``--household-column`` / ``--person-column``, else rows) and QI keys.
+
+    **Blocks**: along the input's order, the share of neighbouring units in one stratum
+    (strata are published) that share the QI's value, against chance within strata (per
+    neighbour pair, the sum of the QI's squared frequencies in the pair's stratum: counts
+    of (stratum, value) per unit, sampled by the value's key above ``FD_KEEP`` pairs and
+    scaled back; at most ``FD_KEEP`` strata, else the test is left out). Refused as the
+    order test (``ORDER_SHARE``, ``GAIN``), and only when the excess over chance is at
+    least ``ORDER_Z`` standard errors (a QI of one frequent value on a small table).
+    **Ranks** (a numeric or date QI): on a row sample, the rank of the row's position
+    against the QI's within each stratum (``rank_verdict``): a file sorted by age gives
+    every record's age rank back."""
+
+    def __init__(self, qi, numeric_qi, unit: str | None):
+        self.qi, self.unit = list(qi), unit
+        self.blocks = set(self.qi)
+        self.ranks = [q for q in self.qi if q in set(numeric_qi)]
+        self.prev: tuple | None = None  # (stratum, entity, {QI: key}) of the last unit read
+        self.pairs, self.units = 0, 0
+        self.same = {q: 0 for q in self.qi}
+        self.cells: dict = {q: None for q in self.qi}  # (s, q) -> units, q key <= limit[q]
+        self.limit = {q: _U64MAX for q in self.qi}
+        self.strata: pl.DataFrame | None = None  # s -> units, pairs
+        self.sample = RowSample(["__s", "__pos", *self.ranks])
+
+    @property
+    def done(self) -> bool:
+        return not (self.blocks or self.ranks)
+
+    def add(self, stratum: np.ndarray, entity: np.ndarray | None, qk: dict, numbers: dict, offset: int) -> None:
+        n = stratum.shape[0]
+        if self.ranks:
+            self.sample.add(pl.DataFrame({"__s": stratum, "__pos": np.arange(offset, offset + n, dtype=np.float64),
+                                          **{q: numbers[q] for q in self.ranks}}), offset)
+        if not self.blocks or not n:
+            return
+        first = np.ones(n, bool)
+        if entity is not None:
+            first[1:] = entity[1:] != entity[:-1]
+            first[0] = self.prev is None or entity[0] != self.prev[1]
+        s = stratum[first]
+        keys = {q: qk[q][first] for q in self.blocks}
+        last = int(np.flatnonzero(first)[-1]) if first.any() else None
+        if self.prev is not None and s.shape[0]:
+            s_all = np.concatenate([[self.prev[0]], s])
+            k_all = {q: np.concatenate([[self.prev[2].get(q, 0)], k]) for q, k in keys.items()}
+        else:
+            s_all, k_all = s, keys
+        alike = s_all[1:] == s_all[:-1]
+        self.pairs += int(alike.sum())
+        self.units += int(s.shape[0])
+        for q, k in k_all.items():
+            self.same[q] += int((alike & (k[1:] == k[:-1])).sum())
+        part = pl.DataFrame({"s": s_all[1:][alike]}).group_by("s").agg(pl.len().cast(pl.UInt64).alias("pairs"))
+        units = pl.DataFrame({"s": s}).group_by("s").agg(pl.len().cast(pl.UInt64).alias("units"))
+        part = units.join(part, on="s", how="full", coalesce=True).fill_null(0)
+        tab = part if self.strata is None else pl.concat([self.strata, part]).group_by("s").agg(
+            pl.col("units").sum(), pl.col("pairs").sum())
+        self.strata = tab
+        if tab.height > FD_KEEP:  # (strata of a few units each: no chance to compare with)
+            self.blocks = set()
+            return
+        for q, k in keys.items():
+            keep = k <= self.limit[q]
+            cells = pl.DataFrame({"s": s[keep], "q": k[keep]}).group_by("s", "q").agg(pl.len().cast(pl.UInt64).alias("n"))
+            if self.cells[q] is not None:
+                cells = pl.concat([self.cells[q], cells]).group_by("s", "q").agg(pl.col("n").sum())
+            while cells.height > FD_KEEP:
+                self.limit[q] >>= np.uint64(1)
+                cells = cells.filter(pl.col("q") <= self.limit[q])
+            self.cells[q] = cells
+        if last is not None:
+            self.prev = (stratum[last], None if entity is None else entity[last], {q: qk[q][last] for q in self.qi})
+
+    def block_stats(self, q: str) -> tuple:
+        """``(neighbour pairs within a stratum, share alike, share by chance)``."""
+        if not self.pairs or self.cells[q] is None or self.strata is None:
+            return (self.pairs, 0.0, 1.0)
+        f = (float(self.limit[q]) + 1.0) / 2.0 ** 64
+        sq = self.cells[q].group_by("s").agg((pl.col("n").cast(pl.Float64) ** 2).sum().alias("sq"))
+        t = self.strata.join(sq, on="s", how="left").fill_null(0.0).filter(pl.col("pairs") > 0)
+        u = t.get_column("units").cast(pl.Float64).to_numpy()
+        chance = np.minimum(t.get_column("sq").to_numpy() / f / (u * u), 1.0)
+        w = t.get_column("pairs").cast(pl.Float64).to_numpy()
+        return (self.pairs, self.same[q] / self.pairs, float((w * chance).sum() / w.sum()))
+
+    def rank_stats(self, q: str) -> tuple:
+        """``rank_stats`` of the row position against ``q``, both ranked within each stratum."""
+        f = self.sample.frame
+        if f is None:
+            return (0, 0.0, 0.0, 0)
+        f = f.select("__s", "__pos", q).filter(pl.col(q).is_not_nan())
+        n = f.height
+        values = f.get_column(q).n_unique() if n else 0
+        if n < 2 or values < 2:
+            return (n, 0.0, 0.0, values)
+        by = pl.len().over("__s")
+        r = f.select((pl.col("__pos").rank("average").over("__s") / by).alias("p"),
+                     (pl.col(q).rank("average").over("__s") / by).alias("q"),
+                     (1.0 / by).alias("w"))
+        rp, rq, w = (r.get_column(c).to_numpy() for c in ("p", "q", "w"))
+        rho = float(np.corrcoef(rp, rq)[0, 1]) if rp.std() > 0 and rq.std() > 0 else 0.0
+        up = float(np.mean(np.abs(rp - rq) <= RANK_BAND))
+        down = float(np.mean(np.abs((1.0 + w - rp) - rq) <= RANK_BAND))
+        return (n, abs(rho) if np.isfinite(rho) else 0.0, max(up, down), values)
+
+    def judge(self, final: bool) -> tuple | None:
+        """The first leak ``(kind, QI, stats)``; the QIs decided dropped, their checks logged
+        (``log``: the report's)."""
+        self.log: list = []
+        for q in [x for x in self.qi if x in self.blocks]:
+            st = self.block_stats(q)
+            v = row_block_verdict(st, final)
+            if v == "leak":
+                return ("row order", q, st)
+            if v is not None:
+                self.blocks.discard(q)
+                self.log.append({"column": "(row order)", "qi": q, "check": "row order", "result": "passed",
+                                 "neighbours": st[0], "neighbours_alike": round(st[1], 4),
+                                 "by_chance": round(st[2], 4), **({"per": self.unit} if self.unit else {})})
+        ranks = []
+        for q in self.ranks:
+            st = self.rank_stats(q)
+            v = rank_verdict(st, final)
+            if v == "leak":
+                return ("row ranks", q, st)
+            if v is None:
+                ranks.append(q)
+            else:
+                self.log.append({"column": "(row order)", "qi": q, "check": "row ranks", "result": "passed",
+                                 "sampled_rows": st[0], "spearman": round(st[1], 4),
+                                 "ranks_within_1pc": round(st[2], 4)})
+        self.ranks = ranks
+        return None
+
+
+def row_block_verdict(stats: tuple, final: bool) -> str | None:
+    """The blocks test of the row order: the order test's thresholds, an excess over chance
+    of at least ``ORDER_Z`` standard errors, on at least ``MIN_ORDER_VALUES`` pairs;
+    cleared from ``DECIDE_ORDER_PAIRS`` pairs where chance is below 0.9 (else read on: a QI
+    of one value so far)."""
+    m, same, chance = stats
+    margin = ORDER_Z * math.sqrt(max(chance * (1.0 - chance), 1e-12) / max(m, 1))
+    if m >= MIN_ORDER_VALUES and same >= ORDER_SHARE and same >= chance + GAIN * (1.0 - chance) \
+            and same - chance >= margin and chance < 1.0:
+        return "leak"
+    if final or (m >= DECIDE_ORDER_PAIRS and chance < 0.9):
+        return "clear"
+    return None
+
+
 SLICE_ROWS = 1 << 16  # the dependency tables are fed this many rows at a time, the verdicts taken between
 
 
@@ -292,9 +451,12 @@ class Dependence:
     ``keys_of``: a Series' value keys (``passes.leak.value_keys``); ``numbers``: a Series
     as float64 (NaN: missing); ``numeric``: whether a column is tested on ranks;
     ``units``: the entity columns (``--household-column``, ``--person-column``) by which
-    the columns constant within each entity are judged, one row per entity (``Units``)."""
+    the columns constant within each entity are judged, one row per entity (``Units``);
+    ``row_order``: the input's row order tested against the QIs (``RowOrder``), per unit of
+    ``row_unit`` (an entity column) or per row."""
 
-    def __init__(self, columns, qi, strata, keys_of, numbers, numeric, units=()):
+    def __init__(self, columns, qi, strata, keys_of, numbers, numeric, units=(), row_order: bool = False,
+                 row_unit: str | None = None):
         self.strata = list(strata)
         self.keys_of, self.numbers = keys_of, numbers
         self.fd = [FDTest(c, q) for c in columns for q in qi]
@@ -304,17 +466,24 @@ class Dependence:
         self.order = [(c, q) for c in columns for q in qi]
         self.sample = RowSample([x for x in dict.fromkeys([c for p in self.rank + self.order for c in p])])
         self.rows = self._sampled = 0
+        self.row = RowOrder(qi, [q for q in qi if numeric(q)], row_unit) if row_order and qi else None
         self.found: tuple | None = None
         self.log: list = []  # the checks passed: {"column", "qi", "check", "result", figures} (the report's)
 
     @property
     def done(self) -> bool:
-        return self.found is not None or not (self.fd or self.rank or self.order)
+        return self.found is not None or not (self.fd or self.rank or self.order or self.row_pending)
+
+    @property
+    def row_pending(self) -> bool:
+        return self.row is not None and not self.row.done
 
     def needed(self) -> set:
         if self.done:
             return set()
         need = {c for t in self.fd for c in (t.column, t.qi)} | {c for p in self.rank + self.order for c in p}
+        if self.row_pending:
+            need |= set(self.row.qi) | set(self.strata) | ({self.row.unit} if self.row.unit else set())
         return need | (set(self.strata) | {u.column for u in self.units} if self.fd else set())
 
     def add(self, frame: pl.DataFrame, offset: int, keys: dict) -> None:
@@ -325,8 +494,11 @@ class Dependence:
                 return
             part = frame.slice(s, SLICE_ROWS)
             sl = {c: k[s: s + SLICE_ROWS] for c, k in keys.items()}
+            stratum = cell_keys(*[sl[c] for c in self.strata]) if self.strata else np.zeros(part.height, np.uint64)
+            if self.row_pending:
+                self.row.add(stratum, sl[self.row.unit] if self.row.unit else None, sl,
+                             {q: self.numbers(part.get_column(q)) for q in self.row.ranks}, offset + s)
             if self.fd:
-                stratum = cell_keys(*[sl[c] for c in self.strata]) if self.strata else np.zeros(part.height, np.uint64)
                 cells: dict = {}
                 for t in self.fd:
                     if t.column not in cells:
@@ -396,6 +568,11 @@ class Dependence:
                 self.log.append({"column": c, "qi": q, "check": "order", "result": "passed", "values": st[0],
                                  "neighbours_alike": round(st[1], 4), "by_chance": round(st[2], 4)})
         self.order = order
+        if self.row_pending:  # (after the columns' tests: a column's leak is named first)
+            found = self.row.judge(final)
+            self.log += self.row.log
+            if found is not None:
+                self.found = (found[0], None, found[1], found[2])
 
 
 def describe(kind: str, stats: tuple, strata, qi: str, unit: str | None = None) -> str:
@@ -416,3 +593,21 @@ def describe(kind: str, stats: tuple, strata, qi: str, unit: str | None = None) 
     m, same, chance = stats
     return (f"is ordered in blocks of quasi-identifier {qi!r} ({100 * same:.1f} % of {m:,} sampled values' "
             f"neighbours in the column's order share its value, {100 * chance:.1f} % by chance)")
+
+
+def row_order_message(kind: str, stats: tuple, qi: str, strata, unit: str | None = None) -> str:
+    """The one-line refusal of an input whose row order gives ``qi`` back (``RowOrder``;
+    ``unit``: the entity column whose consecutive values were compared)."""
+    within = " within strata" if strata else ""
+    if kind == "row ranks":
+        n, rho, band, _ = stats
+        return (f"the input's rows are sorted by quasi-identifier {qi!r} (row position against {qi}{within}: rank "
+                f"correlation {rho:.4f}, ranks within {100 * RANK_BAND:g} % on {100 * band:.1f} % of {n:,} sampled "
+                f"rows) and the release keeps the input's row order, so a record's position gives its {qi} back: "
+                f"shuffle the rows before the run (docs/usage.md, \"Row order\")")
+    m, same, chance = stats
+    what = f"neighbouring entities (one row per value of {unit!r})" if unit else "neighbouring rows"
+    return (f"the input's rows run in blocks of quasi-identifier {qi!r} ({100 * same:.1f} % of {m:,} {what}"
+            f"{within} share its value, {100 * chance:.1f} % by chance) and the release keeps the input's row "
+            f"order, so a record's position gives its {qi} back: shuffle the rows before the run (docs/usage.md, "
+            f"\"Row order\"), or publish {qi!r} as a stratum (--strata {qi}) if it is not sensitive")

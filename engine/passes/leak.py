@@ -83,7 +83,7 @@ from ..encode.kinds import is_number, is_temporal, kind_of
 from ..errors import EngineError
 from ..kernels.leak import mix_keys, pair_rows, regrow
 from ..progress import Progress
-from .dependence import Dependence, describe
+from .dependence import Dependence, describe, row_order_message
 from .partition import strata_columns
 from .stitch import Groups
 
@@ -400,7 +400,7 @@ def _learners(schema, label, cfg, ordinal) -> list:
     return learners
 
 
-def _dependence(schema, cfg, qi, others) -> Dependence:
+def _dependence(schema, cfg, qi, others, row_order: bool = True) -> Dependence:
     """The tests beyond one-to-one (``passes.dependence``) of the columns ``others``: not
     the strata (published by design: the baseline); the columns constant within each
     household or person (``--household-column``, ``--person-column``) judged per entity in
@@ -412,12 +412,13 @@ def _dependence(schema, cfg, qi, others) -> Dependence:
         return is_number(schema[c]) or is_temporal(schema[c]) or schema[c] == pl.String
 
     units = [c for c in (household, getattr(cfg, "person_column", None)) if c and c in schema]
-    return Dependence([c for c in others if c not in set(strata)], qi, strata, value_keys, as_numbers, numeric,
-                      units=units)
+    return Dependence([c for c in others if c not in set(strata)], qi, strata, value_keys, as_numbers,
+                      lambda c: numeric(c) and (c not in qi or schema[c] != pl.String), units=units,
+                      row_order=row_order, row_unit=units[0] if units else None)
 
 
-def guard(source, cfg, rows: int, chunk_rows: int, progress: bool = False, checks: list | None = None
-          ) -> Derive | None:
+def guard(source, cfg, rows: int, chunk_rows: int, progress: bool = False, checks: list | None = None,
+          row_order: bool = True) -> Derive | None:
     """Refuse a pass-through column that publishes a QI: one-to-one with it, or
     determining it, following its order or ordered in its blocks (``passes.dependence``);
     one line: both columns, what was found and the ways out. Learn the derived columns'
@@ -441,7 +442,7 @@ def guard(source, cfg, rows: int, chunk_rows: int, progress: bool = False, check
                     and (is_number(schema[q]) or is_temporal(schema[q]))):  # (dates: on their epoch value)
                 p.affine = Affine()
             pairs.append(p)
-    deps = _dependence(schema, cfg, qi, others)
+    deps = _dependence(schema, cfg, qi, others, row_order)
     first: dict = {}
     varied = {q: False for q in qi}
 
@@ -487,6 +488,9 @@ def guard(source, cfg, rows: int, chunk_rows: int, progress: bool = False, check
     if checks is not None:
         checks += [{"column": c, "qi": q, "check": "one-to-one", "result": "passed"} for c, q in alive]
         checks += deps.log
+    if deps.found is not None and deps.found[1] is None:  # (the row order)
+        kind, _, q, stats = deps.found
+        raise EngineError(row_order_message(kind, stats, q, deps.strata, deps.row.unit))
     if deps.found is not None:
         kind, c, q, stats = deps.found
         p = alive[(c, q)]
