@@ -5,7 +5,11 @@ time (``pyreadstat.read_file_in_chunks``, about 16 MiB of values a chunk), into 
 private temporary Parquet file (``tempfiles.private_file``, in the run's temporary
 folder), which the source then reads as any Parquet input and removes at the end
 (``TableSource.close``), as a ``.csv.gz`` is decompressed (``engine.io.csvfile``).
-Memory stays at about one chunk whatever the file's size. The file's declarations
+Memory stays at about one chunk whatever the file's size; a file of more than
+``CHILD_BYTES`` of values is converted in a child process, so that what the conversion
+leaves allocated (pyreadstat's and Polars' allocators keep about 100 MiB of freed
+pages) is not held through the run (a 10M-row ``.sav`` run: 714 MiB peak under
+``--memory-limit 1GiB``, docs/benchmarks.md). The file's declarations
 are kept on the side as a ``FileMeta`` (``read_meta``: pyreadstat's metadata only, no
 rows): each column's variable label, value labels, declared missing values (SPSS
 user-missing values and ranges), measurement level and display format.
