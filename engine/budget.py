@@ -38,14 +38,17 @@ measured on census-like tables (docs/benchmarks.md, "Memory limit"):
   the units are aggregated, two polished units in flight (``polish_state`` a row beside
   the block's record) and, up to ``POLISH_MAX_ROWS`` rows, every standardized row (8 d
   a row) for the seam polish that follows (``seam_bytes``: the rows, the kernel's slot
-  copy, the near lists); above, the seam stage's spill buffers (``SEAM_SPILL``), its
-  blocks polished as units are.
+  copy, the near lists); above, the seam stage's spill buffers (``SEAM_SPILL``), the
+  first stage's units unpolished, then its blocks polished as units are (``seam_row``:
+  the larger of the two stages' rows in flight).
   The polish never depends on the limit: a limit too small for it is refused (the
   refusal says ``or --polish-rounds 0``);
 * ``--risk`` (after the run, in the same process; the label map is still held): the
   original's standardized QIs and their kd-tree (``n (16 d + 25)``), the release's QI
   columns as pyarrow pre-buffers them (8 a value), the distinct masked points (48 d a
   group);
+* ``--strata``: each row's stratum, held for the whole run (a byte a row: up to 256
+  strata; with more, 2 or 4 bytes, of which only the first is counted);
 * a margin: ``MARGIN_SHARE`` of the limit plus ``MARGIN_FIXED``.
 
 The phases do not overlap: the least limit is the fixed part plus the largest phase
@@ -76,7 +79,7 @@ from .io.spill import RunFile
 from .options import OPTIONS, RunConfig
 from .passes.partition import sample_bytes
 from .passes.published import RANGE_ROWS, range_bytes, range_rows
-from .tuning import DEFAULT_BLOCK_SIZE, POLISH_MAX_ROWS, POLISH_UNIT_ROWS, SEAM_SPILL, polish_near
+from .tuning import DEFAULT_BLOCK_SIZE, POLISH_MAX_ROWS, POLISH_UNIT_ROWS, SEAM_SPILL, polish_near, scale_unit_rows
 from .errors import EngineError
 
 MiB = 1 << 20
@@ -246,6 +249,26 @@ def seam_bytes(rows: int, d: int, k: int) -> int:
     return 8 * (rows * d + groups * (2 * k - 1) * d + 2 * groups * polish_near(k) + 5 * groups * d + 2 * rows)
 
 
+def polish_pair(rows: int, d: int, k: int, block: int) -> int:
+    """Rows of the two largest units of a polished run (one aggregated, the next read:
+    ``CentroidFlow.units``): at least ``least`` rows a unit (``centroids.unit_rows``: fewer
+    above ``POLISH_MAX_ROWS`` rows for many grouping columns), ending at the block that
+    reaches it, the last taking a shorter rest: at most 3 least + 2 blocks."""
+    most = scale_unit_rows(d) if rows > POLISH_MAX_ROWS else POLISH_UNIT_ROWS
+    return min(rows, 3 * max(2 * k, min(most, rows // 2)) + 2 * block)
+
+
+def seam_row(d: int, w: int, k: int, row: int) -> int:
+    """Bytes a row of a unit in flight holds above ``POLISH_MAX_ROWS`` rows (``passes.seams``):
+    the first stage's units are cut into groups, not polished (``row``, a block's row in
+    flight), then the seam stage's blocks, of about as many rows, are polished as many at
+    once: a row read back (its record of ``w`` spilled values, the row id, group and unit,
+    and the values' copy: mixed-type QIs spill one value a QI, ``w``, and standardize
+    them to ``d`` encoded columns) beside the polish kernel's state (``polish_state``).
+    The larger of the two: the stages do not overlap."""
+    return max(row, 8 * (2 * w + 8) + polish_state(d, k))
+
+
 def polish_state(d: int, k: int) -> int:
     """Bytes a row of a unit polished in a worker holds beside its block record: the
     kernel's state for the unit (``seam_bytes`` a row, the rows' copy included)."""
@@ -329,6 +352,7 @@ def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind:
         fixed = start_rss + CSV_PASSES
     held = fixed
     fixed += RUNTIME - resident_runtime() + buffered
+    fixed += rows if getattr(cfg, "strata", None) is not None else 0  # --strata: each row's stratum, a byte
     margin = int(MARGIN_SHARE * limit) + MARGIN_FIXED
     groups, labels = _state(rows, cfg.k, d) if not row_ordered else (0, 0)
     groups = int(state) if state is not None else groups
@@ -337,12 +361,7 @@ def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind:
     row = 8 * (5 * d + 6)  # bytes per row of a block in flight
     if polish is None:
         polish = cfg.spec.centroids and rows > block and cfg.effective_polish_rounds(rows) > 0
-    pair = 0
-    if polish:  # units of several blocks, polished in the workers (``CentroidFlow.units``): at least
-        # ``least`` rows, a unit ends at the block that reaches it and the last takes a shorter rest:
-        # the two largest (one aggregated, the next read) hold at most 3 least + 2 blocks
-        least_unit = max(2 * cfg.k, min(POLISH_UNIT_ROWS, rows // 2))
-        pair = min(rows, 3 * least_unit + 2 * block)
+    pair = polish_pair(rows, d, cfg.k, block) if polish else 0
     # one block aggregated while the next is read (a smaller table: the table)
     floor_units = 2 * min(block, max(rows, 2 * cfg.k)) * row
     floor_chunk = min(MIN_CHUNK, chunk)
@@ -353,6 +372,8 @@ def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind:
     # pass (every standardized row kept for the seams, two polished units in flight),
     # the seam polish, the disclosure risk
     unit_row = row + (polish_state(d, cfg.k) if polish else 0)
+    if polish and rows > POLISH_MAX_ROWS:  # (the seam stage: ``seam_row``)
+        unit_row = seam_row(d, published or d, cfg.k, row)
     phases = {"passes": groups + floors}
     if rows > block:  # making the plan: its sample, standardized, sorted (``partition.sample_bytes``)
         phases["plan"] = sample_bytes(rows, block, len(cfg.qi))
@@ -393,9 +414,13 @@ def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind:
     else:
         unit_floor = floor_units + floor_chunk * cell + 2 * MIN_SPILL
         unit_room = unit_floor + (top - phases["passes"]) + left
-    by_phase = tuple((p, stated((fixed + MARGIN_FIXED + labels + v) / (1 - MARGIN_SHARE))) for p, v in phases.items())
     return Budget(block, chunk, on_disk, 2 * block, spill, piece, int(least), unit_room, unit_row, unit_floor,
-                  rows, qis, method, row_ordered, ranged, room, by_phase)
+                  rows, qis, method, row_ordered, ranged, room, _phase_limits(fixed + labels, phases))
+
+
+def _phase_limits(held: int, phases: dict) -> tuple:
+    """Each phase's least limit as stated (``Budget.phases``): the limit were it the largest."""
+    return tuple((p, stated((held + MARGIN_FIXED + v) / (1 - MARGIN_SHARE))) for p, v in phases.items())
 
 
 def _row_ordered_shares(d: int, chunk: int, floor_chunk: int, left: float) -> tuple[int, int]:

@@ -30,7 +30,20 @@ SCALE_ROTATIONS = 1
 SCALE_DESCENT = 1  # two-hop refreshes of the near lists (up to 2M rows: 2)
 SCALE_WINDOW = 12  # positions searched on each side in the kd orders (up to 2M rows: 24)
 SEAM_SPILL = 8 << 20  # bytes the seam stage's spill store buffers before a write
+# Above POLISH_MAX_ROWS the units of both stages hold at most POLISH_UNIT_ROWS x SCALE_UNIT_WIDTH
+# cells of the grouping columns (``scale_unit_rows``): a mixed-type table's nominal QIs are 16
+# encoded columns each (45 in all for a census extract), which made a unit in flight 2-3 KB a
+# row and the polished default refused under 1 GiB (issue 42). Numeric tables of up to 16
+# QIs keep units of POLISH_UNIT_ROWS rows.
+SCALE_UNIT_WIDTH = 16
 POLISH_ROTATIONS = 3  # near lists from windows of 1 + 3 kd orders (0: exact kd-tree queries, slower)
+
+
+def scale_unit_rows(d: int, unit_rows: int = POLISH_UNIT_ROWS) -> int:
+    """Rows of a unit of either stage above POLISH_MAX_ROWS for ``d`` grouping columns (the
+    encoded ones): ``unit_rows`` up to SCALE_UNIT_WIDTH columns, then fewer, as many cells
+    (a function of the columns only: the output never depends on the limit)."""
+    return unit_rows if d <= SCALE_UNIT_WIDTH else unit_rows * SCALE_UNIT_WIDTH // d
 
 
 def polish_near(k: int) -> int:

@@ -30,7 +30,7 @@ import numpy as np
 from ..encode import mixed as mixed_types
 from ..encode.kinds import csv_types, shown_kind
 from ..tuning import (POLISH_MAX_ROWS, POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_UNIT_ROWS, SCALE_DESCENT,
-                      SCALE_ROTATIONS, SCALE_WINDOW, polish_near, scale_near)
+                      SCALE_ROTATIONS, SCALE_WINDOW, polish_near, scale_near, scale_unit_rows)
 from ..errors import EngineError
 from ..kernels.mdav.leaf import aggregate_leaves
 from ..kernels.search.polish import polish_seams, rotations
@@ -253,11 +253,12 @@ class CentroidFlow:
         if isinstance(store, MemoryBlocks):  # one block in memory (a stratum a block): no polish
             return store.units(0)
         self.polish_rounds = self.cfg.effective_polish_rounds(profile.rows)
-        unit = min(POLISH_UNIT_ROWS, profile.rows // 2) if self.polish_rounds > 0 else 0
+        most = unit_rows(profile.rows, self.cols.shape[0])  # (above POLISH_MAX_ROWS: by the columns)
+        unit = min(most, profile.rows // 2) if self.polish_rounds > 0 else 0
         if self.strata is not None:  # each stratum's blocks as a table of its own
             polished, k = self.polish_rounds > 0, self.cfg.k
             return strata_units(store.rows, self.strata.block_strata,
-                                lambda n: max(2 * k, min(POLISH_UNIT_ROWS, n // 2) if polished else 0))
+                                lambda n: max(2 * k, min(most, n // 2) if polished else 0))
         return store.units(max(2 * self.cfg.k, unit))
 
     def _unit_strata(self, units) -> np.ndarray | None:
@@ -328,7 +329,8 @@ class CentroidFlow:
         """The seam stage's plan (from the partition's sample) and its spill store,
         beside the first one's."""
         X, ids = blocks.sample  # (mixed-type QIs: their encoded columns, as the first plan's)
-        router = seam_plan(X, ids, blocks.profile, self.cols, blocks.profile.rows, POLISH_UNIT_ROWS, self.strata)
+        router = seam_plan(X, ids, blocks.profile, self.cols, blocks.profile.rows,
+                           unit_rows(blocks.profile.rows, self.cols.shape[0]), self.strata)
         store = blocks.store
         return SeamStage(router, store.d, store.path.parent, store.buffer_bytes, blocks.profile.rows, store.expand)
 
@@ -505,6 +507,13 @@ class CentroidFlow:
             projected_information_loss_percent=projected,
             metrics=self.metrics,
         )
+
+
+def unit_rows(rows: int, d: int) -> int:
+    """The most rows of a polished unit: ``POLISH_UNIT_ROWS``, above ``POLISH_MAX_ROWS`` rows
+    (the seam stage, and its blocks) fewer for more than ``SCALE_UNIT_WIDTH`` grouping
+    columns (``tuning.scale_unit_rows``: the memory of a unit in flight)."""
+    return scale_unit_rows(d, POLISH_UNIT_ROWS) if rows > POLISH_MAX_ROWS else POLISH_UNIT_ROWS
 
 
 def _interruptible(kernel, *args):
