@@ -47,7 +47,7 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = DE
                    select_measure: str | None = None, width: float | None = None,
                    bins: int | None = None, sa: str | None = None, epsilon: float | None = None,
                    numeric_output: str | None = None, ordinal=None, nominal=None, numeric=None, missing=None, weights=None,
-                   derived=None, strata=None, person_column: str | None = None,
+                   derived=None, strata=None, drop=None, person_column: str | None = None,
                    household_column: str | None = None,
                    separator: str | None = None, null_values=None,
                    encoding: str | None = None) -> RunResult:
@@ -134,6 +134,11 @@ def microaggregate(data: TableLike, qi: Sequence[str] | None = None, k: int = DE
         anonymized on its own, no group spans two strata, the columns pass through
         unchanged; a stratum of fewer than k rows is refused, naming it. The report's
         ``strata`` gives each stratum's rows, groups and information loss.
+    drop : list of str or str, optional
+        Columns left out of the release (``["SERIAL"]`` or ``"SERIAL,CPSID"``): never read
+        (not by the leak guard either), never written; the other columns unchanged, in
+        their order. A column the run uses (a QI, stratum, person, household, group,
+        derived column or the SA) is refused, and so is a name not in the input.
     person_column, household_column : str, optional
         The column naming each record's person (several records a person) or household
         (MDAV family): every published class holds at least k distinct persons, all records
@@ -243,7 +248,8 @@ def anonymize(source: TableLike, sink: PathLike, qi: Sequence[str] | str, k: int
               select_count: int | None = None, select_measure: str | None = None, width: float | None = None,
               bins: int | None = None, risk: bool = False, sa: str | None = None, epsilon: float | None = None,
               numeric_output: str | None = None, ordinal=None, nominal=None, numeric=None, missing=None, weights=None,
-              derived=None, strata=None, person_column: str | None = None, household_column: str | None = None,
+              derived=None, strata=None, drop=None, person_column: str | None = None,
+              household_column: str | None = None,
               report: PathLike | None = None, html: PathLike | None = None, weight_column: str | None = None,
               max_risk=None,
               separator: str | None = None,

@@ -236,6 +236,7 @@ def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rs
         _check_csv_limit(data, cfg, flow, start_rss, bool(cfg.risk) and dest is not None)
     source = open_source(data, names=names, csv=cfg.csv, tmp_dir=_tmp_folder(tmp_dir, dest))
     cleanup.callback(source.close)  # a transcoded CSV's temporary copy
+    source = source.without(cfg.drop or ())  # (--drop: never read, never written)
     if dest is not None:
         check_destination(dest, source.paths, folder=folder_ok)
     if backend is not None:

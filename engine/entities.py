@@ -184,7 +184,7 @@ def _inner_cfg(cfg: RunConfig, qi: list, strata: list) -> RunConfig:
     """The settings of a grouping run on an entity table: the QIs ``qi``, no side outputs."""
     return dataclasses.replace(
         cfg, qi=tuple(qi), strata=list(strata) or None, person_column=None, household_column=None,
-        derived=None, group_column=None, report=None, html=None, risk=False, weight_column=None,
+        derived=None, group_column=None, report=None, html=None, risk=False, weight_column=None, drop=None,
         ordinal=tuple(o for o in cfg.ordinal or () if o[0] in qi) or None,
         weights=tuple(w for w in cfg.weights or () if w[0] in qi) or None,
         **_kinds(cfg, qi),
@@ -250,7 +250,8 @@ def _households(data, cfg: RunConfig, dest, frame: pl.DataFrame, strata: list, k
                             classes=(tuple(strata), person), **first_kw)
         second_in = middle if middle is not None else first.table
         rest = {k: v for k, v in kw.items() if k != "names"}
-        plain = dataclasses.replace(_stage_cfg(cfg, p_qi, True), separator=None, null_values=None, encoding=None)
+        plain = dataclasses.replace(_stage_cfg(cfg, p_qi, True), separator=None, null_values=None, encoding=None,
+                                    drop=None)  # (stage 1 left them out)
         result = run_records(second_in, plain, dest, given=stage2, classes=classes, **rest)
     _merge_reports(result.report, first.report, cfg)
     result.report.metrics["entities"] = info

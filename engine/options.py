@@ -209,6 +209,10 @@ class RunConfig:
     numeric: tuple | None = option(repeat=True, metavar="COL[,COL...]",
                                    help="quasi-identifiers averaged as numbers although their file's value labels "
                                         "make them categories (SPSS, Stata, SAS, IPUMS inputs: docs/inputs.md)")
+    drop: tuple | None = option(commands=ANONYMIZE, repeat=True, metavar="COL[,COL...]",
+                                help="columns left out of the release: never read, never written (the others "
+                                     "unchanged, in their order); the leak guard's way out of a column that "
+                                     "gives a QI back (repeatable)")
     missing: tuple | None = option(methods=MIXED, repeat=True, metavar="COL=CODE[,CODE...]",
                                    help="codes of a quasi-identifier that are declared missing values (996, 999: "
                                         "'Unknown'), for any input: never averaged with real values, published "
@@ -440,6 +444,7 @@ class RunConfig:
         values["ordinal"] = parse_ordinal(given.get("ordinal"))
         values["nominal"] = parse_nominal(given.get("nominal"))
         values["numeric"] = parse_nominal(given.get("numeric"), "numeric (--numeric)")
+        values["drop"] = parse_nominal(given.get("drop"), "drop (--drop)")
         values["missing"] = parse_missing(given.get("missing"))
         values["weights"] = parse_weights(given.get("weights"))
         values["derived"] = parse_derived(given.get("derived"))

@@ -52,6 +52,22 @@ def _ordinal_order(cfg) -> dict | None:
     return None
 
 
+def _dropped_role(cfg) -> dict | None:
+    """A dropped column (``--drop``) that the run uses: it must be read."""
+    strata = cfg.strata.split(",") if isinstance(cfg.strata, str) else \
+        cfg.strata if isinstance(cfg.strata, (list, tuple)) else ()
+    strata = [c.strip() if isinstance(c, str) else c for c in strata]
+    for col in cfg.drop or ():
+        for what, hit in (("a quasi-identifier", col in cfg.qi), ("a stratum (--strata)", col in strata),
+                          ("the person column", col == cfg.person_column),
+                          ("the household column", col == cfg.household_column),
+                          ("the group column", col == cfg.group_column), ("the sensitive attribute", col == cfg.sa),
+                          ("a derived column (--derived)", any(col == d for d, _ in cfg.derived or ()))):
+            if hit:
+                return {"col": col, "what": what}
+    return None
+
+
 def _entity_role(cfg) -> dict | None:
     """A person or household column in another role (docs/households.md)."""
     strata = cfg.strata.split(",") if isinstance(cfg.strata, str) else \
@@ -82,6 +98,9 @@ RELATIONS = (
              "group column {cfg.group_column!r} is also a qi column"),
     Relation(("person_column", "household_column", "qi", "strata", "group_column", "sa", "derived"), _entity_role,
              "{label}: column {col!r} is {what}; it identifies records and is published unchanged"),
+    Relation(("drop", "qi", "strata", "person_column", "household_column", "group_column", "sa", "derived"),
+             _dropped_role, "drop (--drop): column {col!r} is {what}; only a column the run does not use can be "
+                            "dropped"),
     Relation(("person_column", "household_column"),
              lambda c: _if(c.person_column is not None and c.person_column == c.household_column),
              "person_column and household_column name the same column {cfg.person_column!r}"),

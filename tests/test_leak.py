@@ -131,7 +131,8 @@ def test_code_beside_label_is_refused():
         engine.microaggregate(df.drop("birth_year"), qi=["age", "region"], k=3)
     assert _one_line(err.value) == (
         "column 'region_code' corresponds one-to-one with quasi-identifier 'region' and would publish it "
-        "unaggregated: add it to --qi, drop it, or declare it derived (--derived region_code=region)")
+        "unaggregated: add it to --qi, drop it (--drop region_code), or declare it derived "
+        "(--derived region_code=region)")
 
 
 def test_birth_year_beside_age_is_refused(tmp_path):
@@ -167,7 +168,7 @@ def test_ordinal_numcol_of_adult_is_refused_on_the_command_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "microagg: error: column 'education_num' corresponds one-to-one with quasi-identifier 'education' and "
-        "would publish it unaggregated: add it to --qi, drop it, or declare it derived "
+        "would publish it unaggregated: add it to --qi, drop it (--drop education_num), or declare it derived "
         "(--derived education_num=education)"]
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
@@ -184,20 +185,21 @@ def test_refused_on_the_command_line(qi, column, fmt, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     q = "region" if column == "region_code" else "age"
     assert err == [f"microagg: error: column {column!r} corresponds one-to-one with quasi-identifier {q!r} and would "
-                   f"publish it unaggregated: add it to --qi, drop it, or declare it derived (--derived {column}={q})"]
+                   f"publish it unaggregated: add it to --qi, drop it (--drop {column}), or declare it derived "
+                   f"(--derived {column}={q})"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]
 
 
 @pytest.mark.parametrize("method, kw, msg", [
     ("maxent", dict(k=None, sa="occupation", epsilon=2.0, qi=["age", "education_num", "hours_per_week"]),
      "column 'education' corresponds one-to-one with quasi-identifier 'education_num' and would publish it "
-     "unaggregated: add it to --qi or drop it"),
+     "unaggregated: add it to --qi or drop it (--drop education)"),
     ("mnqia", dict(k=3, qi=["age", "education_num", "hours_per_week"]),
      "column 'education' corresponds one-to-one with quasi-identifier 'education_num' and would publish it "
-     "unaggregated: add it to --qi or drop it"),
+     "unaggregated: add it to --qi or drop it (--drop education)"),
     ("mdav", dict(k=3, qi=["age", "education_num"]),  # a text cannot follow a mean: no --derived offered
      "column 'education' corresponds one-to-one with quasi-identifier 'education_num' and would publish it "
-     "unaggregated: add it to --qi or drop it"),
+     "unaggregated: add it to --qi or drop it (--drop education)"),
 ])
 def test_every_method_is_guarded(method, kw, msg, tmp_path):
     out = tmp_path / "o.parquet"

@@ -62,7 +62,7 @@ def test_household_id_gives_back_its_state():
     df = _people()
     msg = _refused(df.select("hh", "state", "age", "sex"), ["age", "sex", "state"])
     assert msg.startswith("column 'hh' determines quasi-identifier 'state''s original value on 100.0 % of the ")
-    assert "add it to --qi or drop it (an id of households, or of persons with several records: " \
+    assert "add it to --qi or drop it (--drop hh) (an id of households, or of persons with several records: " \
            "--household-column hh or --person-column hh groups the release by it)" in msg
     # control: household ids beside person-level QIs only
     _guard(df.select("hh", "age", "sex", "income"), ["age", "sex", "income"])

@@ -88,12 +88,17 @@ def test_row_count_and_column_order(small, tmp_path):
     for bad_frame, failed in ((frame.head(11), {"k-anonymity", "row count", "other columns"}),
                               (pl.concat([frame, frame.tail(3)]), {"row count", "other columns"}),
                               (frame.select("name", "id", "a", "score", "b"), {"other columns"}),
-                              (frame.drop("score"), {"other columns"})):
+                              (frame.drop("score").with_columns(pl.col("name").reverse()), {"other columns"})):
         bad = tmp_path / "bad.parquet"
         bad_frame.write_parquet(bad)
         assert _v(bad, "--qi", "a,b", "--k", 3, "--original", src) == 1
         res = verify_release(bad, "a,b", 3, original=src)
         assert {c["name"] for c in res.failures} == failed
+    # a column left out (anonymize --drop) publishes nothing: listed, not failed
+    frame.drop("score").write_parquet(bad)
+    res = verify_release(bad, "a,b", 3, original=src)
+    assert res.ok and "left out of the release (anonymize --drop): score" in {
+        c["name"]: c["detail"] for c in res.checks}["other columns"]
 
 
 @pytest.mark.parametrize("argv", [

@@ -7,6 +7,8 @@ the engine that made the release (the same rule, checked independently).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import polars as pl
 
@@ -216,6 +218,46 @@ DEP_SHARE = 0.95     # ... on at least this share of its rows
 DEP_VALUES = 10      # distinct original QI values in the sample, at least (rank test)
 DEP_ORDER = 0.9      # neighbours in the column's order sharing the original QI value
 DEP_ORDER_VALUES = 100
+DEP_ORDER_Z = 4.0    # the release's row order: neighbours alike above chance by this many standard errors
+
+
+class _RowBlocks:
+    """The release's row order against one QI's original values: neighbouring rows that
+    share it, and chance (the sum of its squared frequencies: counts per value, sampled
+    by the value's key above ``DEP_KEEP`` values and scaled back)."""
+
+    def __init__(self):
+        self.prev = None
+        self.pairs = self.same = 0
+        self.limit = _U64
+        self.counts: pl.DataFrame | None = None
+
+    def add(self, k: np.ndarray) -> None:
+        if not k.shape[0]:
+            return
+        both = k if self.prev is None else np.concatenate([[self.prev], k])
+        self.pairs += both.shape[0] - 1
+        self.same += int((both[1:] == both[:-1]).sum())
+        self.prev = k[-1]
+        part = pl.DataFrame({"v": k[k <= self.limit]}).group_by("v").agg(pl.len().cast(pl.Float64).alias("n"))
+        tab = part if self.counts is None else pl.concat([self.counts, part]).group_by("v").agg(pl.col("n").sum())
+        while tab.height > DEP_KEEP:
+            self.limit = self.limit >> np.uint64(1)
+            tab = tab.filter(pl.col("v") <= self.limit)
+        self.counts = tab
+
+    def leaks(self) -> tuple | None:
+        rows = self.pairs + 1
+        if self.pairs < DEP_ORDER_VALUES or self.counts is None:
+            return None
+        f = (float(self.limit) + 1.0) / 2.0 ** 64
+        chance = min(float((self.counts.get_column("n") ** 2).sum()) / f / (rows * rows), 1.0)
+        same = self.same / self.pairs
+        margin = DEP_ORDER_Z * math.sqrt(max(chance * (1.0 - chance), 1e-12) / self.pairs)
+        if same >= DEP_ORDER and chance < 1.0 and same >= chance + DEP_GAIN * (1.0 - chance) and \
+                same - chance >= margin:
+            return (self.pairs, same, chance)
+        return None
 
 
 def _row_keys(offset: int, n: int) -> np.ndarray:
@@ -332,24 +374,29 @@ def dependency_check(out, orig, qi, pub, columns, extra, chunk_rows) -> tuple[st
     test with the strata is anonymize's guard's."""
     qi = [q for q in qi if q in orig.schema]
     cands = [c for c in list(columns) + list(extra)]
-    if not cands or not qi:
+    if not qi:
         return ("dependencies", True, "no column beside the quasi-identifiers")
     deps = [_Dependency(c, q) for c in cands for q in qi]
     pubs = list(dict.fromkeys(p for q in qi for p in pub[q]))
     out_cols = list(dict.fromkeys(cands + pubs))
     limit, sample = _U64, None
+    blocks = {q: _RowBlocks() for q in qi}
     for offset, f_out, f_orig in aligned_frames(out, orig, out_cols, qi, chunk_rows):
         cell = {c: _value_keys(f_out.get_column(c)) for c in cands}
         okeys = {q: _value_keys(f_orig.get_column(q)) for q in qi}
+        for q in qi:
+            blocks[q].add(okeys[q])
         pkeys = {q: _joint_keys(f_out, pub[q]) for q in qi}
         for d in deps:
             d.add(cell[d.column], pkeys[d.qi], okeys[d.qi])
         rk = _row_keys(offset, f_out.height)
         keep = pl.Series(rk <= limit)
-        part = pl.concat([f_out.select(cands).filter(keep),
+        part = pl.concat(([f_out.select(cands).filter(keep)] if cands else []) + [
                           f_orig.select([pl.col(q).alias(f"__orig_{q}") for q in qi]).filter(keep),
                           f_out.select([pl.col(pub[q][0]).alias(f"__pub_{q}") for q in qi]).filter(keep)],
-                         how="horizontal").with_columns(pl.Series("__row", rk[rk <= limit]))
+                         how="horizontal").with_columns(pl.Series("__row", rk[rk <= limit]),
+                                                        pl.Series("__pos", np.flatnonzero(rk <= limit) + offset,
+                                                                  dtype=pl.Float64))
         sample = part if sample is None else pl.concat([sample, part], how="vertical_relaxed")
         while sample.height > DEP_SAMPLE:
             limit = limit >> np.uint64(1)
@@ -363,14 +410,44 @@ def dependency_check(out, orig, qi, pub, columns, extra, chunk_rows) -> tuple[st
                                           f"sharing a value (the published {d.qi}: {100 * base:.1f} %)"))
     if sample is not None and sample.height:
         found += _sample_findings(sample, cands, set(columns), qi)
+    found += _row_order_findings(blocks, sample, qi)
     if found:
         c, q, what = found[0]
-        more = f" ({len(found)} findings: {', '.join(sorted({f'{x}~{y}' for x, y, _ in found}))})" if len(found) > 1 \
-            else ""
+        names = sorted({(x or "(row order)") + "~" + y for x, y, _ in found})
+        more = f" ({len(found)} findings: {', '.join(names)})" if len(found) > 1 else ""
+        if c is None:
+            return ("dependencies", False, f"the release's row order gives back quasi-identifier {q!r}: the rows "
+                                           f"{what}{more}")
         where = "passed through unchanged" if c in set(columns) else "not in the original"
         return ("dependencies", False, f"column {c!r} ({where}) gives back quasi-identifier {q!r}: it {what}{more}")
     return ("dependencies", True, f"no column determines, follows or is ordered by a quasi-identifier "
                                   f"({len(cands)} column(s) x {len(qi)} QI(s))")
+
+
+def _row_order_findings(blocks: dict, sample, qi) -> list:
+    """The release's row order (record i of the release is record i of the input): rows
+    in blocks of a QI's original value (``_RowBlocks``), or the row position following
+    its order better than the published QI does (ranks on the row sample)."""
+    found = []
+    for q in qi:
+        got = blocks[q].leaks()
+        if got is not None:
+            m, same, chance = got
+            found.append((None, q, f"run in its blocks ({100 * same:.1f} % of {m:,} neighbouring rows share its "
+                                   f"original value, {100 * chance:.1f} % by chance)"))
+            continue
+        if sample is None or not sample.height:
+            continue
+        o = _numbers(sample.get_column(f"__orig_{q}"))
+        n, rho, band, values = _rank_figures(sample.get_column("__pos").to_numpy(), o)
+        p_fig = _rank_figures(_numbers(sample.get_column(f"__pub_{q}")), o)
+        if n >= 200 and values >= DEP_VALUES and (
+                (rho >= DEP_RHO and 1.0 - rho <= DEP_GAIN * (1.0 - p_fig[1]))
+                or (band >= DEP_SHARE and band >= p_fig[2] + DEP_GAIN * (1.0 - p_fig[2]))):
+            found.append((None, q, f"are sorted by it (row position: rank correlation {rho:.4f}, ranks within 1 % "
+                                   f"on {100 * band:.1f} % of {n:,} sampled rows; the published {q}: "
+                                   f"{p_fig[1]:.4f}, {100 * p_fig[2]:.1f} %)"))
+    return found
 
 
 def _sample_findings(sample: pl.DataFrame, cands, passed, qi) -> list:

@@ -21,7 +21,8 @@ Checks
   ``epsilon``): every class's SA entropy, in bits, is at least ``epsilon``
   (compared with a tolerance of 1e-9 bits, as the maxent method does).
 * **With the original table:** the row count matches; every non-QI column of the
-  original is in the release, in the same relative order, with equal values row
+  original that is in the release (a column left out, as ``anonymize --drop`` does, is
+  listed, not failed: it publishes nothing) is in the same relative order, with equal values row
   by row (nulls equal nulls, NaN equals NaN). A CSV original beside a CSV release:
   compared as text, field by field (``01000`` and ``1000`` differ; an empty field
   and ``""`` differ). Otherwise values are compared, not dtypes (a CSV original's
@@ -516,8 +517,8 @@ def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, coun
     result.extra_columns = [c for c in out.columns if c not in set(keys) and c not in set(orig.columns)]
     result.columns_compared = present
     detail = []
-    if missing:
-        detail.append(f"missing from the release: {', '.join(missing)}")
+    # a column left out (anonymize --drop) publishes nothing: listed, not failed (a changed or added one fails)
+    left_out = f"left out of the release (anonymize --drop): {', '.join(missing)}" if missing else ""
     if in_release != present:
         detail.append(f"order changed: {', '.join(in_release)} (original: {', '.join(present)})")
     later = [("row count", orig_rows == rows, f"{rows:,} rows, as the original" if orig_rows == rows
@@ -565,8 +566,9 @@ def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, coun
                                                    if same and leak[1] and deps[1]
                                                    else "")
     later.append(("other columns", not detail,
-                  "; ".join(detail + ([derived] if derived else [])) if detail else
-                  (unchanged + (f"; {derived}" if derived else "") if present else "none besides the QIs")))
+                  "; ".join(detail + ([derived] if derived else []) + ([left_out] if left_out else [])) if detail else
+                  (unchanged + (f"; {derived}" if derived else "") if present else "none besides the QIs")
+                  + (f"; {left_out}" if left_out else "")))
     if not leak[1]:  # a leak: a check of its own (listed only when it fails)
         later.append(leak)
     elif not deps[1]:  # (a dependency beyond one-to-one, or a column not in the original holding a QI)

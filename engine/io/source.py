@@ -160,6 +160,8 @@ class TableSource:
     # the input's Arrow schema (a Parquet file's, a pyarrow table's, a pandas frame's), with
     # its metadata: a Parquet output keeps its columns' types (``io.schema.ArrowTarget``)
     arrow: pa.Schema | None = None
+    # columns left out (``without``: ``--drop``): never read, never written
+    dropped: tuple[str, ...] = ()
 
     @property
     def schema(self) -> pl.Schema:
@@ -177,8 +179,27 @@ class TableSource:
     @property
     def columns(self) -> list[str]:
         if self._names is not None:
-            return list(self._names)
+            return [c for c in self._names if c not in self.dropped]
         return list(self.schema.names())
+
+    @property
+    def _header(self) -> list[str]:
+        """A CSV's columns as its files hold them (the dropped ones too: the reader's schema)."""
+        return list(self._names) if self._names is not None else self.columns
+
+    def without(self, names: Sequence[str]) -> "TableSource":
+        """This source without the columns ``names`` (``--drop``: never read, never
+        written; the others as they were, in their order); a name not among the
+        columns is refused naming it."""
+        names = tuple(dict.fromkeys(names or ()))
+        if not names:
+            return self
+        cols = set(self.columns)
+        for c in names:
+            if c not in cols:
+                raise EngineError(f"drop (--drop): column {c!r} not found in {self.label}")
+        schema = None if self._schema is None else pl.Schema({c: t for c, t in self._schema.items() if c not in names})
+        return replace(self, lazy=self.lazy.drop(list(names)), _schema=schema, dropped=self.dropped + names)
 
     @property
     def base(self) -> "TableSource":
@@ -193,17 +214,18 @@ class TableSource:
     def text_head(self, columns: Sequence[str], rows: int) -> pl.DataFrame:
         """A CSV input's first ``rows`` rows of ``columns``, every value as its text (the
         null values as nulls): how its QIs look before they are typed."""
-        text = pl.Schema({c: pl.String for c in self.columns})
+        text = pl.Schema({c: pl.String for c in self._header})
         return self._scan(schema=text).select(list(columns)).head(rows).collect()
 
     def _scan(self, nulls: bool = True, data: bytes | None = None, **kw) -> pl.LazyFrame:
         o = self.csv or CsvOptions()
         files = list(self._readable)
         try:
-            return pl.scan_csv(data if data is not None else files if len(files) > 1 else files[0],
-                               separator=o.separator,
-                               null_values=(list(o.null_values) or None) if nulls else None,
-                               encoding="utf8-lossy" if o.encoding == "utf8-lossy" else "utf8", **kw)
+            lf = pl.scan_csv(data if data is not None else files if len(files) > 1 else files[0],
+                             separator=o.separator,
+                             null_values=(list(o.null_values) or None) if nulls else None,
+                             encoding="utf8-lossy" if o.encoding == "utf8-lossy" else "utf8", **kw)
+            return lf.drop(list(self.dropped)) if self.dropped else lf
         except Exception as exc:
             raise EngineError(f"cannot read {self.label}: {first_line(exc)}") from None
 
@@ -221,7 +243,7 @@ class TableSource:
         state: dict = {c: None for c in columns}
         if not state:
             return {}
-        text = pl.Schema({c: pl.String for c in self.columns})
+        text = pl.Schema({c: pl.String for c in self._header})
         lf = self._scan(schema=text).select(list(columns))
         if self.piece_bytes:
             batches = (p.select(list(columns)).collect() for p in
@@ -261,7 +283,7 @@ class TableSource:
             # the null values are missing in the typed columns only: the text columns keep
             # them verbatim (an "NA" passes through as "NA")
             native = {c: dt for c, dt in types.items() if parse and not nulls}
-            scan = pl.Schema({c: native.get(c, pl.String) for c in self.columns})
+            scan = pl.Schema({c: native.get(c, pl.String) for c in self._header})
             lazy = self._scan(nulls=False, schema=scan)
             exprs = [(typed_from_text(c, dt, nulls) if parse else cast_text(c, dt, nulls))
                      for c, dt in types.items() if c not in native]
@@ -269,7 +291,7 @@ class TableSource:
         else:
             inferred = self._infer([c for c in self.columns if c not in types])
             native = {c: dt for c, dt in types.items() if parse}
-            scan = pl.Schema({c: native.get(c, pl.String) for c in self.columns})
+            scan = pl.Schema({c: native.get(c, pl.String) for c in self._header})
             lazy = self._scan(schema=scan)
             cast = {**{c: dt for c, dt in types.items() if not parse}, **inferred}
             exprs = [cast_text(c, dt, []) for c, dt in cast.items() if dt != pl.String]
@@ -337,7 +359,7 @@ class TableSource:
         if not cols:
             return None
         nulls = list(self.csv.null_values) if self.csv is not None else []
-        raw = self._scan(nulls=False, schema=pl.Schema({c: pl.String for c in self.columns})).select(cols)
+        raw = self._scan(nulls=False, schema=pl.Schema({c: pl.String for c in self._header})).select(cols)
         offset = 0
         try:
             for batch in raw.collect_batches(chunk_size=100_000, maintain_order=True):

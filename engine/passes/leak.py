@@ -517,8 +517,8 @@ def leak_message(column: str, qi: str, cfg, derivable: bool = True, found: str |
     if column == getattr(cfg, "sa", None):
         return (f"sensitive attribute {column!r} {what} and would publish it unaggregated: drop {qi!r} from --qi "
                 f"or choose another sensitive attribute")
-    ways = f"add it to --qi, drop it, or declare it derived (--derived {column}={qi})" if derivable \
-        else "add it to --qi or drop it"
+    ways = f"add it to --qi, drop it (--drop {column}), or declare it derived (--derived {column}={qi})" \
+        if derivable else f"add it to --qi or drop it (--drop {column})"
     roles = {getattr(cfg, "household_column", None), getattr(cfg, "person_column", None)} - {None}
     if household and not roles and cfg.spec.centroids:
         ways += f" (an id of households, or of persons with several records: --household-column {column} or " \
