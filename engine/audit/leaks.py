@@ -371,7 +371,9 @@ def dependency_check(out, orig, qi, pub, columns, extra, chunk_rows) -> tuple[st
     QI, against the published QI's classes on the same rows: a cell published alike, as
     household mates under --household-column, gives back nothing beyond it), a monotone transform or near-copy (ranks on a row sample), ids in blocks
     of the QI (the order test, pass-through columns only). Each column alone: the joint
-    test with the strata is anonymize's guard's."""
+    test with the strata is anonymize's guard's. And the release's row order (it keeps
+    the input's): rows in blocks of a QI's original value, or the row position following
+    its order better than the published QI (``_row_order_findings``; per row, no strata)."""
     qi = [q for q in qi if q in orig.schema]
     cands = [c for c in list(columns) + list(extra)]
     if not qi:

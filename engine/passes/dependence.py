@@ -38,6 +38,17 @@ sorted by C: the share of neighbours with the same Q value, against the share by
 state blocks) have neighbours of one state; refused as the dependency (``ORDER_SHARE``,
 ``GAIN``).
 
+**Row order** (``RowOrder``, every QI): the release keeps the input's row order (record
+i of the release is record i of the input), so the order is a published column. Along
+it, the share of neighbouring units (rows; with ``--household-column`` or
+``--person-column``, one row per household or person: consecutive entities) within one
+stratum that share the QI's value, against chance within strata, refused as the order
+test (and ``ORDER_Z`` standard errors above chance); and for a numeric or date QI, the
+row position's rank against the QI's within each stratum (``rank_verdict``: a file
+sorted by age gives every age rank back). An input sorted by a stratum passes. The
+ways out: shuffle the rows, or publish a block QI as a stratum. A grouping run on an
+entity table (``engine.entities``) leaves it out (``row_order``): its order is not published.
+
 **When decided.** The guard reads until each pair is decided: a pair is cleared as soon
 as its evidence is enough and clearly below the thresholds (``decided``), and refused as
 soon as it meets them; on the census-like tables every pair is decided within the first

@@ -2,7 +2,8 @@
 
 Two halves: the exact one-to-one test below, and the tests beyond it (a column that
 determines a QI, alone or with the strata; one that follows its order on ranks; one
-whose order runs in blocks of it) in ``passes.dependence``, fed from the same read
+whose order runs in blocks of it; the input's row order, which the release keeps, in
+blocks of a QI or sorted by it) in ``passes.dependence``, fed from the same read
 (``guard``). The checks passed go to the report (``leak_checks``).
 
 A column that is not a QI passes through unchanged. If its values correspond one-to-one
