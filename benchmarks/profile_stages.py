@@ -36,7 +36,8 @@ from bench_extract import CENSUS, QUALITY_QI, make  # noqa: E402
 from engine.encode import mixed as mixed_mod  # noqa: E402
 from engine.io import spill  # noqa: E402
 from engine.kernels.search import polish as polish_mod  # noqa: E402
-from engine.passes import aggregate, published, seams  # noqa: E402
+from engine.methods import centroids  # noqa: E402
+from engine.passes import published, seams  # noqa: E402
 
 SPENT: dict = collections.defaultdict(float)
 CALLS: dict = collections.Counter()
@@ -64,13 +65,13 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=3_000_000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--fast", action="store_true")
-    ap.add_argument("--memory-limit", default=None)
+    ap.add_argument("--memory-limit", default="1GiB")
     args = ap.parse_args()
     data = make(args.rows, missing=True)
     wrap(spill.RunStore, "read_many", "read a unit's blocks (partition store)")
     wrap(spill.BlockStore, "read_many", "read a seam block (seam store)")
     wrap(mixed_mod.Mixed, "standardized", "standardize codes -> encoded columns")
-    wrap(aggregate, "aggregate_leaves", "MDAV leaves")
+    wrap(centroids, "aggregate_leaves", "MDAV leaves")
     wrap(seams.Router, "records", "route groups to seam blocks")
     wrap(seams.SeamStage, "add", "append to the seam store (main thread)")
     wrap(polish_mod, "polish", "polish kernel (seam blocks)")
