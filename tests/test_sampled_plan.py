@@ -14,6 +14,7 @@ import engine
 import engine.coordinator as coordinator
 from engine.budget import Budget
 from engine.errors import EngineError
+from engine.options import RunConfig
 from engine.io.source import open_source
 from engine.io.spill import BlockStore
 from engine.passes.partition import plan_blocks, partition_pass, sample_profile, sample_row_groups, standardized
@@ -138,11 +139,20 @@ def test_a_file_sorted_on_a_qi_keeps_blocks_near_the_block_size(tmp_path):
     """A file sorted on its QI: the row-group sample sees an eighth of the value range,
     and its plan put 36,000 rows in one block of a 10,000-row block size. Without a
     memory limit a block above twice the block size now falls back to pass 1's sample
-    of every row group, whose plan keeps every block at most the block size here."""
+    of every row group, whose plan keeps every block at most the block size here.
+
+    The public API refuses such a file (the release keeps the input's row order, so a
+    record's position gives its x back: ``passes.leak``); the plan is tested through
+    ``coordinator.run`` with ``ordered=False``, which leaves the row order out of the guard
+    (as for an entity table, whose order is not published)."""
     n = 80_000
     x = np.sort(np.random.default_rng(0).normal(size=n))
     src = tmp_path / "sorted.parquet"
     pl.DataFrame({"x": x}).write_parquet(src, row_group_size=1_000)
-    rep = engine.anonymize(str(src), tmp_path / "o.parquet", qi=["x"], k=3, block_size=2_000)
+    with pytest.raises(EngineError, match="sorted by quasi-identifier 'x'"):
+        engine.anonymize(str(src), tmp_path / "refused.parquet", qi=["x"], k=3, block_size=2_000)
+    assert not (tmp_path / "refused.parquet").exists()
+    cfg = RunConfig.make(qi=["x"], k=3, block_size=2_000)
+    rep = coordinator.run(str(src), cfg, str(tmp_path / "o.parquet"), ordered=False).report
     assert rep.blocks > 1
     assert rep.block_rows_max <= 2_000, rep.block_rows_max
