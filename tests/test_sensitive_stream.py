@@ -206,10 +206,12 @@ def test_csv_input_and_mean_output(adult, tmp_path):
 
 
 def _split_sa_table(n, low_first, seed=0):
-    """x = 0..n-1 (the blocks follow x); the SA is constant on one half and spread over 4
-    values on the other, so the constant half's blocks cannot reach any epsilon > 0."""
+    """x = 0..n-1 (the blocks follow x's values); the SA is constant on one half and spread
+    over 4 values on the other, so the constant half's blocks cannot reach any epsilon > 0.
+    The rows are shuffled: in x's order the row position would give x back, and the guard
+    refuses such an input (``passes.leak``)."""
     rng = np.random.default_rng(seed)
-    x = np.arange(n)
+    x = rng.permutation(n)
     spread = rng.integers(0, 4, n)
     low = x < n // 2 if low_first else x >= n // 2
     sa = np.where(low, 0, spread)
