@@ -104,13 +104,14 @@ def _copied(publisher, mixed, table, exact):
 
 class _Shifted:
     """A write task's publisher: its chunks' offsets (counted from its range's first
-    row) given as the input's row numbers."""
+    row) given as the input's row numbers; ``values`` as the write pass gives them
+    (``Publisher.publish``: None here, as a write task gathers from its range's table)."""
 
     def __init__(self, publisher, first: int):
         self._publisher, self._first = publisher, first
 
-    def publish(self, frame, lab, offset):
-        return self._publisher.publish(frame, lab, offset + self._first)
+    def publish(self, frame, lab, offset, values=None):
+        return self._publisher.publish(frame, lab, offset + self._first, values)
 
     def __getattr__(self, name):
         return getattr(self._publisher, name)
