@@ -157,7 +157,8 @@ def test_missing_category_and_many_categories():
     res = engine.microaggregate(t, QI, 3, ordinal={"grade": ORDER})
     assert res.report.metrics["mixed"]["missing_values"]["colour"]["missing"] == 1
     assert res.table.group_by(QI).len()["len"].min() >= 3
-    wide = pl.DataFrame({"id": [f"v{i}" for i in range(300)], "x": np.arange(300.0)})
+    order = np.random.default_rng(1).permutation(300)  # (shuffled: rows in x's order give x back, refused)
+    wide = pl.DataFrame({"id": [f"v{i}" for i in order], "x": order.astype(float)})
     res = engine.microaggregate(wide, ["id", "x"], 3)
     assert res.report.metrics["mixed"]["encoded_columns"] == 1 + EMBED_DIMS  # (engine.tuning)
     assert res.table.group_by(["id", "x"]).len()["len"].min() >= 3
