@@ -279,8 +279,9 @@ def test_chunking_does_not_change_the_verdict():
 
 
 def test_the_pass_stops_reading_when_every_pair_fails(monkeypatch):
-    """Nothing one-to-one or dependent: the pairs decided on the first rows (a row-unique
-    id after ``DECIDE_ROWS``), not the whole table read."""
+    """Nothing one-to-one or dependent: the pairs decided on the first rows (at the first
+    verdict, ``dependence.FIRST_VERDICT_ROWS``; a row-unique id after ``DECIDE_ROWS``),
+    not the whole table read."""
     seen = []
     real = leak._Reader.next
 
@@ -292,8 +293,8 @@ def test_the_pass_stops_reading_when_every_pair_fails(monkeypatch):
 
     monkeypatch.setattr(leak._Reader, "next", counting)
     df = _table(5000).drop("region_code", "birth_year", "id")
-    engine.microaggregate(df, qi=["age", "hours"], k=3, chunk_rows=1000)
-    assert seen == [1000]
+    engine.microaggregate(df, qi=["age", "hours"], k=3, chunk_rows=dependence.FIRST_VERDICT_ROWS)
+    assert seen == [dependence.FIRST_VERDICT_ROWS]
     seen.clear()
     big = pl.DataFrame({"id": np.arange(400_000), "x": np.random.default_rng(1).integers(0, 90, 400_000),
                         "y": np.random.default_rng(2).integers(0, 60, 400_000)})

@@ -163,6 +163,21 @@ def test_verdicts_do_not_depend_on_the_chunking():
             guard(open_source(df), RunConfig.make(qi=["age", "sex", "income"], k=3), df.height, chunk)
 
 
+def test_the_checks_passed_do_not_depend_on_the_chunking(monkeypatch):
+    """The verdicts are taken at the input's multiples of ``SLICE_ROWS`` rows (made small
+    here), not at a chunk's end: the report's ``leak_checks``, figures included, are the
+    same whatever the chunk size (a chunk-end verdict decided pairs on other rows)."""
+    monkeypatch.setattr(dependence, "SLICE_ROWS", 1_000)
+    df = _people(8_000, seed=3).drop("hh")
+    got = []
+    for chunk in (333, 1_500, 8_000):
+        checks: list = []
+        guard(open_source(df), RunConfig.make(qi=["age", "sex", "income"], k=3), df.height, chunk, checks=checks)
+        got.append(checks)
+    assert any(c["check"] in ("ranks", "order", "dependency") for c in got[0])
+    assert got[0] == got[1] == got[2]
+
+
 def test_derived_columns_are_not_refused():
     df = _with(_people(), age_months=pl.col("age") * 12)
     engine.microaggregate(df, qi=["age", "sex", "income"], k=3, derived={"age_months": "age"})

@@ -52,7 +52,11 @@ entity table (``engine.entities``) leaves it out (``row_order``): its order is n
 **When decided.** The guard reads until each pair is decided: a pair is cleared as soon
 as its evidence is enough and clearly below the thresholds (``decided``), and refused as
 soon as it meets them; on the census-like tables every pair is decided within the first
-chunk. A table whose first rows are unrepresentative (sorted by the QI: the QI of one
+chunk. The verdicts are taken at fixed row counts of the input (``verdict_rows``:
+1,024, 2,048, ... 65,536, then each 65,536 more, ``DECIDE_ROWS``, and at its end), not
+at a chunk's end, so they and the figures of the checks passed (the report's
+``leak_checks``) are the same whatever ``--chunk-rows``, the threads or the memory
+limit. A table whose first rows are unrepresentative (sorted by the QI: the QI of one
 value so far) reads on. What this gives up: a column that is a dependency only on rows
 far from the first ones read (non-stationary data), and a household id whose members'
 rows lie far apart (census files keep them together), can be cleared early.
@@ -452,7 +456,23 @@ def row_block_verdict(stats: tuple, final: bool) -> str | None:
     return None
 
 
-SLICE_ROWS = 1 << 16  # the dependency tables are fed this many rows at a time, the verdicts taken between
+SLICE_ROWS = 1 << 16  # the dependency tables are fed at most this many rows at a time
+FIRST_VERDICT_ROWS = 1 << 10  # the verdicts: at this many rows of the input, each doubling, then each SLICE_ROWS
+
+
+def verdict_rows(done: int) -> int:
+    """The next row count of the input after ``done`` at which the verdicts are taken:
+    ``FIRST_VERDICT_ROWS``, doubled up to ``SLICE_ROWS``, then each ``SLICE_ROWS`` more
+    (fixed row counts, not where a chunk ends: the same verdicts whatever the chunking);
+    ``DECIDE_ROWS`` too (a column without evidence cleared there, the reading stopped)."""
+    if done < SLICE_ROWS:
+        at = FIRST_VERDICT_ROWS
+        while at <= done:
+            at <<= 1
+        at = min(at, SLICE_ROWS)
+    else:
+        at = (done // SLICE_ROWS + 1) * SLICE_ROWS
+    return DECIDE_ROWS if done < DECIDE_ROWS < at else at
 
 
 class Dependence:
@@ -498,13 +518,18 @@ class Dependence:
         return need | (set(self.strata) | {u.column for u in self.units} if self.fd else set())
 
     def add(self, frame: pl.DataFrame, offset: int, keys: dict) -> None:
-        """One chunk (``keys``: the value keys of its columns), in slices of ``SLICE_ROWS``
-        rows with the verdicts taken after each."""
-        for s in range(0, frame.height, SLICE_ROWS):
+        """One chunk (``keys``: the value keys of its columns), in slices cut at the row
+        counts of the input where the verdicts are taken (``verdict_rows``; not at a chunk's
+        end: the same rows read at each verdict whatever the chunking, so the same verdicts
+        and the same figures in the report's ``leak_checks``; the last taken by ``guard``)."""
+        s = 0
+        while s < frame.height:
             if self.done:
                 return
-            part = frame.slice(s, SLICE_ROWS)
-            sl = {c: k[s: s + SLICE_ROWS] for c, k in keys.items()}
+            at = verdict_rows(offset + s)
+            end = min(frame.height, at - offset)
+            part = frame.slice(s, end - s)
+            sl = {c: k[s:end] for c, k in keys.items()}
             stratum = cell_keys(*[sl[c] for c in self.strata]) if self.strata else np.zeros(part.height, np.uint64)
             if self.row_pending:
                 self.row.add(stratum, sl[self.row.unit] if self.row.unit else None, sl,
@@ -521,7 +546,9 @@ class Dependence:
             if self.rank or self.order:
                 self.sample.add(part, offset + s)
             self.rows += part.height
-            self.judge(final=False)
+            if offset + end == at:
+                self.judge(final=False)
+            s = end
 
     def judge(self, final: bool) -> None:
         """Take the verdicts: the first leak found; the pairs cleared dropped."""
