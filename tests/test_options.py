@@ -274,8 +274,8 @@ def test_the_api_keywords_are_the_table(function):
     offered = {n for n, o in OPTIONS.items() if "anonymize" in o.commands or o.commands >= {"demo"}}
     if function == "anonymize":
         assert offered <= options
-    else:  # an in-memory run: nothing written, so no report, page, risk (nor its weights) or cluster
-        assert offered - options == {"report", "html", "risk", "weight_column", "scheduler"}
+    else:  # an in-memory run: nothing written, so no report, page, risk (nor its weights and thresholds) or cluster
+        assert offered - options == {"report", "html", "risk", "weight_column", "max_risk", "scheduler"}
     for n in options - {"k", "qi"}:  # k: 3 for microaggregate, required by anonymize; qi: required
         assert params[n].default == OPTIONS[n].default_value, (function, n)
     assert set(params) - options <= {"data", "source", "sink"}
