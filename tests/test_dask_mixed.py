@@ -120,6 +120,9 @@ CASES = {
     "missing": (["x_na", "y", "colour_na", "grade_na", "day_na"], dict(ordinal={"grade_na": ORDER},
                                                                        polish_rounds=0)),
     "missing-polish": (["x_na", "y", "colour_na", "grade_na", "day_na"], dict(ordinal={"grade_na": ORDER})),
+    # declared missing codes of a numeric QI (a quarter of y's values): a group of codes only
+    # publishes its most frequent code (each write task gets its own groups' codes)
+    "codes": (["x", "y", "colour"], dict(missing={"y": list(range(0, 100, 4))}, polish_rounds=0)),
     # one block: grouped on the client, written by the tasks
     "one-block": (QI, dict(ordinal={"grade": ORDER}, block_size=50_000)),
 }

@@ -3,13 +3,14 @@
 The client hands each range what its rows publish and nothing else (``RangeCutter``):
 the group id of each of its rows (4 bytes a row) and the published values of the
 groups those rows belong to, in group id order (the centroids; for mixed-type QIs the
-publisher's table and the Datetime QIs' exact means). It travels by ``client.scatter``
-to one worker, where the task runs; a task never reads a file of the client's. The
-task numbers its groups 0..u-1 (``np.unique`` of its labels: the same order), runs the
-coordinator's ``passes.write.write_pass`` into a part on its worker's own disk, and
-returns the part's bytes with its class counts and raw sums. The client places the
-parts in order (``Parts``): copied into one Parquet file by the same writer as a local
-run's (the same bytes), or written as the files of a folder OUTPUT.
+publisher's table, the Datetime QIs' exact means and the numeric QIs' declared missing
+codes). It travels by ``client.scatter`` to one worker, where the task runs; a task
+never reads a file of the client's. The task numbers its groups 0..u-1 (``np.unique``
+of its labels: the same order), runs the coordinator's ``passes.write.write_pass`` into
+a part on its worker's own disk, and returns the part's bytes with its class counts and
+raw sums. The client places the parts in order (``Parts``): copied into one Parquet
+file by the same writer as a local run's (the same bytes), or written as the files of
+a folder OUTPUT.
 """
 
 from __future__ import annotations
@@ -50,23 +51,25 @@ class RangeGroups(DerivedGroups):
 class RangeData:
     """What the client sends one write task: each row's group id, and the published
     values of those groups only, in group id order (centroids, or a mixed run's
-    publisher's table, ``exact``: its Datetime QIs' exact means)."""
+    publisher's table, ``exact``: its Datetime QIs' exact means, ``declared``: its numeric
+    QIs' declared missing codes, ``encode.publish.declared_codes``)."""
 
     labels: np.ndarray
     values: np.ndarray
     exact: dict
+    declared: dict = dataclasses.field(default_factory=dict)
 
     @property
     def value_bytes(self) -> int:
-        return int(self.values.nbytes + sum(a.nbytes for a in self.exact.values()))
+        return int(self.values.nbytes + sum(a.nbytes for d in (self.exact, self.declared) for a in d.values()))
 
 
 class RangeCutter:
     """Each range's ``RangeData`` from the run's label map (in memory or a memory-mapped
     file) and the groups' values; ``sent``: the bytes handed out so far (labels, values)."""
 
-    def __init__(self, labels, values: np.ndarray, exact: dict, groups: int):
-        self.labels, self.values, self.exact = labels, values, exact
+    def __init__(self, labels, values: np.ndarray, exact: dict, groups: int, declared: dict | None = None):
+        self.labels, self.values, self.exact, self.declared = labels, values, exact, declared or {}
         self._mark = np.zeros(groups, bool)  # (cleared after each range)
         self.sent = [0, 0]
 
@@ -75,7 +78,8 @@ class RangeCutter:
         self._mark[lab] = True
         ids = np.flatnonzero(self._mark)  # the range's groups, in id order (as the task's np.unique)
         self._mark[ids] = False
-        out = RangeData(lab, self.values[ids], {c: e[ids] for c, e in self.exact.items()})
+        out = RangeData(lab, self.values[ids], {c: e[ids] for c, e in self.exact.items()},
+                        {c: e[ids] for c, e in self.declared.items()})
         self.sent[0] += lab.nbytes
         self.sent[1] += out.value_bytes
         return out
@@ -83,22 +87,24 @@ class RangeCutter:
 
 def ship_publisher(publisher):
     """The client's ``encode.publish.Publisher`` for the write tasks: its encoding
-    ``task_encoding``'s, without its arrays of a row a group (``table``, ``exact``: each
-    task gets its own groups' rows in its ``RangeData``), its sums and counts copied now
-    (the client's own go on adding up, ``PublisherSums``, while the copies travel)."""
-    return _copied(publisher, task_encoding(publisher.mixed), None, None)
+    ``task_encoding``'s, without its arrays of a row a group (``table``, ``exact``,
+    ``declared``: each task gets its own groups' rows in its ``RangeData``, indexed by the
+    task's own numbering of its groups), its sums and counts copied now (the client's own
+    go on adding up, ``PublisherSums``, while the copies travel)."""
+    return _copied(publisher, task_encoding(publisher.mixed), None, None, None)
 
 
-def _copied(publisher, mixed, table, exact):
-    """A copy of ``publisher`` with its own ``mixed``, ``table`` and ``exact``, and copies
-    of its arrays (its sums and counts: a task Dask runs again starts from the same values)."""
+def _copied(publisher, mixed, table, exact, declared):
+    """A copy of ``publisher`` with its own ``mixed``, ``table``, ``exact`` and ``declared``,
+    and copies of its arrays (its sums and counts: a task Dask runs again starts from the
+    same values)."""
     pub = copy.copy(publisher)
     for name, v in list(vars(pub).items()):
         if isinstance(v, np.ndarray):
             setattr(pub, name, v.copy())
         elif isinstance(v, tuple) and v and all(isinstance(a, np.ndarray) for a in v):
             setattr(pub, name, tuple(a.copy() for a in v))
-    pub.mixed, pub.table, pub.exact = mixed, table, exact
+    pub.mixed, pub.table, pub.exact, pub.declared = mixed, table, exact, declared
     return pub
 
 
@@ -132,8 +138,8 @@ def write_task(src, data: RangeData, profile, sse, group_column, chunk_rows: int
         centroid = aligned_zeros(*data.values.shape)  # (as the client's: rows on cache lines)
         centroid[:] = data.values
     else:  # (its chunks' offsets: the input's row numbers, as locally)
-        extra["publisher"] = _Shifted(_copied(publisher, publisher.mixed, data.values, dict(data.exact)),
-                                      src.first)
+        extra["publisher"] = _Shifted(_copied(publisher, publisher.mixed, data.values, dict(data.exact),
+                                              dict(data.declared)), src.first)
     groups = RangeGroups(local, np.bincount(local, minlength=ids.shape[0]), centroid, sse=sse, derive=derive, ids=ids)
     columns = list(profile.columns if publisher is None else publisher.columns)
     columns += list(derive.columns) if derive is not None else []
@@ -251,7 +257,8 @@ def write_parts(backend, source, path, fmt, profile, groups, group_column, chunk
     d = len(columns)  # (the QIs' sums)
     columns += list(derive.columns) if derive is not None else []
     values, exact = (groups.centroid, {}) if publisher is None else (publisher.table, publisher.exact)
-    cutter = RangeCutter(groups.labels, values, exact, groups.count)
+    cutter = RangeCutter(groups.labels, values, exact, groups.count,
+                         None if publisher is None else publisher.declared)
     ranges = backend.write_ranges(source, groups.count, values.shape[1])
     args = (backend.lean(profile), groups.sse, group_column, chunk_rows, k or 2,
             None if publisher is None else ship_publisher(publisher), derive)
