@@ -5,6 +5,8 @@ declared missing codes are never averaged, and the release is k-anonymous."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import polars as pl
@@ -264,3 +266,25 @@ def test_verify_reads_the_declarations_of_a_sav_original(tmp_path, capsys):
     o = pl.read_parquet(out)
     o.with_columns(AGE=pl.when(pl.col("AGE") == 996).then(41.37).otherwise(pl.col("AGE"))).write_parquet(out)
     assert not engine.verify_release(str(out), ["AGE", "SEX", "REGION"], 5, original=str(src)).ok
+
+
+IPUMS_USA = Path(__file__).parent / "data" / "ipums" / "usa_00172.xml"
+
+
+def test_verify_a_sav_release_of_an_integer_original(tmp_path, capsys):
+    """SPSS holds every number as a double: a .sav release of an original with Int64
+    columns (an IPUMS extract) reads them back as Float64, the same values. verify
+    --original passes it (no "type changed", the labelled SEX's 1.0 the category 1),
+    while a Parquet release, whose format has integers, still fails a retyped column."""
+    sav, pq = tmp_path / "usa_k5.sav", tmp_path / "usa_k5.parquet"
+    for out in (sav, pq):
+        assert main(["anonymize", str(IPUMS_USA), str(out), "--qi", "SEX,AGE", "--k", "5", "--quiet"]) == 0
+    res = engine.verify_release(str(sav), ["SEX", "AGE"], 5, original=str(IPUMS_USA))
+    assert res.ok, res.summary()
+    assert {"categories", "other columns"} <= {c["name"] for c in res.checks}
+    assert res.information_loss_by_column["SEX"] < 50.0  # (1.0 against 1: no change)
+    capsys.readouterr()
+    assert main(["verify", str(sav), "--qi", "SEX,AGE", "--k", "5", "--original", str(IPUMS_USA)]) == 0
+    pl.read_parquet(pq).with_columns(pl.col("YEAR").cast(pl.Float64)).write_parquet(pq)
+    res = engine.verify_release(str(pq), ["SEX", "AGE"], 5, original=str(IPUMS_USA))
+    assert not res.ok and "type changed: YEAR (Int64 -> Float64)" in res.summary()

@@ -130,6 +130,17 @@ def _orders(orig: TableSource, cats: list, ordinal: dict, chunk_rows: int) -> di
     return out
 
 
+def as_original_type(b: pl.Series, like) -> pl.Series:
+    """A release's numeric column as the original's numeric type ``like`` where every value
+    converts exactly (a .sav release holds an integer column as doubles: its 1.0 is the
+    category 1), else as it is (1.5 stays 1.5: not a value of the original)."""
+    if b.dtype == like or not (is_numeric(b.dtype) and is_numeric(like)):
+        return b
+    c = b.cast(like, strict=False)
+    exact = c.null_count() == b.null_count() and c.cast(pl.Float64).eq_missing(b.cast(pl.Float64)).all()
+    return c if exact else b
+
+
 class CategoryLoss:
     """Per categorical QI of a mixed release: values changed (nominal), the sum of
     |rank change| (ordinal), and the domains of the original and published values."""
@@ -145,8 +156,9 @@ class CategoryLoss:
 
     def add(self, f_orig: pl.DataFrame, f_out: pl.DataFrame) -> None:
         for c in self.cats:
-            a = f_orig.get_column(c).cast(pl.String)
-            b = f_out.get_column(c).cast(pl.String)
+            a = f_orig.get_column(c)
+            b = as_original_type(f_out.get_column(c), a.dtype).cast(pl.String)
+            a = a.cast(pl.String)
             self.orig_values[c].update(a.unique().to_list())
             self.pub_values[c].update(b.unique().to_list())
             if c in self.orders:  # (a missing original: not measured, as the engine's loss)

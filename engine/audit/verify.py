@@ -54,7 +54,11 @@ Checks
   beyond one-to-one (``leaks.dependency_check``: a functional dependency against the
   published QI's classes on the same rows, ranks and order on a row sample), each
   column alone. A pass-through column whose type changed fails "other columns"
-  (Parquet beside Parquet: a CSV's types are inferred).
+  (Parquet beside Parquet: a CSV's types are inferred), but for an integer column of
+  the original published as Float64 with the same values by a format that holds every
+  number as a double (SPSS ``.sav``/``.zsav``/``.por``, SAS: ``statfiles.DOUBLES_ONLY``);
+  a categorical QI's published numbers are compared with the original's as its type
+  where they convert exactly (the .sav's 1.0 is the category 1).
 * **Class means** (with the original; check "class means"): a QI published as one
   number (an MDAV-family release, or maxent's ``numeric_output="mean"``) must be the
   aggregate of the originals it replaces: in each class (the rows sharing all published
@@ -129,6 +133,7 @@ from ..declared import parse_missing
 from ..encode.codes import mask_codes, resolve_missing
 from ..io.labelled import declared, file_meta
 from ..io.source import open_source
+from ..io.statfiles import DOUBLES_ONLY, stat_format
 from ..options import parse_nominal, parse_ordinal
 from ..report import json_text
 from .classes import (COUNT, ROWS, ClassCounter, ClassMeans, ClassModes, PresentMoments, aligned_frames, describe,
@@ -556,8 +561,12 @@ def _compare_with_original(result, out, orig, orig_rows, qi, pub, keys, sa, coun
     same = len(present) - len(result.columns_derived)
     unchanged_cols = [c for c in present if c not in scan.changed]
     if out.kind != "csv" and orig.kind != "csv":  # (a CSV's types are inferred: values compared, not types)
+        # an SPSS or SAS release holds every number as a double: an integer column comes back
+        # Float64, its values equal (unchanged), which is no change of type
+        doubles = stat_format(out.label) in DOUBLES_ONLY
         retyped = [f"{c} ({orig.schema[c]} -> {out.schema[c]})" for c in unchanged_cols
-                   if out.schema[c] != orig.schema[c] and pl.Null not in (out.schema[c], orig.schema[c])]
+                   if out.schema[c] != orig.schema[c] and pl.Null not in (out.schema[c], orig.schema[c])
+                   and not (doubles and orig.schema[c].is_integer() and out.schema[c] == pl.Float64)]
         if retyped:
             detail.append(f"type changed: {', '.join(retyped)}")
     leak = leak_check(orig, qi, unchanged_cols, chunk_rows)

@@ -56,6 +56,7 @@ STAT_SUFFIXES = {".sav": ("sav", "read_sav"), ".zsav": ("sav", "read_sav"), ".po
                  ".dta": ("dta", "read_dta"), ".sas7bdat": ("sas7bdat", "read_sas7bdat"),
                  ".xpt": ("xpt", "read_xport")}
 WRITABLE = {".sav": "sav", ".zsav": "sav", ".dta": "dta"}  # output suffixes -> format
+DOUBLES_ONLY = {"sav", "por", "sas7bdat", "xpt"}  # formats that hold every number as a double (no integer type)
 CHUNK_BYTES = 16 << 20  # values read from a statistical file at a time (before conversion)
 PARQUET_ROWS = 65_536  # row groups of the temporary Parquet file
 CHILD_BYTES = 256 << 20  # a file of more values than this is converted in a child process
