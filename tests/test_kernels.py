@@ -68,7 +68,7 @@ def test_gather_columns_matches_fancy_indexing(n, d):
     """The write pass's gather (with its prefetch ahead) against NumPy indexing, on
     aligned and unaligned centroid tables."""
     from engine.kernels.groups import gather_columns
-    from engine.passes.stitch import aligned_zeros
+    from engine.frames import aligned_zeros
     rng = np.random.default_rng(n * 100 + d)
     G = 50
     aligned = aligned_zeros(G, d)
@@ -85,7 +85,7 @@ def test_gather_columns_matches_fancy_indexing(n, d):
 
 def test_groups_from_sums_compacts_into_aligned_table():
     from engine.passes.stitch import groups_from_sums
-    from engine.passes.profile import Profile
+    from engine.frames import Profile
     d = 3
     prof = Profile(("a", "b", "c"), 6, np.array([2.0, 1.0, 0.5]), np.zeros(d), np.ones(d), np.zeros(d), np.ones(d))
     sx = np.arange(12, dtype=float).reshape(4, d)

@@ -13,7 +13,7 @@ from engine.encode import dictionary, mixed
 from engine.options import RunConfig
 from engine.io.source import frame_to_array, open_source
 from engine.io.spill import BlockStore
-from engine.passes.partition import frame_to_columns
+from engine.frames import frame_to_columns
 from engine.passes.profile import profile_columns
 from test_mixed import ORDER, mixed_table
 from test_mixed_stream import check_same_release

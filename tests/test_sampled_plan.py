@@ -1,5 +1,5 @@
 """The merged flow for Parquet inputs in blocks: the plan's sample read from every
-8th row group (``partition.sample_row_groups``) and pass 1's checks and sums done by
+8th row group (``frames.sample_row_groups``) and pass 1's checks and sums done by
 the partition pass. Its guarantees are those of the profile-then-partition flow;
 the fallbacks (a block above the budget's limit, a power-of-two rescale, a bad value
 in the sample) run the skipped pass 1."""
@@ -17,8 +17,9 @@ from engine.errors import EngineError
 from engine.options import RunConfig
 from engine.io.source import open_source
 from engine.io.spill import BlockStore
-from engine.passes.partition import plan_blocks, partition_pass, sample_profile, sample_row_groups, standardized
-from engine.passes.profile import Moments, profile_columns
+from engine.frames import Moments, sample_row_groups
+from engine.passes.partition import plan_blocks, partition_pass, sample_profile, standardized
+from engine.passes.profile import profile_columns
 from engine.synth import NUMERIC_QI, census_like
 
 pytestmark = pytest.mark.slow  # end-to-end: run with -m slow (left out by default; CI runs it)

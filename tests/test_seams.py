@@ -155,7 +155,7 @@ def test_seam_pass_property(tmp_path, unit_rows_part, block_rows):
     from engine.kernels.mdav.leaf import aggregate_leaves
     from engine.kernels.search.polish import rotations
     from engine.passes.partition import plan_blocks
-    from engine.passes.profile import Profile
+    from engine.frames import Profile
     from engine.passes.seams import seam_pass
 
     X, k = unit_rows_part

@@ -281,7 +281,7 @@ def test_routing_raw_rows_equals_routing_standardized_rows(seed):
     """``Plan.route`` compares raw values with bounds derived from the standardized
     thresholds: the leaves must be exactly those of standardizing, then ``assign``."""
     from engine.passes.partition import standardized
-    from engine.passes.profile import Profile
+    from engine.frames import Profile
 
     rng = np.random.default_rng(seed)
     n = 20_000

@@ -20,8 +20,7 @@ import shutil
 from ..encode.mixed import Mixed
 from ..encode.source import EncodedSource
 from ..errors import EngineError, first_line
-from ..passes.partition import frame_to_columns
-from ..passes.write import finish_sums, measured_sums
+from ..frames import finish_sums, frame_to_columns, measured_sums
 from .blocks import PartStore, submit_partition, unit_batch
 from .connect import WORKER_WAIT_SECONDS
 from .ranges import cut_ranges, row_groups

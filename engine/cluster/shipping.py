@@ -12,8 +12,8 @@ import numpy as np
 
 from ..encode.mixed import Mixed
 from ..encode.source import EncodedSource
+from ..frames import Profile
 from ..passes.aggregate import UnitPlan
-from ..passes.profile import Profile
 from .ranges import RangeSource
 
 _I32 = "i32"  # a narrowed array's marker

@@ -26,11 +26,11 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ..errors import EngineError, VerificationError
+from ..frames import aligned_zeros
 from ..io.source import row_group_slices
 from ..io.tempfiles import os_reason, private_dir, private_opener
 from ..passes.leak import DerivedGroups
 from ..passes.selfcheck import ClassCounter
-from ..passes.stitch import aligned_zeros
 from ..passes.write import ROW_GROUP_ROWS, Writer, write_pass
 from .blocks import worker_dir
 from .shipping import task_encoding

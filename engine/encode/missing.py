@@ -8,7 +8,7 @@ that the encoded columns can be laid out) and each one's mean.
 
 ``scan_missing`` gives them: a Parquet input's footers first (each row group's null
 count: no pass at all when they say there are none), else one streamed pass over the
-columns concerned. The mean is pass 1's arithmetic (``passes.profile.Moments``, sums in
+columns concerned. The mean is pass 1's arithmetic (``frames.Moments``, sums in
 row order) over the values present, so it does not depend on the chunk size.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ..errors import EngineError
-from ..passes.profile import Moments, bad_value_error
+from ..frames import Moments, bad_value_error
 from .codes import mask_codes
 
 

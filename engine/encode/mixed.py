@@ -58,10 +58,9 @@ import numpy as np
 import polars as pl
 
 from ..errors import EngineError
+from ..frames import Moments, Profile, bad_value_error, frame_to_columns, sample_row_groups
 from ..io.source import numeric_values
 from ..kernels.groups import compact_group_sums, group_picks, standardize_codes
-from ..passes.partition import frame_to_columns, sample_row_groups
-from ..passes.profile import Moments, Profile, bad_value_error
 from ..progress import Progress
 from ..tuning import EMBED_DIMS, ONE_HOT_MAX
 from .dictionary import Categorical, dictionary_indices, indices_codes, learn, text_codes, unseen
@@ -423,7 +422,7 @@ class Mixed:
         return m.profile((self.expand(np.concatenate(samples)), np.concatenate(ids)))
 
     def sample_row_groups(self, rows: int, stride: int):
-        """``passes.partition.sample_row_groups`` for the encoded columns: the compact
+        """``frames.sample_row_groups`` for the encoded columns: the compact
         columns of the sampled rows, expanded; None as there (not Parquet, a missing
         value in the sample, ...)."""
         names = [q.name for q in self.qis]
@@ -563,7 +562,7 @@ class Mixed:
 
 
 class MixedMoments:
-    """Pass 1's arithmetic (``passes.profile.Moments``) on compact frames (``Mixed.compact``),
+    """Pass 1's arithmetic (``frames.Moments``) on compact frames (``Mixed.compact``),
     fed chunk by chunk in row order: the moments of the numeric, date and ordinal QIs'
     values present (those without missing values bit for bit those of their encoded
     columns), the category counts of the categorical ones; ``profile`` gives the encoded

@@ -22,11 +22,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from ..frames import aligned_zeros, finish_sums, frame_to_columns
 from ..io.source import numeric_values
 from ..kernels.groups import column_sums, compact_group_sums, gather_columns
-from ..passes.partition import frame_to_columns
-from ..passes.stitch import aligned_zeros
-from ..passes.write import finish_sums
 from .codes import code_rows, mask_codes
 
 _CHUNK = 262_144  # rows at a time in ``from_input`` and ``exact_dates``

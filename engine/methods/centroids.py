@@ -32,6 +32,7 @@ from ..encode.kinds import csv_types, shown_kind
 from ..tuning import (POLISH_MAX_ROWS, POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_UNIT_ROWS, SCALE_DESCENT,
                       SCALE_ROTATIONS, SCALE_WINDOW, polish_near, scale_near, scale_unit_rows)
 from ..errors import EngineError
+from ..frames import Moments, aligned_zeros, sample_row_groups
 from ..kernels.mdav.leaf import aggregate_leaves
 from ..kernels.search.polish import polish_seams, rotations
 from ..io.schema import check_output_types
@@ -39,12 +40,12 @@ from ..io.sink import check_csv_columns
 from ..io.spill import MemoryBlocks, RunStore
 from ..passes.aggregate import UnitPlan, aggregate_block, aggregate_blocks
 from ..passes.distributions import Distributions, category_distribution
-from ..passes.partition import sample_row_groups, sample_stride, strata_units, unit_strata
+from ..passes.partition import sample_stride, strata_units, unit_strata
 from ..passes.published import PublishedGroups, RowRecords
 from ..passes.results import Profiled, Written, release_memory, timed
 from ..passes.seams import SeamStage, seam_pass, seam_plan
-from ..passes.profile import Moments, check_columns, profile_columns
-from ..passes.stitch import Groups, aligned_zeros, stitch_blocks, strata_loss
+from ..passes.profile import check_columns, profile_columns
+from ..passes.stitch import Groups, stitch_blocks, strata_loss
 from ..passes.write import write_pass
 from ..progress import Progress
 
@@ -239,7 +240,7 @@ class CentroidFlow:
 
     def new_moments(self, columns):
         """Pass 1's arithmetic for a partition pass that measures on its way
-        (``passes.profile.Moments``; mixed-type QIs: ``mixed.MixedMoments``, on the
+        (``frames.Moments``; mixed-type QIs: ``mixed.MixedMoments``, on the
         compact columns the store spills)."""
         if self.mixed is not None:
             return mixed_types.MixedMoments(self.mixed)

@@ -97,6 +97,7 @@ from ..encode.dictionary import Categorical, learn
 from ..encode.kinds import is_number, range_kinds
 from ..encode.source import EncodedSource, ValueCodes
 from ..errors import EngineError
+from ..frames import Moments, bad_value_error, first_bad, first_bad_value
 from ..io.schema import check_output_types
 from ..io.sink import check_csv_columns
 from ..io.spill import BlockStore, MemoryBlocks
@@ -106,7 +107,7 @@ from ..passes.aggregate import aggregate_units
 from ..passes.distributions import Distributions
 from ..passes.partition import sample_stride, strata_units, unit_strata
 from ..passes.results import Profiled, Written, release_memory, timed
-from ..passes.profile import Moments, bad_value_error, first_bad, first_bad_value, profile_columns
+from ..passes.profile import profile_columns
 from ..passes.selfcheck import ClassCounter
 from ..passes.write import range_write_pass
 from .maxent import ENTROPY_TOL, discernibility, entropy_histogram, fuse_units, join_categories, table_epsilon

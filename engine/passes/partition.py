@@ -31,15 +31,14 @@ from typing import Any, Callable, cast
 
 import numpy as np
 import polars as pl
-import pyarrow.parquet as pq
 
 from ..errors import EngineError
-from ..io.source import CodedSource, Source, TableSource, numeric_values
+from ..frames import SAMPLE_GROUP_STRIDE, Moments, Profile, frame_to_columns
+from ..io.source import CodedSource, Source
 from ..io.spill import BlockStore, MemoryBlocks, units_of
 from ..kernels.moments import standardize_serial
 from ..kernels.index.partition import (assign_leaves, counting_order, gather_records, gather_records_narrow, plan_tree,
                                 route_rows, tie_keys)
-from .profile import Moments, Profile
 from ..progress import Progress
 
 
@@ -384,57 +383,6 @@ class MemoryStrata(MemoryBlocks):
 
     def units(self, min_rows: int) -> list[list[int]]:
         return [[b] for b in range(self.n_blocks) if self.rows[b]]
-
-
-def frame_to_columns(frame, columns) -> np.ndarray:
-    """Columns of ``frame`` as a column-major (d, rows) float64 array, nulls as NaN."""
-    X = np.empty((len(columns), frame.height))
-    for j, c in enumerate(columns):
-        X[j] = numeric_values(frame.get_column(c))
-    return X
-
-
-SAMPLE_GROUP_STRIDE = 8  # the merged plan's sample reads every 8th row group
-
-
-def sample_row_groups(source: TableSource, qi, rows: int, stride: int, to_columns=None):
-    """The plan's sample without a pass over the data: rows of every
-    ``SAMPLE_GROUP_STRIDE``-th row group of a Parquet input (about an eighth of
-    it), every (stride / 8)-th row of those (row id a multiple of it), so about
-    ``rows / stride`` rows, as the profile pass's every ``stride``-th row.
-
-    Returns ``(X (m, d), row ids)``, or None when this does not pay or cannot be
-    trusted: not Parquet, fewer than 4 x 8 row groups, or a missing or non-finite
-    value in the sample (pass 1 then runs, and reports it). Depends on the file's
-    row-group layout only, not on the chunk size or threads. ``to_columns(frame,
-    first row id)``: a row group's columns ``qi`` as a (d, rows) float64 array
-    (default ``frame_to_columns``; ``engine.encode.mixed``: its compact columns)."""
-    if source.kind != "parquet":
-        return None
-    groups = []
-    first = 0
-    for f in source.paths:
-        md = pq.read_metadata(f)
-        for g in range(md.num_row_groups):
-            n = md.row_group(g).num_rows
-            groups.append((f, g, first, n))
-            first += n
-    if first != rows or len(groups) < 4 * SAMPLE_GROUP_STRIDE:
-        return None
-    step = max(1, stride // SAMPLE_GROUP_STRIDE)
-    parts, ids = [], []
-    files: dict = {}
-    for f, g, first, n in groups[::SAMPLE_GROUP_STRIDE]:
-        pf = files.setdefault(f, pq.ParquetFile(f))
-        frame = pl.from_arrow(pf.read_row_group(g, columns=list(qi)))
-        take = np.arange((-first) % step, n, step)
-        cols = frame_to_columns(frame, qi) if to_columns is None else to_columns(frame, first)
-        parts.append(cols[:, take].T)
-        ids.append(take + first)
-    X = np.ascontiguousarray(np.concatenate(parts))
-    if X.shape[0] < 2 or not np.isfinite(X).all() or np.abs(X).max() > 2.0 ** 400:
-        return None
-    return X, np.concatenate(ids).astype(np.int64)
 
 
 def sample_profile(qi, X: np.ndarray) -> Profile:

@@ -20,7 +20,7 @@ import numpy as np
 class Profiled:
     """Pass 1's result, as the partition pass needs it."""
 
-    profile: Any                 # passes.profile.Profile of the spilled columns (None: ``sampled`` stands in)
+    profile: Any                 # frames.Profile of the spilled columns (None: ``sampled`` stands in)
     source: Any                  # what the partition pass reads (maxent: categories as codes)
     columns: list                # the spilled columns
     cols: np.ndarray             # the columns the plan splits on (indices into ``columns``)

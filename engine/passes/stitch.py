@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..frames import Profile, aligned_zeros
 from ..io.spill import SpillStore
 from ..kernels.groups import accumulate_group_sums
 from ..kernels.moments import standardize_into
 from ..kernels.index.partition import take_labels
-from .profile import Profile
 
 
 @dataclass
@@ -27,15 +27,6 @@ class Groups:
     @property
     def count(self) -> int:
         return int(self.sizes.shape[0])
-
-
-def aligned_zeros(rows: int, d: int) -> np.ndarray:
-    """A zeroed (rows, d) float64 array whose data starts on a 64-byte boundary, so a
-    row of at most 8 values lies in one cache line (the write pass's gather
-    prefetches whole centroid rows)."""
-    buf = np.zeros(rows * d + 8)
-    off = (-buf.ctypes.data % 64) // 8
-    return buf[off: off + rows * d].reshape(rows, d)
 
 
 def standardize(X: np.ndarray, profile: Profile) -> np.ndarray:

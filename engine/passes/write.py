@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from polars.io.plugins import register_io_source
 
 from ..errors import EngineError, VerificationError, first_line
+from ..frames import Profile, finish_sums, measured_sums
 from ..io.source import Source, numeric_values
 from ..io.schema import ArrowTarget
 from ..io.sink import PARQUET_OPTIONS
@@ -31,7 +32,6 @@ from .selfcheck import ClassCounter, class_counter, entity_counter
 from ..kernels.groups import column_sums, gather_columns
 from ..parallel import read_ahead
 from ..progress import Progress
-from .profile import Profile
 from .stitch import Groups
 
 
@@ -393,23 +393,6 @@ def _write_checked(frames, writer: Writer, counter, label: str, rows: int, path,
         writer.abort()
         raise
     return result, checked
-
-
-def finish_sums(sse: np.ndarray, s: np.ndarray, q: np.ndarray, sd: np.ndarray, n: int):
-    """SSE and SST per QI in standardized units from ``column_sums``' raw sums (in
-    units of the scale): divided by sd^2; a constant column (sd 0) counts 0 in both."""
-    var = np.where(sd > 0.0, sd * sd, 1.0)
-    live = sd > 0.0
-    return np.where(live, sse / var, 0.0), np.where(live, (q - s * s / n) / var, 0.0)
-
-
-def measured_sums(sse: np.ndarray, sd: np.ndarray, n: int):
-    """SSE and SST per QI in standardized units from the blocks' squared errors (in
-    units of the scale, as ``column_sums``): SSE divided by sd^2; SST of a standardized
-    column is n exactly (0 for a constant column, which counts 0 in both)."""
-    live = sd > 0.0
-    var = np.where(live, sd * sd, 1.0)
-    return np.where(live, sse / var, 0.0), np.where(live, float(n), 0.0)
 
 
 def range_write_pass(source: Source, path, fmt, labels, pub, sets, chunk_rows, progress, rows, counter,
