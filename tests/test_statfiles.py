@@ -288,3 +288,59 @@ def test_verify_a_sav_release_of_an_integer_original(tmp_path, capsys):
     pl.read_parquet(pq).with_columns(pl.col("YEAR").cast(pl.Float64)).write_parquet(pq)
     res = engine.verify_release(str(pq), ["SEX", "AGE"], 5, original=str(IPUMS_USA))
     assert not res.ok and "type changed: YEAR (Int64 -> Float64)" in res.summary()
+
+
+def _dta_with_letters(path) -> pd.DataFrame:
+    """A .dta whose QI AGE and pass-through INCOME hold Stata extended missing values."""
+    rng = np.random.default_rng(3)
+    age = rng.integers(16, 90, N).astype(object)
+    age[rng.random(N) < 0.08] = "a"
+    age[rng.random(N) < 0.05] = "b"
+    income = np.round(rng.lognormal(10, 1, N), 2).astype(object)
+    income[rng.random(N) < 0.1] = "b"
+    income[rng.random(N) < 0.05] = "z"
+    income[:3] = np.nan
+    df = pd.DataFrame({"ID": np.arange(N, dtype=float), "AGE": age, "SEX": rng.integers(1, 3, N).astype(float),
+                       "INCOME": income})
+    pyreadstat.write_dta(df, str(path), missing_user_values={"AGE": ["a", "b"], "INCOME": ["b", "z"]})
+    return pyreadstat.read_dta(str(path), user_missing=True)[0]
+
+
+def _same(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(x == y or (x != x and y != y) for x, y in zip(a, b))
+
+
+def test_dta_extended_missing_values_come_back_as_their_letters(tmp_path):
+    src, out = tmp_path / "in.dta", tmp_path / "out.dta"
+    df = _dta_with_letters(src)
+    engine.anonymize(str(src), str(out), qi=["AGE", "SEX"], k=5, progress=False)
+    got, meta = pyreadstat.read_dta(str(out), user_missing=True)
+    assert meta.missing_user_values == {"AGE": ["a", "b"], "INCOME": ["b", "z"]}
+    # the pass-through column: the same letters on the same rows, the same numbers
+    assert _same(got["INCOME"].tolist(), df["INCOME"].tolist())
+    # the QI: letters published as letters (declared missing), never averaged into a number
+    ages = got["AGE"].tolist()
+    assert {v for v in ages if isinstance(v, str)} == {"a", "b"}
+    assert all(16 <= v <= 89 for v in ages if not isinstance(v, str))
+    assert engine.verify_release(str(out), qi=["AGE", "SEX"], k=5).ok
+    # a Parquet output publishes the codes, declared missing, the letters named in its metadata
+    import json
+
+    import pyarrow.parquet as pq
+    engine.anonymize(str(src), str(tmp_path / "out.parquet"), qi=["AGE", "SEX"], k=5, progress=False)
+    published = pl.read_parquet(tmp_path / "out.parquet")["AGE"]
+    assert set(published.filter(published < 0).unique().to_list()) == {-1_000_000_001.0, -1_000_000_002.0}
+    labels = json.loads(pq.read_schema(tmp_path / "out.parquet").metadata[b"microagg.labels"])
+    assert labels["columns"]["AGE"]["stata_missing"] == {".a": -1_000_000_001, ".b": -1_000_000_002}
+    assert labels["columns"]["AGE"]["missing"] == [-1_000_000_001, -1_000_000_002]
+
+
+def test_dta_real_value_on_a_letter_code_is_one_line(tmp_path, capsys):
+    src, out = tmp_path / "in.dta", tmp_path / "out.parquet"
+    df = pd.DataFrame({"AGE": pd.Series([30.0, "a", -1_000_000_003.0] + [40.0] * 7, dtype=object),
+                       "SEX": [1.0, 2.0] * 5})
+    pyreadstat.write_dta(df, str(src), missing_user_values={"AGE": ["a"]})
+    assert main(["anonymize", str(src), str(out), "--qi", "AGE,SEX", "--k", "2", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "column 'AGE', row 3" in err and "Stata extended missing value" in err
+    assert not out.exists()

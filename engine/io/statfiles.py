@@ -18,8 +18,18 @@ user-missing values and ranges), measurement level and display format.
   (996) stays the value 996 in the table, declared missing in the metadata
   (``engine.io.labelled`` makes it missing for the engine). A portable file (``.por``):
   ``read_por`` takes no ``user_missing``; its missing values are read as nulls.
-* Stata (``.dta``): extended missing values ``.a``-``.z`` are read as missing values
-  (nulls), like ``.``; the letter is not kept (partial: a ``.dta`` output writes ``.``).
+* Stata (``.dta``): ``.`` is a null. An extended missing value ``.a``-``.z`` is read
+  as the code ``STATA_CODES`` gives its letter (``.a`` = -1000000001, ``.b`` =
+  -1000000002, ..., ``.z`` = -1000000026), declared missing in the metadata like an SPSS
+  user-missing code, so a QI never averages it and publishes it as the letter it was
+  (a ``.dta`` output maps the codes back to their letters; a ``.sav`` output declares
+  them missing; Parquet and CSV outputs publish the codes, a Parquet output naming the
+  letters in its metadata). The letters of a column are known only from its rows
+  (pyreadstat's metadata does not list them), so ``read_meta`` reads a ``.dta``'s
+  numeric columns once to find them (``dta_letters``, kept for the process by path,
+  size and time): a ``.dta`` input is read twice. The codes are whole numbers that fit
+  an Int64 and a Float64 exactly, far from the sums' limits; a real value of a column
+  with letters in the codes' range is refused in one line (it would read as a letter).
 * SAS (``.sas7bdat``, ``.xpt``): read only (pyreadstat cannot write ``.sas7bdat``);
   special missing values ``.A``-``.Z`` are read as nulls. Value labels of a SAS file
   live in a separate format catalog, which is not read.
@@ -61,6 +71,10 @@ CHUNK_BYTES = 16 << 20  # values read from a statistical file at a time (before 
 PARQUET_ROWS = 65_536  # row groups of the temporary Parquet file
 CHILD_BYTES = 256 << 20  # a file of more values than this is converted in a child process
 META_KEY = b"microagg.labels"  # the declarations in a Parquet schema's key-value metadata (JSON)
+STATA_CODES = {chr(ord("a") + i): -1_000_000_001 - i for i in range(26)}  # .a-.z -> its code (module docstring)
+STATA_LETTERS = {v: k for k, v in STATA_CODES.items()}
+_CODES_LO, _CODES_HI = min(STATA_CODES.values()), max(STATA_CODES.values())
+_dta_seen: dict = {}  # (path, size, mtime) -> dta_letters(path)
 
 
 @dataclass
@@ -78,6 +92,7 @@ class ColumnMeta:
     measure: str | None = None
     format: str | None = None
     width: int | None = None
+    letters: tuple = ()  # Stata extended missing values found (``"a"``, ...): their codes are in ``missing``
 
     def is_missing_code(self, v) -> bool:
         if v is None:
@@ -113,6 +128,8 @@ class FileMeta:
             for key in ("measure", "format"):
                 if getattr(m, key):
                     out[key] = getattr(m, key)
+            if m.letters:
+                out["stata_missing"] = {"." + x: STATA_CODES[x] for x in m.letters}
             return out
         return {"format": self.fmt, "file_label": self.file_label,
                 "columns": {c: one(self.cols[c]) for c in self.columns if one(self.cols[c])}}
@@ -149,11 +166,12 @@ def _reader(path: str):
 
 
 def _read_args(path: str) -> dict:
-    """SPSS user-missing values are read as their codes; elsewhere extended missing
-    values are read as nulls (see the module docstring; ``read_xport`` and ``read_por``
-    have no such argument: a portable file's missing values are read as nulls)."""
+    """SPSS user-missing values and Stata extended missing values are read as their
+    codes and letters; SAS special missing values as nulls (see the module docstring;
+    ``read_xport`` and ``read_por`` have no such argument: a portable file's missing
+    values are read as nulls)."""
     fmt = stat_format(path)
-    return {"user_missing": True} if fmt == "sav" else {} if fmt in ("xpt", "por") else {"user_missing": False}
+    return {"user_missing": True} if fmt in ("sav", "dta") else {} if fmt in ("xpt", "por") else {"user_missing": False}
 
 
 def meta_from_pyreadstat(m, fmt: str) -> FileMeta:
@@ -184,7 +202,40 @@ def read_meta(path: str) -> FileMeta:
         _, m = reader(path, metadataonly=True, **_read_args(path))
     except Exception as exc:
         raise EngineError(f"cannot read {path}: not a readable {stat_format(path)} file ({first_line(exc)})") from None
-    return meta_from_pyreadstat(m, stat_format(path))
+    meta = meta_from_pyreadstat(m, stat_format(path))
+    if meta.fmt == "dta":
+        for c, letters in dta_letters(path, meta).items():
+            cm = meta.cols[c]
+            cm.letters = letters
+            cm.missing = tuple(dict.fromkeys([*cm.missing, *(STATA_CODES[x] for x in letters)]))
+    return meta
+
+
+def numeric_columns(path: str) -> dict:
+    """``{column: Int64 or Float64}``: the columns of a ``.dta`` that hold numbers (which
+    may hold extended missing values) and the type pyreadstat reads them as."""
+    kinds = getattr(pyreadstat_module().read_dta(path, metadataonly=True)[1], "readstat_variable_types", None) or {}
+    return {c: pl.Float64 if k in ("float", "double") else pl.Int64 for c, k in kinds.items() if k != "string"}
+
+
+def dta_letters(path: str, meta: FileMeta) -> dict:
+    """``{column: letters}``: the extended missing values ``.a``-``.z`` each numeric
+    column of the ``.dta`` at ``path`` holds (its rows read once, a chunk at a time;
+    kept for the process by path, size and time)."""
+    st = os.stat(path)
+    key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+    if key not in _dta_seen:
+        found: dict = {}
+        numeric = list(numeric_columns(path))
+        if numeric:
+            for frame, _ in pyreadstat_module().read_file_in_chunks(
+                    _reader(path), path, chunksize=chunk_rows_for(meta), output_format="polars", usecols=numeric,
+                    user_missing=True):
+                for c, dt in frame.schema.items():
+                    if dt in (pl.Object, pl.String):
+                        found.setdefault(c, set()).update(v for v in frame[c].to_list() if isinstance(v, str))
+        _dta_seen[key] = {c: tuple(sorted(v)) for c, v in found.items() if v}
+    return _dta_seen[key]
 
 
 def chunk_rows_for(meta: FileMeta) -> int:
@@ -232,7 +283,12 @@ def _convert(path: str, label: str, meta: FileMeta, tmp: str) -> None:
     try:
         chunks = pyreadstat_module().read_file_in_chunks(
             reader, path, chunksize=chunk_rows_for(meta), output_format="polars", **_read_args(path))
+        lettered = {c: t for c, t in numeric_columns(path).items() if meta.cols[c].letters} if meta.fmt == "dta" else {}
+        done = 0
         for frame, _ in chunks:
+            if lettered:
+                frame = letters_to_codes(frame, lettered, label, done)
+            done += frame.height
             table = _arrow(frame, schema)
             if writer is None:
                 schema = table.schema
@@ -249,6 +305,29 @@ def _convert(path: str, label: str, meta: FileMeta, tmp: str) -> None:
     finally:
         if writer is not None:
             writer.close()
+
+
+def letters_to_codes(frame: pl.DataFrame, lettered: dict, label: str, offset: int) -> pl.DataFrame:
+    """A chunk of a ``.dta`` (its first row the file's row ``offset``) with the extended
+    missing values of the columns ``lettered`` (``{column: type}``) as their codes; a real
+    value in the codes' range is one line naming the column and row."""
+    out = []
+    for c, dt in lettered.items():
+        s = frame[c]
+        if s.dtype in (pl.Object, pl.String):
+            values = s.to_list()
+            real = pl.Series([not isinstance(v, str) for v in values], dtype=pl.Boolean)
+            s = pl.Series(c, [STATA_CODES[v] if isinstance(v, str) else v for v in values], dtype=pl.Float64,
+                          strict=False).cast(dt)
+        else:
+            s, real = s.cast(dt), pl.Series([True] * s.len(), dtype=pl.Boolean)
+        clash = (s.is_between(_CODES_LO, _CODES_HI) & real).fill_null(False)
+        if clash.any():
+            row = offset + int(clash.arg_true()[0]) + 1
+            raise EngineError(f"cannot read {label}: column {c!r}, row {row}: the value {s[row - offset - 1]} is the "
+                              f"code of a Stata extended missing value (-1000000001 to -1000000026 stand for .a-.z)")
+        out.append(s)
+    return frame.with_columns(out)
 
 
 def _system_tmp() -> str:
@@ -329,10 +408,28 @@ def write_stat(parquet_path: str, dest_tmp: str, fmt: str, meta: FileMeta | None
                           variable_measure=measure or None, variable_display_width=widths or None,
                           variable_format=formats or None, compress=Path(dest_label).suffix.lower() == ".zsav")
         else:
+            letters = _codes_to_letters(df, cols)
             prs.write_dta(df, dest_tmp, file_label=meta.file_label or "", column_labels=labels or None,
-                          variable_value_labels=values or None, variable_format=formats or None)
+                          variable_value_labels=values or None, variable_format=formats or None,
+                          missing_user_values=letters or None)
     except EngineError:
         raise
     except Exception as exc:
         raise EngineError(f"cannot write {dest_label}: {first_line(exc)}") from None
 
+
+
+def _codes_to_letters(df, cols: dict) -> dict:
+    """The codes of the Stata extended missing values in ``df`` (in place) as their
+    letters, in the columns whose declarations ``cols`` carry letters; ``{column:
+    letters}`` for pyreadstat's ``missing_user_values``."""
+    out = {}
+    for c, m in cols.items():
+        if m.letters and c in df.columns:
+            hit = df[c].isin(list(STATA_LETTERS))
+            if hit.any():
+                col = df[c].astype(object)
+                col[hit] = df[c][hit].map(lambda v: STATA_LETTERS[int(v)])
+                df[c] = col
+            out[c] = list(m.letters)
+    return out
