@@ -42,7 +42,7 @@ __all__ = ["microaggregate", "anonymize", "plan", "Plan", "RunConfig", "RunResul
 # Everything is imported on first use: ``import engine`` (and the ``microagg``
 # command's start, which handles Ctrl-C from its first line) does not load Polars,
 # NumPy or Numba until a name that needs them is used.
-_LAZY = {"microaggregate": ".api", "anonymize": ".api", "plan": ".api", "Plan": ".planning", "RunConfig": ".options", "METHODS": ".methods",
+_LAZY = {"microaggregate": ".api", "anonymize": ".api", "plan": ".api", "Plan": ".planning", "RunConfig": ".options", "METHODS": ".registry",
          "RunResult": ".coordinator", "EngineError": ".errors", "Report": ".report",
          "verify_release": ".audit.verify", "VerifyResult": ".audit.verify", "disclosure_risk": ".audit.risk",
          "RiskResult": ".audit.risk"}
@@ -50,7 +50,7 @@ _LAZY = {"microaggregate": ".api", "anonymize": ".api", "plan": ".api", "Plan": 
 if TYPE_CHECKING:  # for type checkers and IDEs: the names as the lazy imports give them
     from .api import anonymize, microaggregate, plan
     from .planning import Plan
-    from .methods import METHODS
+    from .registry import METHODS
     from .options import RunConfig
     from .coordinator import RunResult
     from .errors import EngineError

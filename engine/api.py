@@ -17,7 +17,7 @@ from .io.schema import ArrowTarget
 from .io.memory import input_kind
 from .io.labelled import check_stat_output, stat_output
 from .io.sink import STDOUT
-from .methods import REGISTRY
+from .registry import REGISTRY
 from .options import DEFAULT_K, OPTIONS, RunConfig
 from .planning import Plan
 from .release import check_release, release

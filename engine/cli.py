@@ -40,7 +40,7 @@ import threading
 import time
 
 from .errors import EngineError, Terminated, VerificationError, check_signals, received_signals
-from .methods import REGISTRY
+from .registry import REGISTRY
 from .options import OPTIONS, RunConfig, add_arguments, csv_given
 from .progress import CompileNotice
 from .version import version

@@ -9,7 +9,7 @@ one-to-one with a QI before any heavy work, and learns the ``--derived`` columns
 
 Every entry point (API, CLI) builds a RunConfig and calls ``run``. The passes are
 the same for every method; what differs per method is declared in its registry
-entry (``engine.methods.Method``) and done by its flow's pass-level hooks
+entry (``engine.registry.Method``) and done by its flow's pass-level hooks
 (``FLOWS``: ``engine.methods.centroids.CentroidFlow`` for the MDAV family,
 ``engine.methods.ranges.RangeFlow`` for maxent and mnqia):
 
@@ -84,7 +84,7 @@ from .report import PeakRSS, Report
 
 log = logging.getLogger("engine")
 
-# each method's pass-level hooks, by what it publishes (``engine.methods.Method.publishes``)
+# each method's pass-level hooks, by what it publishes (``engine.registry.Method.publishes``)
 FLOWS: dict[str, type] = {"centroids": CentroidFlow, "ranges": RangeFlow}
 
 

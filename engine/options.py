@@ -31,7 +31,7 @@ from typing import Any, Callable
 from .checks import K_LEAST, is_int, split_names
 from .declared import parse_missing
 from .errors import EngineError
-from .methods import METHODS, REGISTRY
+from .registry import METHODS, REGISTRY
 from .relations import RELATIONS
 from .tuning import (DEFAULT_LEAF_SIZE, DEFAULT_POLISH_ROUNDS, POLISH_MAX_ROWS, SCALE_LEAF_SIZE, SCALE_POLISH_ROUNDS,
                      polish_leaf_size)
@@ -356,7 +356,7 @@ class RunConfig:
 
     @property
     def spec(self):
-        """The method's declaration (``engine.methods.Method``)."""
+        """The method's declaration (``engine.registry.Method``)."""
         return REGISTRY[self.method]
 
     @property

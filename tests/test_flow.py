@@ -9,7 +9,7 @@ from engine import coordinator
 from engine.coordinator import FLOWS
 from engine.options import RunConfig
 from engine.io.spill import MemoryBlocks
-from engine.methods import REGISTRY
+from engine.registry import REGISTRY
 from engine.synth import census_like
 
 HOOKS = ("check_input", "check_rows", "budget_args", "profile", "new_store", "units", "aggregate",

@@ -10,7 +10,7 @@ import pytest
 import engine
 from engine.cli import main
 from engine.errors import EngineError
-from engine.methods import METHODS, REGISTRY
+from engine.registry import METHODS, REGISTRY
 from engine.options import OPTIONS
 
 
