@@ -120,6 +120,61 @@ def test_no_import_circles():
     assert _cycles(_graph()) == []
 
 
+# The layer order of ``docs/architecture.md``, low to high. A package is a direct
+# subfolder of ``engine/`` or a top-level module ("engine": the package's ``__init__``,
+# the public API). A package imports only packages of its own layer or below, and
+# never in a cycle (``test_no_cycle_between_packages``). A new package is placed here.
+LAYERS = (
+    ("foundations", {"kernels", "errors", "checks", "tuning", "version", "parallel", "progress", "registry",
+                     "declared", "relations"}),
+    ("io", {"io", "options", "report"}),
+    ("encode", {"frames", "encode"}),
+    ("passes", {"passes", "budget", "select"}),
+    ("methods", {"methods", "cluster", "planning", "audit"}),
+    ("coordinator", {"coordinator", "entities"}),
+    ("release", {"release", "html_report", "html_sections"}),
+    ("faces", {"api", "cli", "synth", "engine", "__main__"}),
+)
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _package_imports() -> dict[tuple[str, str], list[str]]:
+    """``(package, imported package)`` -> where: every import of one package by another,
+    at module level or inside a function."""
+    mods = _modules()
+    edges: dict[tuple[str, str], list[str]] = {}
+    for m, p in mods.items():
+        for target, _, node, _ in _imports(m, p):
+            if target in mods and _package(target) != _package(m):
+                edges.setdefault((_package(m), _package(target)), []).append(f"{m}:{node.lineno} imports {target}")
+    return edges
+
+
+def _package_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {_package(m): set() for m in _modules()}
+    for a, b in _package_imports():
+        graph[a].add(b)
+    return graph
+
+
+def test_no_cycle_between_packages():
+    edges = _package_imports()
+    found = [f"{' <-> '.join(c)}: " + "; ".join(w for (a, b), ws in sorted(edges.items()) if a in c and b in c for w in ws)
+             for c in _cycles(_package_graph())]
+    assert found == [], "\n".join(found)
+
+
+def test_packages_import_only_their_layer_or_below():
+    layer = {p: i for i, (_, members) in enumerate(LAYERS) for p in members}
+    assert set(_package_graph()) - set(layer) == set(), "packages placed in no layer (tests/test_layout.py LAYERS)"
+    found = [w for (a, b), ws in sorted(_package_imports().items()) if layer[b] > layer[a] for w in ws]
+    assert found == [], "imports up the layer order:\n" + "\n".join(found)
+
+
 def test_no_private_names_across_modules():
     mods = _modules()
     found = []
@@ -180,3 +235,15 @@ def test_kernels_import_nothing_from_the_rest_of_the_package():
              for target, _, node, _ in _imports(m, p)
              if target.split(".")[0] == "engine" and not target.startswith("engine.kernels")]
     assert found == [], "\n".join(found)
+
+
+if __name__ == "__main__":  # python tests/test_layout.py: the package graph by layer, and its cycles
+    _layer = {p: i for i, (_, members) in enumerate(LAYERS) for p in members}
+    _graph_now = _package_graph()
+    for _name, _members in LAYERS:
+        print(f"{_name}:")
+        for _p in sorted(_members & set(_graph_now)):
+            print(f"  {_p} -> {', '.join(sorted(_graph_now[_p], key=lambda q: (_layer.get(q, -1), q))) or '-'}")
+    for _p in sorted(set(_graph_now) - set(_layer)):
+        print(f"unplaced: {_p} -> {', '.join(sorted(_graph_now[_p]))}")
+    print("cycles between packages:", _cycles(_graph_now) or "none")
