@@ -234,7 +234,7 @@ def gather_columns(labels, centroid, out):
     """The write pass's gather, column-major: ``out[j, i] = centroid[labels[i], j]``.
     One pass over the rows; the centroid row of the label ``_GATHER_AHEAD`` rows
     ahead is prefetched (its first and last value: one cache line when the table
-    is 64-byte aligned and d <= 8, see ``stitch.aligned_zeros``), so the cache misses
+    is 64-byte aligned and d <= 8, see ``frames.aligned_zeros``), so the cache misses
     into the table overlap. Each ``out[j]`` then becomes an output column without a
     copy."""
     n = labels.shape[0]
@@ -252,7 +252,7 @@ def gather_columns(labels, centroid, out):
 @njit(cache=True, nogil=True)
 def column_sums(x, published, scale, mean, j, col_sse, col_sum, col_sq):
     """The write pass's sums for QI column ``j``, in units of ``scale`` (a power of
-    two), before the division by the column's sd (``write.finish_sums``):
+    two), before the division by the column's sd (``frames.finish_sums``):
     ``col_sse[j] += ((x - v) / scale)^2`` for the input ``x`` and the published value
     ``v``; ``col_sum[j] += u`` and ``col_sq[j] += u^2`` with ``u = x / scale - mean``.
     No division per row. In row order, so the sums do not depend on the chunking.
