@@ -350,4 +350,7 @@ def test_peak_rss_does_not_grow_with_the_rows(tmp_path):
         proc, peak = _run([*args, f"{least}MiB"])
         assert proc.returncode == 0, proc.stderr
         peaks.append(peak)
-    assert peaks[1] - peaks[0] < 32 and max(peaks) <= int(least), (peaks, least)
+    # measured growth 31-37 MiB on the code before the leak guard's new tests as after them (the
+    # larger run takes the sampled plan over 20 files): a bound of 32 failed about one run in two;
+    # 48 still fails the 82 MiB a per-row map would add
+    assert peaks[1] - peaks[0] < 48 and max(peaks) <= int(least), (peaks, least)
