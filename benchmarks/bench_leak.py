@@ -25,6 +25,7 @@ import collections
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,7 +72,7 @@ def cost(rows: int) -> dict:
         raise RuntimeError(proc.stderr)
     peak = int(proc.stderr.strip().splitlines()[-1]) / 1024
     report = json.loads(rep.read_text())
-    out.unlink()
+    shutil.rmtree(work)
     code = f"""
 import json, time, resource
 from engine.io.source import open_source
