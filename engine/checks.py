@@ -28,6 +28,21 @@ def is_finite_number(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def option_texts(value, whole: str, item: str) -> list[str]:
+    """An option given as one text or a list of texts (one per repeated flag), as a list:
+    else one line, ``whole`` (the value is no list; ``{value}`` in it: the value) or
+    ``item`` (an element is no text; ``{value}``: the element)."""
+    texts = [value] if isinstance(value, str) else value
+    try:
+        texts = list(texts)
+    except TypeError:
+        raise EngineError(whole.format(value=repr(value))) from None
+    for t in texts:
+        if not isinstance(t, str):
+            raise EngineError(item.format(value=repr(t)))
+    return texts
+
+
 def check_whole(value, name: str, minimum: int) -> int:
     """``value`` as an int, or one line naming ``name``: not a whole number, or below ``minimum``."""
     if not is_int(value):

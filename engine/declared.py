@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 
+from .checks import option_texts
 from .errors import EngineError
 
 
@@ -35,14 +36,8 @@ def parse_missing(value) -> tuple | None:
                 raise EngineError(f"missing (--missing): the codes of column {c!r} must be a list, "
                                   f"got {codes!r}") from None
     else:
-        texts = [value] if isinstance(value, str) else value
-        try:
-            texts = list(texts)
-        except TypeError:
-            raise EngineError(f"missing (--missing): expected COLUMN=CODE,..., got {value!r}") from None
-        for t in texts:
-            if not isinstance(t, str):
-                raise EngineError(f"missing (--missing): expected COLUMN=CODE,..., got {t!r}")
+        expected = "missing (--missing): expected COLUMN=CODE,..., got {value}"
+        for t in option_texts(value, expected, expected):
             for part in t.split(","):
                 name, eq, code = part.partition("=")
                 if eq:

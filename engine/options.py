@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-from .checks import K_LEAST, is_int, split_names
+from .checks import K_LEAST, is_int, option_texts, split_names
 from .declared import parse_missing
 from .errors import EngineError
 from .registry import METHODS, REGISTRY
@@ -597,15 +597,10 @@ def parse_nominal(value, label: str = "nominal (--nominal)") -> tuple | None:
     per ``--nominal``, a list of them); ``label`` names the option (``numeric`` too)."""
     if value is None:
         return None
-    texts = [value] if isinstance(value, str) else value
-    try:
-        texts = list(texts)
-    except TypeError:
-        raise EngineError(f"{label}: expected column names, got {value!r}") from None
+    texts = option_texts(value, f"{label}: expected column names, got {{value}}",
+                         f"{label}: expected a column name, got {{value}}")
     names = []
     for t in texts:
-        if not isinstance(t, str):
-            raise EngineError(f"{label}: expected a column name, got {t!r}")
         for part in t.split(","):
             if not part.strip():
                 raise EngineError(f"{label}: empty column name in {t!r}")
@@ -623,15 +618,9 @@ def parse_derived(value) -> tuple | None:
     if isinstance(value, dict):
         pairs = list(value.items())
     else:
-        texts = [value] if isinstance(value, str) else value
-        try:
-            texts = list(texts)
-        except TypeError:
-            raise EngineError(f"derived (--derived): expected COLUMN=QI, got {value!r}") from None
+        expected = "derived (--derived): expected COLUMN=QI, got {value}"
         pairs = []
-        for t in texts:
-            if not isinstance(t, str):
-                raise EngineError(f"derived (--derived): expected COLUMN=QI, got {t!r}")
+        for t in option_texts(value, expected, expected):
             for part in t.split(","):
                 name, eq, qi = part.partition("=")
                 if not eq:
