@@ -220,11 +220,10 @@ def nearest_with_ties(X, q):
     return float(best), int((d == best).sum())
 
 
-def dbrl(X, M):
-    """Distance-based record linkage by definition: standardize both tables with the
-    mean and population sd of the original ``X`` (constant column -> 0), link every
-    masked row to its nearest original rows; row i scores 1/t when original i is
-    among the t tied nearest. Returns the share (sum of scores / rows)."""
+def dbrl_credits(X, M) -> list[float]:
+    """Each masked row's credit by definition: standardize both tables with the mean and
+    population sd of the original ``X`` (constant column -> 0), link the row to its
+    nearest original rows; row i scores 1/t when original i is among the t tied nearest."""
     X = np.asarray(X, dtype=np.float64)
     M = np.asarray(M, dtype=np.float64)
     mean, sd = X.mean(axis=0), X.std(axis=0)
@@ -232,13 +231,19 @@ def dbrl(X, M):
     Zx, Zm = np.zeros_like(X), np.zeros_like(M)
     Zx[:, nz] = (X[:, nz] - mean[nz]) / sd[nz]
     Zm[:, nz] = (M[:, nz] - mean[nz]) / sd[nz]
-    score = 0.0
+    out = []
     for i in range(M.shape[0]):
         d = sq_dists(Zx, Zm[i])
         tied = np.flatnonzero(d == d.min())
-        if i in tied:
-            score += 1.0 / tied.shape[0]
-    return score / M.shape[0]
+        out.append(1.0 / tied.shape[0] if i in tied else 0.0)
+    return out
+
+
+def dbrl(X, M):
+    """Distance-based record linkage by definition: the share of the rows' credits
+    (``dbrl_credits``: sum of scores / rows)."""
+    credits = dbrl_credits(X, M)
+    return sum(credits) / len(credits)
 
 
 def interval_disclosure(X, M, p=0.05):

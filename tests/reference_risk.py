@@ -108,23 +108,3 @@ def households(keys: list[tuple], homes: list, credit: list[float], weights: lis
                                                            for i in rows) for rows in members.values())
                              / len(members)}
     return out
-
-
-def dbrl_credits(X, M) -> list[float]:
-    """Each record's DBRL credit by definition (``reference.dbrl``, record by record):
-    ``1 / t`` when its own original is among the ``t`` tied nearest to its masked row."""
-    import numpy as np  # (this module is plain Python otherwise)
-
-    X = np.asarray(X, dtype=np.float64)
-    M = np.asarray(M, dtype=np.float64)
-    mean, sd = X.mean(axis=0), X.std(axis=0)
-    nz = sd > 0
-    Zx, Zm = np.zeros_like(X), np.zeros_like(M)
-    Zx[:, nz] = (X[:, nz] - mean[nz]) / sd[nz]
-    Zm[:, nz] = (M[:, nz] - mean[nz]) / sd[nz]
-    out = []
-    for i in range(M.shape[0]):
-        d = ((Zx - Zm[i]) ** 2).sum(axis=1)
-        tied = np.flatnonzero(d == d.min())
-        out.append(1.0 / tied.shape[0] if i in tied else 0.0)
-    return out
