@@ -39,8 +39,13 @@ block a stratum), the flows keep their units, polish and refinement within a
 stratum, the recount after the stitch checks that no group spans two
 (``group_strata``), and the report lists each stratum (``_strata_report``).
 
-With ``--scheduler`` (``_open_backend``, the one place it is chosen) the flow's
-hooks and the partition pass run as Dask tasks (``engine.cluster``).
+A run is its plan, run: ``plan`` passes the run's boundary once (``_open_input``: the
+input resolved into ``Resolved``, which every pass, the budget, the leak guard and the sink
+take) and describes it (``engine.planning.Plan``); ``run_plan`` runs that plan, once.
+
+Where the passes run is one interface (``passes.executor.Executor``), chosen once
+(``_open_executor``): this machine's threads, or with ``--scheduler`` Dask tasks
+(``engine.cluster``); the flow's hooks and the partition pass call it.
 """
 
 from __future__ import annotations
@@ -69,11 +74,12 @@ from .errors import EngineError
 from .io.sink import CommitGroup, atomic_output, check_destination, check_tmp_dir, input_files, output_format
 from .io.remote import is_remote
 from .io.labelled import file_meta, with_declarations
-from .io.source import open_source
+from .io.source import Located, locate, open_source
 from .kernels.groups import count_labels
 from .parallel import numba_threads
-from .passes.partition import (group_strata, load_block, partition_pass, plan_blocks, sample_profile, sample_stride,
+from .passes.partition import (group_strata, load_block, plan_blocks, sample_profile, sample_stride,
                                standardized, strata_columns, strata_pass)
+from .passes.executor import LocalExecutor
 from .passes.leak import attach, guard
 from .passes.published import PublishedGroups, RowRecords
 from .passes.profile import profile_columns
@@ -116,7 +122,14 @@ class Blocks:
 
 
 @dataclass
-class _Input:
+class Resolved:
+    """The run's boundary, passed once (``plan``): the input resolved (``located``: its
+    files, label and kind; ``source``: its format, schema and columns, typed as the method
+    reads it; ``rows``), the destination's format, the memory budget, where the passes run
+    (``executor``), the method's flow; every pass, the budget, the leak guard and the sink
+    take them from here and never resolve the input again. Held by a runnable ``Plan``
+    (``run_plan`` runs it, once)."""
+
     source: Any
     fmt: str | None
     rows: int
@@ -125,14 +138,23 @@ class _Input:
     single: bool
     folder: str | None
     start_rss: int
-    backend: Any = None          # engine.cluster.DaskBackend (``--scheduler``): the passes as Dask tasks
+    executor: Any                # passes.executor.Executor: this machine's threads, or Dask's tasks (--scheduler)
     budget_kw: dict = dataclasses.field(default_factory=dict)  # plan_budget's arguments but the rows (planning)
+    located: Any = None          # io.source.Located (an input path resolved once), or the table in memory
+    cfg: Any = None              # the run's settings, a labelled file's declarations added
+    flow: Any = None             # the method's hooks (FLOWS), past ``check_input``
+    dest: str | None = None
+    tmp_dir: Any = None
+    passes: dict = dataclasses.field(default_factory=dict)  # the boundary's pass timings (a CSV's types, ...)
+    cleanup: contextlib.ExitStack | None = None  # closes the source and the executor; None: not runnable
+    spent: bool = False
 
 
 def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=None,
         group: CommitGroup | None = None, distributions=False, force_blocks: bool = False,
         given: np.ndarray | None = None, classes: tuple | None = None, ordered: bool = True) -> RunResult:
-    """Anonymize ``data`` with ``cfg``; write to ``dest`` (CSV/Parquet) or return the table.
+    """Anonymize ``data`` with ``cfg``; write to ``dest`` (CSV/Parquet) or return the table:
+    its plan (``plan(..., runnable=True)``: the input resolved once), then ``run_plan``.
 
     With ``group`` (``io.sink.CommitGroup``) the output is left in its temporary file
     (``group.temp(dest)``), to be renamed by the caller's ``group.commit()`` together
@@ -150,53 +172,78 @@ def run(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=No
     (``passes.selfcheck.entity_counter``). ``ordered`` False (``engine.entities``' grouping
     of an entity table, whose row order is not published): the guard leaves the row order out."""
     t0 = time.perf_counter()
-    cfg = with_declarations(cfg, file_meta(data))  # a labelled file's categories and missing codes
     # the heap's free pages back to the OS first: in a long-lived process (a batch job calling
     # ``anonymize`` file after file) the last run's leftovers would count against the budget
     release_memory()
     start_rss = current_rss()
     note_run_start(start_rss)
     try:
-        return _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0, start_rss, given,
-                    classes, ordered)
+        with PeakRSS() as rss, numba_threads(cfg.threads):
+            planned = plan(data, cfg, dest, names=names, tmp_dir=tmp_dir, runnable=True,
+                           distributions=distributions, force_blocks=force_blocks, given=given, classes=classes,
+                           start_rss=start_rss)
+            return run_plan(planned, group=group, distributions=distributions, ordered=ordered, t0=t0, rss=rss)
     finally:
         release_memory()  # (and what this run leaves resident: the next run's budget knows it)
         note_run_end(current_rss())
 
 
-def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0, start_rss, given=None,
-         classes=None, ordered=True) -> RunResult:
-    passes: dict[str, float] = {}
-    flow: MethodFlow = FLOWS[cfg.spec.publishes](cfg, distributions=bool(distributions))
-    if given is not None or classes is not None:  # (engine.entities: the MDAV family's flow)
-        flow.given, flow.classes = given, classes
-    with PeakRSS() as rss, numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
-        inp = _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rss, force_blocks)
-        planned = describe(cfg, flow, inp, dest, risk=bool(cfg.risk))  # (the report embeds it)
-        with timed(passes, "leak"):  # no pass-through column publishes a QI (passes.leak); --derived learnt
-            leak_checks: list = []  # (the report's leak_checks)
-            derive = guard(inp.source, cfg, inp.rows, inp.budget.chunk_rows, cfg.progress, checks=leak_checks,
-                           row_order=ordered)
-        if cfg.strata is not None:  # (before pass 1: a stratum too small is refused first)
-            with timed(passes, "strata"):
-                flow.strata = strata_pass(inp.source, strata_columns(cfg), inp.rows, inp.budget.chunk_rows,
-                                          flow.least_rows, cfg.progress)
-        prof = flow.profile(inp, passes)
-        release_memory()
-        blocks = _partition(inp, cfg, flow, prof, cleanup, passes)
-        release_memory()
-        if callable(distributions) and cfg.spec.centroids and flow.dist is not None and flow.dist.counts is not None:
-            distributions({"distributions": flow.dist.before()})  # (its figure is begun meanwhile)
-        labels, stitched = _aggregate_and_stitch(inp, cfg, flow, blocks, passes, cleanup, dest)
-        release_memory()
-        dist = flow.distributions_after(stitched)
-        size_counts = _size_counts(stitched)
-        if callable(distributions):
-            distributions({"k": cfg.k, "group_size_counts": size_counts, "distributions": dist})
-        with timed(passes, "write"):
-            written = _write(inp, flow, _attach(stitched, derive), blocks.profile if blocks else prof.profile, dest,
-                             tmp_dir, group)
-        rss.sample()
+def run_plan(planned: Plan, *, group: CommitGroup | None = None, distributions=False, ordered: bool = True,
+             t0: float | None = None, rss: PeakRSS | None = None) -> RunResult:
+    """Run a runnable plan (``plan(..., runnable=True)``) once: the passes from the leak
+    guard to the write, on the input, budget and executor it resolved; the report embeds
+    the plan (``report["plan"]``). A plan already run, one that only describes
+    (``engine.plan``), or one whose input files changed since it was made is refused in
+    one line."""
+    t0 = time.perf_counter() if t0 is None else t0
+    inp = _take(planned)
+    with inp.cleanup, numba_threads(inp.cfg.threads), contextlib.ExitStack() as stack:
+        rss = rss if rss is not None else stack.enter_context(PeakRSS())
+        return _run(inp, planned, group, distributions, ordered, t0, rss)
+
+
+def _take(planned: Plan) -> Resolved:
+    """The plan's resolved state, taken to be run (once)."""
+    inp = planned.resolved
+    if inp is None or inp.cleanup is None:
+        raise EngineError("this plan describes a run and cannot run it (engine.plan): anonymize plans and runs")
+    if inp.spent:
+        raise EngineError("this plan has run already: a plan runs once (plan again)")
+    inp.spent = True
+    changed = inp.located.changed() if isinstance(inp.located, Located) else None
+    if changed is not None:
+        inp.cleanup.close()
+        raise EngineError(f"input {changed} changed since the run was planned: plan again")
+    return inp
+
+
+def _run(inp: Resolved, planned: Plan, group, distributions, ordered, t0, rss) -> RunResult:
+    cfg, flow, dest, tmp_dir, passes = inp.cfg, inp.flow, inp.dest, inp.tmp_dir, inp.passes
+    cleanup = inp.cleanup
+    with timed(passes, "leak"):  # no pass-through column publishes a QI (passes.leak); --derived learnt
+        leak_checks: list = []  # (the report's leak_checks)
+        derive = guard(inp.source, cfg, inp.rows, inp.budget.chunk_rows, cfg.progress, checks=leak_checks,
+                       row_order=ordered)
+    if cfg.strata is not None:  # (before pass 1: a stratum too small is refused first)
+        with timed(passes, "strata"):
+            flow.strata = strata_pass(inp.source, strata_columns(cfg), inp.rows, inp.budget.chunk_rows,
+                                      flow.least_rows, cfg.progress)
+    prof = flow.profile(inp, passes)
+    release_memory()
+    blocks = _partition(inp, cfg, flow, prof, cleanup, passes)
+    release_memory()
+    if callable(distributions) and cfg.spec.centroids and flow.dist is not None and flow.dist.counts is not None:
+        distributions({"distributions": flow.dist.before()})  # (its figure is begun meanwhile)
+    labels, stitched = _aggregate_and_stitch(inp, cfg, flow, blocks, passes, cleanup, dest)
+    release_memory()
+    dist = flow.distributions_after(stitched)
+    size_counts = _size_counts(stitched)
+    if callable(distributions):
+        distributions({"k": cfg.k, "group_size_counts": size_counts, "distributions": dist})
+    with timed(passes, "write"):
+        written = _write(inp, flow, _attach(stitched, derive), blocks.profile if blocks else prof.profile, dest,
+                         tmp_dir, group)
+    rss.sample()
     report = _report(cfg, flow, inp, blocks, stitched, written, passes, dist, size_counts,
                      wall=time.perf_counter() - t0, peak=int(rss.peak))
     report.leak_checks = leak_checks
@@ -208,19 +255,40 @@ def _run(data, cfg, dest, names, tmp_dir, group, distributions, force_blocks, t0
     return RunResult(report, out_labels, written.table)
 
 
-def plan(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=None) -> Plan:
+def plan(data, cfg: RunConfig, dest: str | None = None, *, names=None, tmp_dir=None, runnable: bool = False,
+         distributions=False, force_blocks: bool = False, given=None, classes=None, start_rss=None) -> Plan:
     """The plan of ``run(data, cfg, dest)`` (``engine.planning``): the run's boundary
-    (``_open_input``: the same checks, the same one-line refusals), described; nothing
-    written, no scheduler connected (``--scheduler``: its checks of the output's format)."""
-    cfg = with_declarations(cfg, file_meta(data))
-    flow: MethodFlow = FLOWS[cfg.spec.publishes](cfg)
-    with numba_threads(cfg.threads), contextlib.ExitStack() as cleanup:
-        inp = _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, {}, current_rss(), False, connect=False)
-        return describe(cfg, flow, inp, dest, risk=bool(cfg.risk))
+    (``_open_input``: the input resolved once, the same checks, the same one-line
+    refusals), described. Nothing is written.
+
+    ``runnable`` False (``engine.plan``): no scheduler connected (``--scheduler``: its
+    checks of the output's format), and what was opened is closed before it returns.
+    True (``run``): the plan holds the resolved state (``Plan.resolved``, not in
+    ``to_dict``), open until ``run_plan`` runs it; the other arguments are ``run``'s."""
+    data = locate(data)  # (a path's files, label and kind, once for the whole run)
+    cfg = with_declarations(cfg, file_meta(data))  # a labelled file's categories and missing codes
+    flow: MethodFlow = FLOWS[cfg.spec.publishes](cfg, distributions=bool(distributions))
+    if given is not None or classes is not None:  # (engine.entities: the MDAV family's flow)
+        flow.given, flow.classes = given, classes
+    cleanup = contextlib.ExitStack()
+    try:
+        with numba_threads(cfg.threads):
+            passes: dict[str, float] = {}
+            inp = _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes,
+                              current_rss() if start_rss is None else start_rss, force_blocks, connect=runnable)
+            planned = describe(cfg, flow, inp, dest, risk=bool(cfg.risk))
+    except BaseException:
+        cleanup.close()
+        raise
+    if not runnable:
+        cleanup.close()
+        return planned
+    inp.cleanup = cleanup
+    return planned.holding(inp)
 
 
 def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rss, force_blocks,
-                connect: bool = True) -> _Input:
+                connect: bool = True) -> Resolved:
     """The run's boundary: the destination, the input opened and checked, its rows
     counted, the memory budget planned. Nothing heavy runs before these checks.
     ``connect`` False (``plan``): a ``--scheduler`` is checked, not connected to."""
@@ -231,7 +299,7 @@ def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rs
         check_destination(dest, folder=folder_ok)
         fmt = output_format(dest)
     check_tmp_dir(tmp_dir)
-    backend = _open_backend(cfg, flow, dest, tmp_dir, cleanup, connect)
+    executor = _open_executor(cfg, flow, dest, tmp_dir, cleanup, connect)
     if cfg.memory_limit is not None:
         _check_csv_limit(data, cfg, flow, start_rss, bool(cfg.risk) and dest is not None)
     source = open_source(data, names=names, csv=cfg.csv, tmp_dir=_tmp_folder(tmp_dir, dest))
@@ -239,8 +307,7 @@ def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rs
     source = source.without(cfg.drop or ())  # (--drop: never read, never written)
     if dest is not None:
         check_destination(dest, source.paths, folder=folder_ok)
-    if backend is not None:
-        backend.check_source(source)
+    executor.check_source(source)
     threads = cfg.threads or numba.get_num_threads()
     risk = bool(cfg.risk) and dest is not None  # (engine.release measures it after the run, in this process)
     source = source.bounded(early_piece(cfg.memory_limit))  # a CSV read in pieces under a limit
@@ -260,7 +327,8 @@ def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rs
     source = source.bounded(budget.piece_bytes)
     single = rows <= budget.block_size and not force_blocks
     folder = tmp_dir if tmp_dir is not None else _tmp_folder(None, dest)  # (spill: beside a local output)
-    return _Input(source, fmt, rows, budget, threads, single, folder, start_rss, backend, budget_kw)
+    return Resolved(source, fmt, rows, budget, threads, single, folder, start_rss, executor, budget_kw, data, cfg,
+                    flow, dest, tmp_dir, passes)
 
 
 def _check_csv_limit(data, cfg, flow, start_rss, risk) -> None:
@@ -340,25 +408,27 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _open_backend(cfg, flow, dest, tmp_dir, cleanup, connect: bool = True):
-    """The one place a run's backend is chosen: None (this machine's threads), or with
-    ``cfg.scheduler`` an ``engine.cluster.DaskBackend``, handed to the flow, whose
-    hooks (``new_store``, ``aggregate``, ``write``) and the partition pass then run
-    as its tasks. (Only methods that take ``scheduler`` get here: the registry.)"""
+def _open_executor(cfg, flow, dest, tmp_dir, cleanup, connect: bool = True):
+    """The one place a run's executor (``passes.executor.Executor``) is chosen: this
+    machine's (``LocalExecutor``), or with ``cfg.scheduler`` an
+    ``engine.cluster.DaskExecutor``; handed to the flow, whose hooks (``new_store``,
+    ``aggregate``, ``write``) and the partition pass then run on it. (Only methods that
+    take ``scheduler`` get a Dask one: the registry.)"""
     if cfg.scheduler is None:
-        return None
-    from . import cluster  # optional dependency: dask and distributed, with --scheduler only
+        executor = LocalExecutor()
+    else:
+        from . import cluster  # optional dependency: dask and distributed, with --scheduler only
 
-    cluster.check_output(dest)
-    if connect:
-        backend = cluster.open_backend(cfg, _tmp_folder(tmp_dir, dest), cleanup)
-    else:  # (a plan: the run's checks, no cluster; the flow plans as with one)
-        backend = cluster.PlannedBackend()
-    flow.backend = backend
-    return backend
+        cluster.check_output(dest)
+        if connect:
+            executor = cluster.open_executor(cfg, _tmp_folder(tmp_dir, dest), cleanup)
+        else:  # (a plan that only describes: the run's checks, no cluster; the flow plans as with one)
+            executor = cluster.PlannedDask()
+    flow.executor = executor
+    return executor
 
 
-def _partition(inp: _Input, cfg, flow, prof: Profiled, cleanup, passes) -> Blocks | None:
+def _partition(inp: Resolved, cfg, flow, prof: Profiled, cleanup, passes) -> Blocks | None:
     """Pass 2: one block loaded into memory, or the kd plan's blocks spilled; their units."""
     if prof.one_class:
         return None
@@ -388,7 +458,7 @@ def _partition(inp: _Input, cfg, flow, prof: Profiled, cleanup, passes) -> Block
         store = cleanup.enter_context(flow.new_store(plan.n_blocks, inp.folder, profile.rows, budget))
         if flow.dist is not None:
             flow.dist.start(profile.min, profile.max)
-        _partition_fn(inp)(prof.source, profile, prof.cols, plan, store, budget.chunk_rows, cfg.progress,
+        inp.executor.partition_pass(prof.source, profile, prof.cols, plan, store, budget.chunk_rows, cfg.progress,
                            dist=flow.dist)
     blocks = Blocks(store, None, profile, False, sample)
     blocks.units = flow.units(store, budget, profile)
@@ -414,7 +484,7 @@ def _partition_sampled(inp, cfg, flow, prof, cleanup, passes):
     moments = flow.new_moments(prof.columns)  # (mixed-type QIs: their own, engine.encode)
     if flow.dist is not None:  # bins over the sample's range (the columns' own is not known yet)
         flow.dist.start(sprof.min, sprof.max)
-    _partition_fn(inp)(prof.source, sprof, prof.cols, plan, store, budget.chunk_rows, cfg.progress,
+    inp.executor.partition_pass(prof.source, sprof, prof.cols, plan, store, budget.chunk_rows, cfg.progress,
                        moments=moments, rows=total, dist=flow.dist)
     if moments.n == 0:
         raise EngineError(f"{prof.source.label} has no rows")
@@ -437,13 +507,7 @@ def _planned_strata(flow, plan) -> None:
         flow.strata.block_strata = plan.block_strata
 
 
-def _partition_fn(inp: _Input):
-    """The partition pass: this machine's (``passes.partition.partition_pass``) or the
-    backend's tasks."""
-    return partition_pass if inp.backend is None else inp.backend.partition_pass
-
-
-def _aggregate_and_stitch(inp: _Input, cfg, flow, blocks: Blocks | None, passes, cleanup, dest):
+def _aggregate_and_stitch(inp: Resolved, cfg, flow, blocks: Blocks | None, passes, cleanup, dest):
     """Pass 3 (the method's block function on every unit, then its polish or
     refinement) and the stitch; the independent recount of the row -> group map.
 
@@ -476,8 +540,8 @@ def _aggregate_and_stitch(inp: _Input, cfg, flow, blocks: Blocks | None, passes,
             n_groups = int(given.max()) + 1
         else:
             with timed(passes, flow.aggregate_pass), Progress(flow.aggregate_pass, rows, cfg.progress) as bar:
-                threads = inp.threads if inp.backend is not None or blocks.single else \
-                    workers(inp.budget, cfg.memory_limit, blocks.unit_rows, inp.threads)  # units at once
+                threads = workers(inp.budget, cfg.memory_limit, blocks.unit_rows, inp.threads) \
+                    if inp.executor.in_process and not blocks.single else inp.threads  # units at once
                 n_groups = flow.aggregate(blocks, labels, threads, bar)
             release_memory()
             n_groups = flow.after_aggregate(blocks, labels, n_groups, passes)
@@ -499,7 +563,7 @@ def _aggregate_and_stitch(inp: _Input, cfg, flow, blocks: Blocks | None, passes,
     return labels, stitched
 
 
-def _write(inp: _Input, flow, stitched, profile, dest, tmp_dir, group) -> Written:
+def _write(inp: Resolved, flow, stitched, profile, dest, tmp_dir, group) -> Written:
     """Pass 4: the input streamed again in order, the published columns written
     through a temporary file, the self-check before it is renamed."""
     if dest is None:

@@ -3,10 +3,12 @@ which path the run takes, the least memory limit by phase and the passes in orde
 
 As polars' ``LazyFrame.explain()`` shows a query before ``collect()`` runs it, a
 ``Plan`` shows a run before its hours are committed (``engine.plan``, ``microagg plan``).
-The coordinator builds it at the run's boundary (``coordinator.open_input``: the
-destination checked, the input opened, typed and counted, the method's column checks,
-the memory budget), so the plan refuses the same bad input in the same one line, and
-a run's report embeds the plan it followed (``report["plan"]``). Making a plan reads
+The coordinator builds it at the run's boundary (``coordinator.plan``: the
+destination checked, the input resolved once, opened, typed and counted, the method's
+column checks, the memory budget), so the plan refuses the same bad input in the same
+one line. A run is its plan, run: ``coordinator.run`` makes a runnable plan (holding the
+resolved state, ``Plan.resolved``) and ``coordinator.run_plan`` runs it, once; the
+report embeds that plan (``report["plan"]``). Making a plan reads
 what that boundary reads (the footers or a CSV's lines, a CSV's first values for its
 types, the categorical QIs' dictionaries and the numeric QIs' missing values, as the
 run's own first steps do) and writes nothing.
@@ -28,7 +30,6 @@ from typing import Any
 
 from .budget import Refusal, mib, plan_budget, stated
 from .encode.kinds import range_kinds, shown_kind
-from .io.remote import is_remote
 from .tuning import POLISH_MAX_ROWS
 
 MIN_LIMIT = 64 << 20  # the least --memory-limit an option takes (``options.RunConfig.memory_limit``)
@@ -59,6 +60,19 @@ class Plan:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    def holding(self, state) -> "Plan":
+        """This plan, holding the run's resolved state (``coordinator.Resolved``: the opened
+        input, budget, executor and flow), so that ``coordinator.run_plan`` runs what was
+        planned; not a field (not in ``to_dict``, not compared)."""
+        object.__setattr__(self, "_resolved", state)
+        return self
+
+    @property
+    def resolved(self):
+        """The run's resolved state (``holding``), or None: a plan that only describes."""
+        return getattr(self, "_resolved", None)
+
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"
@@ -133,7 +147,8 @@ def describe(cfg, flow, inp, dest, risk: bool) -> Plan:
     return Plan(
         method=cfg.method, k=cfg.k,
         input={"label": base.label, "format": base.kind, "files": list(base.paths),
-               "remote": any(is_remote(p) for p in base.paths), "rows": int(inp.rows), "columns": len(schema)},
+               "remote": bool(getattr(inp.located, "remote", False)), "rows": int(inp.rows),
+               "columns": len(schema)},
         output=None if dest is None else {"path": str(dest), "format": inp.fmt},
         columns=_columns(cfg, flow, schema),
         path=path, memory=_memory(cfg, flow, inp),

@@ -41,7 +41,7 @@ from .entities import run  # (coordinator.run, or by person or household)
 from .io.labelled import check_stat_output, stat_output, write_release
 from .io.sink import (STDOUT, CommitGroup, check_destination, check_side_output, check_tmp_dir, input_files,
                       written_source)
-from .io.source import open_source
+from .io.source import locate, open_source
 from .io.tempfiles import input_label, private_folder
 from .errors import EngineError
 from .options import OPTIONS, RunConfig
@@ -56,6 +56,7 @@ def release(data, dest, cfg: RunConfig, *, output_option: str = "OUTPUT",
 
     ``output_option``: how the caller names ``dest`` in an error line; ``prerender``: the page's worker, if the caller started it early (its imports then
     overlap the caller's)."""
+    data = locate(data)  # the input path resolved once: the checks, the run and the risk take its files
     check_release(data, dest, cfg, output_option)
     dest = None if dest is None else os.fspath(dest)
     with CommitGroup() as group, contextlib.ExitStack() as stack:

@@ -1,6 +1,7 @@
 """The streamed passes on Dask (engine.cluster): the same output as the single-machine
 run, a worker killed mid-run, an unreachable scheduler, temporary files removed."""
 
+import functools
 import os
 import signal
 import socket
@@ -102,11 +103,11 @@ def test_profile_pass_path(client, tmp_path):
     assert (tmp_path / "local.parquet").read_bytes() == (tmp_path / "dask.parquet").read_bytes()
 
 
-def test_worker_killed_mid_run(client, table, tmp_path):
+def test_worker_killed_mid_run(client, table, tmp_path, monkeypatch):
     """A worker's process dies after the first unit's result (tasks still running and
     queued, slabs and results held on it): Dask computes its slabs again (their
     partition tasks) and runs its tasks again; the output is complete and identical."""
-    from engine.cluster import backend
+    from engine import cluster
 
     _run(table, tmp_path / "local.parquet", tmp_path / "t1", polish_rounds=0)
     killed = []
@@ -120,11 +121,9 @@ def test_worker_killed_mid_run(client, table, tmp_path):
         os.kill(pid, signal.SIGKILL)  # the worker's process, as an OOM killer or a lost machine would
         killed.append((victim, pid))
 
-    backend.HOOKS["aggregate"] = kill
-    try:
-        _run(table, tmp_path / "dask.parquet", tmp_path / "t2", polish_rounds=0, scheduler=client)
-    finally:
-        backend.HOOKS.pop("aggregate", None)
+    monkeypatch.setattr(cluster, "open_executor",  # (the hook passed in: engine.cluster.DaskExecutor's on_event)
+                        functools.partial(cluster.open_executor, on_event=lambda e, cl: e == "aggregate" and kill(cl)))
+    _run(table, tmp_path / "dask.parquet", tmp_path / "t2", polish_rounds=0, scheduler=client)
     assert killed
     victim, pid = killed[0]
     with pytest.raises(ProcessLookupError):

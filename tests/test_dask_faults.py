@@ -165,8 +165,9 @@ def test_scheduler_killed_mid_run(table, tmp_path):
     out.parent.mkdir()
     address, sched, worker = _start_scheduler(tmp_path)
     try:
-        code = (f"import os, signal, engine.cluster.backend as c\n"
-                f"c.HOOKS['aggregate'] = lambda client: os.kill({sched.pid}, signal.SIGKILL)")
+        code = (f"import functools, os, signal, engine.cluster as c\n"  # (the hook passed in: on_event)
+                f"c.open_executor = functools.partial(c.open_executor, on_event=lambda e, client: "
+                f"e == 'aggregate' and os.kill({sched.pid}, signal.SIGKILL))")
         proc, wall = _cli(table, out, "--scheduler", address, "--block-size", "5000", "--polish-rounds", "0",
                           "--tmp-dir", str(tmp_path / "t"), code=code)
     finally:

@@ -14,6 +14,7 @@ under the client's folder; the tests assert it recorded none (and, first, that i
 records a worker's attempt). Skipped where ``unshare`` cannot make those namespaces."""
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -207,6 +208,7 @@ def test_worker_killed(private, table, tmp_path, monkeypatch, caplog, when):
     once the first write tasks are submitted (their data scattered to it): Dask
     computes its slabs again (the partition task, from its input range); a write task
     whose data was lost is sent again by the client. The output is the local run's."""
+    from engine import cluster
     from engine.cluster import backend
 
     client, hidden, own = private
@@ -220,7 +222,8 @@ def test_worker_killed(private, table, tmp_path, monkeypatch, caplog, when):
         os.kill(pid, signal.SIGKILL)
         killed.append(victim)
 
-    monkeypatch.setitem(backend.HOOKS, when, kill)
+    monkeypatch.setattr(cluster, "open_executor",  # (the hook passed in: engine.cluster.DaskExecutor's on_event)
+                        functools.partial(cluster.open_executor, on_event=lambda e, cl: e == when and kill(cl)))
     with caplog.at_level(logging.INFO, logger="engine"):
         _same(private, table, tmp_path, polish_rounds=0)
     assert killed

@@ -1,8 +1,9 @@
 """The streamed passes as Dask tasks: ``--scheduler tcp://HOST:PORT`` or ``local``.
 
-The coordinator chooses the backend (``coordinator._open_backend``: ``open_backend``)
+The coordinator chooses the executor (``coordinator.open_executor``: ``open_executor``)
 and hands it to the method's flow (``methods.centroids.CentroidFlow``): the same passes
-run with a ``backend.DaskBackend`` in place of the thread pool and the spill store
+run with a ``backend.DaskExecutor`` in place of ``passes.executor.LocalExecutor`` (the
+thread pool and the spill store; both implement ``passes.executor.Executor``)
 (docs/notes/dask.md). No folder is shared by the client and the workers: data moves
 through Dask, each task's bounded by a share of a worker's memory.
 
@@ -36,29 +37,33 @@ from ..errors import EngineError
 from ..io.sink import output_format
 from ..io.tempfiles import private_dir
 from . import connect
-from .backend import DaskBackend
+from .backend import DaskExecutor
 
 log = logging.getLogger("engine")
 
 
-def open_backend(cfg, folder, cleanup: contextlib.ExitStack) -> DaskBackend:
+def open_executor(cfg, folder, cleanup: contextlib.ExitStack, on_event=None) -> DaskExecutor:
     """Connect to ``cfg.scheduler`` and make the run's folder in ``folder``, the client's
-    own (removed, and the client closed, when ``cleanup`` closes)."""
+    own (removed, and the client closed, when ``cleanup`` closes). ``on_event``: see
+    ``DaskExecutor`` (tests pass it in, through ``coordinator.run``'s ``on_event``)."""
     client, closer = connect.connect(cfg.scheduler, cfg.memory_limit)
     cleanup.enter_context(closer)
     run_dir = os.path.abspath(private_dir(folder))
-    backend = DaskBackend(client, run_dir, cfg.memory_limit)
+    backend = DaskExecutor(client, run_dir, cfg.memory_limit, on_event)
     cleanup.callback(backend.close)
     backend.wait_for_workers()
     log.info("Dask: %d workers, the client's folder %s", backend.workers(), run_dir)
     return backend
 
 
-class PlannedBackend:
-    """The backend of a plan (``coordinator.plan``): a ``--scheduler`` run's checks, no
-    cluster connected."""
+class PlannedDask:
+    """The executor of a plan (``coordinator.plan``): a ``--scheduler`` run's checks and
+    what the flow plans by (``keeps_row_map``), no cluster connected; it runs nothing
+    (a plan that is run connects: ``coordinator.run``)."""
 
-    check_source = staticmethod(DaskBackend.check_source)
+    in_process = DaskExecutor.in_process
+    keeps_row_map = DaskExecutor.keeps_row_map
+    check_source = staticmethod(DaskExecutor.check_source)
 
 
 def check_output(dest) -> None:

@@ -1,4 +1,5 @@
-"""The passes' Dask side for one run (``DaskBackend``, made by ``engine.cluster.open_backend``).
+"""The passes' Dask side for one run (``DaskExecutor``, made by ``engine.cluster.open_executor``):
+the Dask implementation of ``passes.executor.Executor``.
 
 Data moves only through Dask: the partition tasks' blocks as slabs held by Dask
 (``blocks``), the aggregate tasks' results and the write tasks' inputs and parts
@@ -35,8 +36,6 @@ TASK_SHARE = 4          # a task's data (its part, a batch's slabs, a write rang
 MAX_TASK_BYTES = 1 << 30  # ... of the least memory limit of the workers, and at most this
 DEFAULT_WORKER_MEMORY = 4 << 30  # a worker's memory limit when none is known
 WRITE_RETRIES = 3       # a write task whose data was lost with its worker is sent again at most so often
-HOOKS: dict = {}        # tests: HOOKS["aggregate"](client) after the first aggregate task's results;
-#                         HOOKS["write"](client) once the first write tasks are submitted
 
 
 class _Resend(Exception):
@@ -44,16 +43,27 @@ class _Resend(Exception):
     (``client.scatter``'s, which Dask cannot compute again) was lost with a worker."""
 
 
-class DaskBackend:
-    """The passes' Dask side for one run (module docstring)."""
+class DaskExecutor:
+    """The passes' Dask side for one run (module docstring).
+
+    ``on_event(event, client)``, if given, is called at two points of the run (tests use
+    it to kill a worker or the scheduler there): ``"aggregate"`` after the first aggregate
+    task's results, ``"write"`` once the first write tasks are submitted."""
 
     lean = staticmethod(lean)
+    in_process = False  # (passes.executor: the units run on the workers, the write pass too)
+    keeps_row_map = "--scheduler"  # (the row-ordered plan needs this machine's write pass)
 
-    def __init__(self, client, run_dir: str, memory_limit: int | None):
+    def __init__(self, client, run_dir: str, memory_limit: int | None, on_event=None):
         self.client = client
         self.run_dir = run_dir  # the client's own folder: the label map, a part on its way into OUTPUT
         self.memory_limit = memory_limit
         self.parts: PartStore | None = None
+        self.on_event = on_event
+
+    def _event(self, name: str):
+        """``on_event`` bound to ``name``, as ``ordered``'s ``started``/``first`` take it (or None)."""
+        return None if self.on_event is None else functools.partial(self.on_event, name)
 
     # --- the scheduler lost ---------------------------------------------------------
 
@@ -253,6 +263,11 @@ class DaskBackend:
             self.cancel([p[1] for p in pending])
             raise
 
+    def unit_work(self, block):
+        """No block function of the flow's (the registry's travels with each task), and
+        ``map_ordered`` as the units' mapper (``passes.executor.Executor``)."""
+        return None, self.map_ordered
+
     def map_ordered(self, fn, units):
         """``fn(unit)`` for every unit, results in unit order (``passes.aggregate.aggregate_units``'
         mapper): ``fn`` is ``aggregate_unit`` with its store bound, a ``PartStore``. One task
@@ -275,7 +290,7 @@ class DaskBackend:
                 return self.client.submit(unit_batch, bare, us, store.reader(s0, s1), store.futures(s0, s1),
                                           pure=False)
 
-        for n, results in self.ordered(batches, submit, first=HOOKS.get("aggregate")):
+        for n, results in self.ordered(batches, submit, first=self._event("aggregate")):
             if once:
                 store.release([s for s in range(batches[n][1], batches[n][2] + 1) if last[s] == n])
             for r in results:
@@ -299,7 +314,7 @@ class DaskBackend:
         if self.parts is not None:  # the write pass reads the input, not the blocks
             self.parts.discard()
         checked, (sse, s, q) = write_parts(self, source, path, fmt, profile, groups, group_column, chunk_rows, k,
-                                           publisher, started=HOOKS.get("write"))
+                                           publisher, started=self._event("write"))
         if verified is not None:
             verified.update(checked)
         if publisher is not None:

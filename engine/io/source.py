@@ -13,10 +13,17 @@ header name is refused (``engine.io.csvfile``).
 
 Object storage (``s3://``, ``gs://``, ``az://``; ``engine.io.remote``): an object, a
 prefix (read as a folder) or a glob of keys, read as the local files would be.
+
+An input path is resolved once (``locate``): a ``Located`` carries its files (a folder's
+or a glob's, expanded), its label and its kind, and is the path itself for whatever
+names it (``os.fspath``); ``open_source`` and ``io.sink.input_files`` take its files, so
+a release (the run, the leak guard, the budget's CSV check, the sink's checks, the risk
+step) never expands or kinds the path again (``tests/test_resolve_once.py``).
 """
 
 from __future__ import annotations
 
+import functools
 import glob as _glob
 import os
 from dataclasses import dataclass, field, replace
@@ -557,6 +564,61 @@ def frame_to_array(frame: pl.DataFrame, columns: Sequence[str]) -> np.ndarray:
     return out
 
 
+class Located(os.PathLike):
+    """An input path resolved once (``locate``; the module docstring): ``files`` (expanded
+    from a folder, a glob or an object storage prefix), ``label`` (how messages name it),
+    ``kind`` ("csv", "parquet" or "stat": taken when first asked, so that a refusal of the
+    destination still comes before one of the format), ``remote``; ``stamp``: each local
+    file's size and modification time when it was resolved (``changed``)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.files = tuple(expand_path(text))
+        self.label = input_label(text)
+        self.remote = remote.is_remote(text)
+        self.stamp = self._stamp()
+
+    def __fspath__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"Located({self.text!r}, {len(self.files)} files)"
+
+    @functools.cached_property
+    def kind(self) -> str:
+        kinds = {_kind(f) for f in self.files}
+        if len(kinds) > 1:
+            raise EngineError(f"input mixes CSV and Parquet files: {self.label}")
+        return kinds.pop()
+
+    def _stamp(self) -> tuple:
+        if self.remote:  # (object storage: not stamped; an object changed meanwhile is read as it is then)
+            return ()
+        try:
+            return tuple((f, st.st_size, st.st_mtime_ns) for f, st in ((f, os.stat(f)) for f in self.files))
+        except OSError:
+            return ()
+
+    def changed(self) -> str | None:
+        """The first file changed (or gone) since it was resolved, or None."""
+        for f, size, mtime in self.stamp:
+            try:
+                st = os.stat(f)
+            except OSError:
+                return f
+            if (st.st_size, st.st_mtime_ns) != (size, mtime):
+                return f
+        return None
+
+
+def locate(data):
+    """``data`` resolved once: a path (or URL, folder, glob) as a ``Located``; a
+    ``Located`` or an in-memory table as it is."""
+    if isinstance(data, (str, os.PathLike)) and not isinstance(data, Located):
+        return Located(os.fspath(data))
+    return data
+
+
 def expand_path(text: str) -> list[str]:
     """The files behind an input path (or object storage URL: ``engine.io.remote``): the
     file itself; a folder's Parquet files (any depth, sorted), or if it has none its CSV
@@ -684,8 +746,9 @@ def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | N
     non-UTF-8 CSV is transcoded (the caller closes the source to remove it)."""
     if isinstance(data, TableSource):
         return data
+    data = locate(data)
     if csv is not None:
-        is_csv = isinstance(data, (str, os.PathLike)) and all(_kind(f) == "csv" for f in expand_path(os.fspath(data)))
+        is_csv = isinstance(data, Located) and data.kind == "csv"
         if not is_csv:
             what = input_label(data) if isinstance(data, (str, os.PathLike)) else f"a {type(data).__name__}"
             raise EngineError(f"{', '.join(csv.given())}: CSV options apply to CSV input only, not {what}")
@@ -713,13 +776,8 @@ def open_source(data, *, names: Sequence[str] | None = None, csv: CsvOptions | N
         except Exception as exc:
             raise EngineError(f"cannot convert the NumPy array ({data.dtype}): {first_line(exc)}") from None
         return TableSource(frame.lazy(), "input array")
-    if isinstance(data, (str, os.PathLike)):
-        files = expand_path(os.fspath(data))
-        text = input_label(data)  # (a copy of the standard input: "stdin")
-        kinds = {_kind(f) for f in files}
-        if len(kinds) > 1:
-            raise EngineError(f"input mixes CSV and Parquet files: {text}")
-        kind = kinds.pop()
+    if isinstance(data, Located):
+        files, text, kind = list(data.files), data.label, data.kind  # (label: a copy of the standard input, "stdin")
         if kind == "csv":
             return open_csv(files, text, csv, tmp_dir)
         if kind == "stat":

@@ -28,7 +28,7 @@ class MethodFlow(Protocol):
 
     aggregate_pass: str     # the aggregate pass's name in the report
     report_units: bool      # the report's blocks are the units (else the spilled blocks)
-    backend: Any            # engine.cluster.DaskBackend (``--scheduler``) or None
+    executor: Any           # passes.executor.Executor: this machine's, or engine.cluster.DaskExecutor
     budget_cfg: Any         # the settings the memory budget is planned with
     dist: Any               # passes.distributions.Distributions, or None (no histograms counted)
     metrics: dict           # what only this method reports

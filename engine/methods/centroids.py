@@ -37,16 +37,16 @@ from ..kernels.mdav.leaf import aggregate_leaves
 from ..kernels.search.polish import polish_seams, rotations
 from ..io.schema import check_output_types
 from ..io.sink import check_csv_columns
-from ..io.spill import MemoryBlocks, RunStore
+from ..io.spill import MemoryBlocks
 from ..passes.aggregate import UnitPlan, aggregate_block, aggregate_blocks
 from ..passes.distributions import Distributions, category_distribution
+from ..passes.executor import LocalExecutor
 from ..passes.partition import sample_stride, strata_units, unit_strata
 from ..passes.published import PublishedGroups, RowRecords
 from ..passes.results import Profiled, Written, release_memory, timed
 from ..passes.seams import SeamStage, seam_pass, seam_plan
 from ..passes.profile import check_columns, profile_columns
 from ..passes.stitch import Groups, stitch_blocks, strata_loss
-from ..passes.write import write_pass
 from ..progress import Progress
 
 log = logging.getLogger("engine")
@@ -64,7 +64,8 @@ class CentroidFlow:
 
     aggregate_pass = "aggregate"
     report_units = False  # the report's blocks are the spilled blocks (a polish unit holds several)
-    backend = None  # engine.cluster.DaskBackend (``--scheduler``, set by the coordinator): its tasks run the passes
+    # where the passes run (``passes.executor``; set by the coordinator: ``--scheduler``'s Dask tasks)
+    executor = LocalExecutor()
 
     def __init__(self, cfg, distributions: bool = False):
         self.cfg = cfg
@@ -169,7 +170,8 @@ class CentroidFlow:
         passes; the output is the same either way."""
         cfg = self.cfg
         mixed = self.mixed is not None and not self.mixed.row_ordered()
-        for why, keeps in (("--scheduler", self.backend is not None), ("non-numeric QIs", mixed),
+        for why, keeps in ((self.executor.keeps_row_map, self.executor.keeps_row_map is not None),
+                           ("non-numeric QIs", mixed),
                            ("--strata", cfg.strata is not None and self.mixed is None),  # (its loss per stratum)
                            ("--refine", cfg.refine is not None),
                            ("the in-memory seam polish", cfg.effective_polish_rounds(rows) > 0
@@ -232,7 +234,7 @@ class CentroidFlow:
     # ------------------------------------------------------------ pass 2
 
     def new_store(self, n_blocks, folder, rows, budget):
-        new = RunStore if self.backend is None else self.backend.store  # (the backend's: part files)
+        new = self.executor.store  # (this machine's run file, or Dask's part files)
         if self.mixed is not None:  # one value a QI spilled, expanded when read
             return new(n_blocks, len(self.mixed.qis), folder, budget.spill_buffer, rows=rows,
                        expand=self.mixed.expand)
@@ -306,7 +308,7 @@ class CentroidFlow:
                 self.sums += ([],)
         # on Dask the units are tasks: the default block function (this family's kernels,
         # as ``block_labels``) travels, not this flow
-        block, mapper = (self._block, None) if self.backend is None else (None, self.backend.map_ordered)
+        block, mapper = self.executor.unit_work(self._block)
         # (with the seam stage the units are not polished: the stage polishes every group)
         polish = (self.polish_rounds, near, n_rot, *((SCALE_DESCENT, SCALE_WINDOW) if scale else ())) \
             if self.polish_rounds > 0 and self.stage is None else None
@@ -439,10 +441,10 @@ class CentroidFlow:
             sizes = getattr(groups, "sizes", None)  # (row-ordered: no table of groups, no distributions)
             source, cfg, publisher = source.base, self.mixed.original, self.mixed.publisher(groups)
             self.missing = publisher.missing  # (counted by the write pass: read at the report)
-            if self.mixed_dist is not None and self.backend is None:  # numeric QIs: counted by the write pass
+            if self.mixed_dist is not None and self.executor.in_process:  # numeric QIs: counted by the write pass
                 publisher.histograms = self._numeric_histograms()
         verified: dict = {}  # the write pass's own count of the published classes
-        write = write_pass if self.backend is None else self.backend.write_pass
+        write = self.executor.write_pass
         extra = {} if publisher is None else {"publisher": publisher}
         if self.classes is not None:
             extra["classes"] = self.classes
