@@ -36,7 +36,8 @@ measured on census-like tables (docs/benchmarks.md, "Memory limit"):
   (``parquet_buffer``, from the footers), counted for the whole run;
 * the polish (MDAV family, streamed, ``RunConfig.effective_polish_rounds`` > 0): while
   the units are aggregated, two polished units in flight (``polish_state`` a row beside
-  the block's record) and, up to ``POLISH_MAX_ROWS`` rows, every standardized row (8 d
+  the block's record) and, without the seam stage (``tuning.seam_stage``: up to
+  ``POLISH_MAX_ROWS`` rows and as many x 16 cells), every standardized row (8 d
   a row) for the seam polish that follows (``seam_bytes``: the rows, the kernel's slot
   copy, the near lists); above, the seam stage's spill buffers (``SEAM_SPILL``), the
   first stage's units unpolished, then its blocks polished as units are (``seam_row``:
@@ -47,8 +48,11 @@ measured on census-like tables (docs/benchmarks.md, "Memory limit"):
   original's standardized QIs and their kd-tree (``n (16 d + 25)``), the release's QI
   columns as pyarrow pre-buffers them (8 a value), the distinct masked points (48 d a
   group);
-* ``--strata``: each row's stratum, held for the whole run (a byte a row: up to 256
-  strata; with more, 2 or 4 bytes, of which only the first is counted);
+* ``--strata``: a table of one block holds each row's stratum (a byte a row); a streamed
+  run reads them from a row-ordered file a chunk at a time (``partition.Strata``), except
+  the in-memory seam polish, which holds them with their sort order (9 bytes a row; the
+  copy of a stratum's standardized rows it polishes is not counted: measured peaks sit
+  well under that phase's estimate);
 * a margin: ``MARGIN_SHARE`` of the limit plus ``MARGIN_FIXED``.
 
 The phases do not overlap: the least limit is the fixed part plus the largest phase
@@ -79,7 +83,8 @@ from .io.spill import RunFile
 from .options import OPTIONS, RunConfig
 from .passes.partition import sample_bytes
 from .passes.published import RANGE_ROWS, range_bytes, range_rows
-from .tuning import DEFAULT_BLOCK_SIZE, POLISH_MAX_ROWS, POLISH_UNIT_ROWS, SEAM_SPILL, polish_near, scale_unit_rows
+from .tuning import (DEFAULT_BLOCK_SIZE, POLISH_MAX_ROWS, POLISH_UNIT_ROWS, SEAM_SPILL, polish_near, scale_unit_rows,
+                     seam_stage)
 from .errors import EngineError
 
 MiB = 1 << 20
@@ -254,7 +259,7 @@ def polish_pair(rows: int, d: int, k: int, block: int) -> int:
     ``CentroidFlow.units``): at least ``least`` rows a unit (``centroids.unit_rows``: fewer
     above ``POLISH_MAX_ROWS`` rows for many grouping columns), ending at the block that
     reaches it, the last taking a shorter rest: at most 3 least + 2 blocks."""
-    most = scale_unit_rows(d) if rows > POLISH_MAX_ROWS else POLISH_UNIT_ROWS
+    most = scale_unit_rows(d) if seam_stage(rows, d, POLISH_MAX_ROWS) else POLISH_UNIT_ROWS
     return min(rows, 3 * max(2 * k, min(most, rows // 2)) + 2 * block)
 
 
@@ -290,26 +295,6 @@ def parquet_buffer(paths, columns) -> int:
                    for g in range(meta.num_row_groups) for j in range(meta.num_columns) if names[j] in want)
         most = max(most, size)
     return most
-
-
-def csv_rows(paths) -> int:
-    """The rows of CSV files with a header, at most: their line breaks (a quoted line
-    break counts too), read 4 MiB at a time (no parsing, no Polars)."""
-    rows = 0
-    for f in paths:
-        lines, last = 0, b"\n"
-        try:
-            with open(f, "rb") as fh:
-                while True:
-                    buf = fh.read(4 * MiB)
-                    if not buf:
-                        break
-                    lines += buf.count(b"\n")
-                    last = buf[-1:]
-        except OSError:  # (the passes name the file)
-            continue
-        rows += max(0, lines + (last != b"\n") - 1)
-    return rows
 
 
 def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind: str = "parquet",
@@ -352,7 +337,8 @@ def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind:
         fixed = start_rss + CSV_PASSES
     held = fixed
     fixed += RUNTIME - resident_runtime() + buffered
-    fixed += rows if getattr(cfg, "strata", None) is not None else 0  # --strata: each row's stratum, a byte
+    strata = getattr(cfg, "strata", None) is not None  # (one block: its rows' strata held; else on disk)
+    fixed += rows if strata and rows <= block else 0
     margin = int(MARGIN_SHARE * limit) + MARGIN_FIXED
     groups, labels = _state(rows, cfg.k, d) if not row_ordered else (0, 0)
     groups = int(state) if state is not None else groups
@@ -372,14 +358,15 @@ def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind:
     # pass (every standardized row kept for the seams, two polished units in flight),
     # the seam polish, the disclosure risk
     unit_row = row + (polish_state(d, cfg.k) if polish else 0)
-    if polish and rows > POLISH_MAX_ROWS:  # (the seam stage: ``seam_row``)
+    stage = polish and seam_stage(rows, d, POLISH_MAX_ROWS)  # (by rows x encoded columns)
+    if stage:  # (the seam stage: ``seam_row``)
         unit_row = seam_row(d, published or d, cfg.k, row)
     phases = {"passes": groups + floors}
     if rows > block:  # making the plan: its sample, standardized, sorted (``partition.sample_bytes``)
         phases["plan"] = sample_bytes(rows, block, len(cfg.qi))
-    if polish and rows <= POLISH_MAX_ROWS:  # the seams polished in memory, every standardized row at once
+    if polish and not stage:  # the seams polished in memory, every standardized row at once
         phases["polish"] = 8 * rows * d + pair * unit_row + floor_chunk * cell + 2 * MIN_SPILL
-        phases["seams"] = int(PHASE_FACTOR * seam_bytes(rows, d, cfg.k))
+        phases["seams"] = int(PHASE_FACTOR * seam_bytes(rows, d, cfg.k)) + 9 * rows * strata  # (+ strata, order)
     elif polish:  # the seams as blocks of their own (``passes.seams``): its store's two buffers
         phases["polish"] = pair * unit_row + floor_chunk * cell + 2 * MIN_SPILL + 2 * SEAM_SPILL
     if risk:
@@ -410,7 +397,7 @@ def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind:
     # (polished: beside every standardized row, kept for the seams)
     if polish:
         unit_floor = pair * unit_row + floor_chunk * cell + 2 * MIN_SPILL
-        unit_room = unit_floor + (top - phases["polish"]) + left - (2 * SEAM_SPILL if rows > POLISH_MAX_ROWS else 0)
+        unit_room = unit_floor + (top - phases["polish"]) + left - (2 * SEAM_SPILL if stage else 0)
     else:
         unit_floor = floor_units + floor_chunk * cell + 2 * MIN_SPILL
         unit_room = unit_floor + (top - phases["passes"]) + left
@@ -444,15 +431,6 @@ def _refusal(limit, least, rows, qis, method, held, phases, top, block, blocks_l
     if per_row_bytes > (least - held) / 4:  # (what grows with the rows: name what keeps it)
         why += f", {mib(per_row_bytes)} by the row -> group map and the groups that {per_row} keeps"
     return refuse(limit, least, rows, qis, method, why, tail=tail)
-
-
-def check_csv(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, start_rss: int, risk: bool,
-              **flow) -> None:
-    """The plan of a CSV input before its first pass (``rows``: ``csv_rows``): refused
-    there, with the figure the plan after the passes would state, when below.
-    ``flow``: ``row_ordered`` and ``per_row`` as the flow plans them (``plan_budget``)."""
-    plan_budget(cfg, rows, d=d, columns=columns, threads=threads, kind="csv", start_rss=start_rss, risk=risk,
-                **flow)
 
 
 def workers(budget: Budget, limit: int | None, units: list[int], threads: int) -> int:

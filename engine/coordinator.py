@@ -51,7 +51,6 @@ Where the passes run is one interface (``passes.executor.Executor``), chosen onc
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
 import logging
 import os
@@ -63,15 +62,15 @@ import numba
 import numpy as np
 import polars as pl
 
-from .budget import (check_csv, csv_rows, early_piece, note_run_end, note_run_start, parquet_buffer, plan_budget,
+from .budget import (early_piece, note_run_end, note_run_start, parquet_buffer, plan_budget,
                      rss as current_rss, workers)
+from .csvlimit import check_csv_limit
 from .methods import MethodFlow
 from .methods.centroids import CentroidFlow
 from .methods.ranges import RangeFlow
 from .options import RunConfig
-from .tuning import EMBED_DIMS, ONE_HOT_MAX
 from .errors import EngineError
-from .io.sink import CommitGroup, atomic_output, check_destination, check_tmp_dir, input_files, output_format
+from .io.sink import CommitGroup, atomic_output, check_destination, check_tmp_dir, output_format
 from .io.remote import is_remote
 from .io.labelled import file_meta, with_declarations
 from .io.source import Located, locate, open_source
@@ -226,8 +225,11 @@ def _run(inp: Resolved, planned: Plan, group, distributions, ordered, t0, rss) -
                        row_order=ordered)
     if cfg.strata is not None:  # (before pass 1: a stratum too small is refused first)
         with timed(passes, "strata"):
+            # (under a limit a streamed run's rows' strata go to disk, row-ordered: nothing per row held)
             flow.strata = strata_pass(inp.source, strata_columns(cfg), inp.rows, inp.budget.chunk_rows,
-                                      flow.least_rows, cfg.progress)
+                                      flow.least_rows, cfg.progress, folder=inp.folder,
+                                      on_disk=cfg.memory_limit is not None and not inp.single)
+            cleanup.callback(flow.strata.close)
     prof = flow.profile(inp, passes)
     release_memory()
     blocks = _partition(inp, cfg, flow, prof, cleanup, passes)
@@ -300,8 +302,8 @@ def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rs
         fmt = output_format(dest)
     check_tmp_dir(tmp_dir)
     executor = _open_executor(cfg, flow, dest, tmp_dir, cleanup, connect)
-    if cfg.memory_limit is not None:
-        _check_csv_limit(data, cfg, flow, start_rss, bool(cfg.risk) and dest is not None)
+    check_csv_limit(data, cfg, flow, start_rss, bool(cfg.risk) and dest is not None,  # (engine.csvlimit)
+                    cfg.threads or numba.get_num_threads())
     source = open_source(data, names=names, csv=cfg.csv, tmp_dir=_tmp_folder(tmp_dir, dest))
     cleanup.callback(source.close)  # a transcoded CSV's temporary copy
     source = source.without(cfg.drop or ())  # (--drop: never read, never written)
@@ -329,83 +331,6 @@ def _open_input(data, cfg, flow, dest, names, tmp_dir, cleanup, passes, start_rs
     folder = tmp_dir if tmp_dir is not None else _tmp_folder(None, dest)  # (spill: beside a local output)
     return Resolved(source, fmt, rows, budget, threads, single, folder, start_rss, executor, budget_kw, data, cfg,
                     flow, dest, tmp_dir, passes)
-
-
-def _check_csv_limit(data, cfg, flow, start_rss, risk) -> None:
-    """A CSV input's first steps (opening it, the type inference, the row count) cost
-    memory that grows with the file: a limit below what the run needs is refused before
-    them, for the rows the files' line breaks allow (the header aside; the same figure as
-    the plan's after them, unless quoted fields hold line breaks: then a little more).
-    Plain UTF-8 ``.csv`` files only (others are transcoded first; the plan then refuses)."""
-    files = input_files(data)
-    if not files or not all(f.lower().endswith(".csv") for f in files) or \
-            (cfg.csv is not None and cfg.csv.encoding not in ("utf8", "utf-8", "utf8-lossy")):
-        return
-    sep = cfg.csv.separator if cfg.csv is not None else ","
-    try:
-        with open(files[0], newline="", encoding="utf-8", errors="replace") as fh:
-            header = next(csv.reader([fh.readline()], delimiter=sep), [])
-    except OSError:  # (open_source names the problem)
-        return
-    if not header:
-        return
-    rows = max(csv_rows(files), 1)
-    per_row = flow.per_row(rows) if hasattr(flow, "per_row") else ""  # (the centroid flow's plan: row-ordered?)
-    d, state = len(cfg.qi), None
-    mixed = _mixed_upper(files[0], sep, header, cfg, rows) if hasattr(flow, "per_row") else None
-    if mixed is not None:  # the plan after the dictionaries: at most this (``_mixed_upper``)
-        d, state, per_row = *mixed, "non-numeric QIs"
-    check_csv(flow.budget_cfg, rows, d=d, columns=len(header), threads=cfg.threads or numba.get_num_threads(),
-              start_rss=start_rss, risk=risk, row_ordered=per_row is None, per_row=per_row or "", state=state)
-
-
-def _mixed_upper(path: str, sep: str, header: list, cfg, rows: int) -> tuple[int, int | None] | None:
-    """The encoded columns and the whole-table state (``encode.mixed.Mixed.state``) that a
-    CSV run of mixed-type QIs can need, at most, before its categories are known: each
-    text QI as wide as a categorical QI can be (``ONE_HOT_MAX`` or ``EMBED_DIMS`` columns
-    and its missing value), each other QI a value and a missing-value indicator. So the
-    least limit the first refusal states is one the plan after the dictionaries accepts.
-    None when the first 1,000 values show numbers only, none missing (and no option
-    makes the QIs mixed): the numeric plan, as after the passes."""
-    qi = [c for c in cfg.qi if c in set(header)]
-    # the csv module, not Polars: a Polars read here would start its thread pool (about
-    # 26 MiB), and this check runs before the run's own reads, where the limit is refused
-    try:
-        with open(path, newline="", encoding="utf-8", errors="replace") as fh:
-            reader = csv.reader(fh, delimiter=sep)
-            names = next(reader, [])
-            where = [names.index(c) for c in qi]
-            head = [row for row, _ in zip(reader, range(1000))]
-    except (OSError, csv.Error, ValueError):  # (open_source names the problem)
-        return None
-    missing = set(cfg.csv.null_values) if cfg.csv is not None else set()
-    missing.add("")
-    text = nulls_seen = 0
-    ordinal = {o for o, *_ in cfg.ordinal or ()}
-    for c, j in zip(qi, where):
-        values = [row[j] if j < len(row) else "" for row in head]
-        present = [v for v in values if v not in missing]
-        nulls_seen += len(present) < len(values)
-        text += any(not _is_number(v) for v in present) or c in ordinal
-    if not (text or nulls_seen or cfg.ordinal or cfg.weights or getattr(cfg, "nominal", None)) \
-            or not cfg.spec.centroids:
-        return None
-    width = text * (max(ONE_HOT_MAX, EMBED_DIMS) + 1) + 2 * (len(cfg.qi) - text)
-    if cfg.refine is not None:
-        return width, None
-    stitched = cfg.effective_polish_rounds(rows) > 0
-    state = (rows // cfg.k + 1) * (8 * (width if stitched else len(cfg.qi)) + 8) + 8 * rows + \
-        (8 * rows * (text + 1) if stitched else 0)
-    return width, state
-
-
-def _is_number(text: str) -> bool:
-    """Whether a CSV field reads as a number (as Polars' cast to Float64 would take it)."""
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _open_executor(cfg, flow, dest, tmp_dir, cleanup, connect: bool = True):

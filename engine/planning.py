@@ -30,7 +30,7 @@ from typing import Any
 
 from .budget import Refusal, mib, plan_budget, stated
 from .encode.kinds import range_kinds, shown_kind
-from .tuning import POLISH_MAX_ROWS
+from .tuning import POLISH_MAX_ROWS, seam_stage
 
 MIN_LIMIT = 64 << 20  # the least --memory-limit an option takes (``options.RunConfig.memory_limit``)
 SHOWN_FILES = 3       # the input files a plan names (then "and N more")
@@ -72,7 +72,6 @@ class Plan:
     def resolved(self):
         """The run's resolved state (``holding``), or None: a plan that only describes."""
         return getattr(self, "_resolved", None)
-
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"
@@ -135,7 +134,9 @@ def describe(cfg, flow, inp, dest, risk: bool) -> Plan:
     entities = " and ".join(w for w, c in (("person", cfg.person_column), ("household", cfg.household_column)) if c)
     path = {"mode": "in memory" if inp.single else "streamed",
             "blocks": 1 if inp.single else -(-inp.rows // inp.budget.block_size),
-            "polish": bool(polish), "seam_stage": bool(polish) and inp.rows > POLISH_MAX_ROWS,
+            "polish": bool(polish),  # (the seam stage: by rows x encoded QIs, ``tuning.seam_stage``)
+            "seam_stage": bool(polish) and seam_stage(inp.rows, len(getattr(flow, "budget_cfg", cfg).qi),
+                                                      POLISH_MAX_ROWS),
             "row_ordered": bool(inp.budget.row_ordered and not inp.single and not entities),
             "labels_on_disk": bool(inp.budget.labels_on_disk), "dask": cfg.scheduler is not None,
             "entities": entities or None}

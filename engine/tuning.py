@@ -36,6 +36,13 @@ SEAM_SPILL = 8 << 20  # bytes the seam stage's spill store buffers before a writ
 # row and the polished default refused under 1 GiB (issue 42). Numeric tables of up to 16
 # QIs keep units of POLISH_UNIT_ROWS rows.
 SCALE_UNIT_WIDTH = 16
+# The in-memory seam polish holds every standardized row (8 d bytes a row, and the polish
+# kernel's state on top): its size is rows x encoded columns, not rows. So a run takes the seam
+# stage above POLISH_MAX_ROWS rows or above POLISH_MAX_ROWS x SCALE_UNIT_WIDTH cells of grouping
+# columns (``seam_stage``): a numeric table of up to 16 QIs keeps the in-memory polish up to 2M
+# rows, a census extract of 42 encoded columns takes the seam stage from 761,905 rows (its
+# in-memory polish needed about 2 GiB at 1M rows; the seam stage fits in 1 GiB). A threshold on
+# the table's shape, not on the memory limit: the release never depends on the limit.
 POLISH_ROTATIONS = 3  # near lists from windows of 1 + 3 kd orders (0: exact kd-tree queries, slower)
 
 
@@ -44,6 +51,14 @@ def scale_unit_rows(d: int, unit_rows: int = POLISH_UNIT_ROWS) -> int:
     encoded ones): ``unit_rows`` up to SCALE_UNIT_WIDTH columns, then fewer, as many cells
     (a function of the columns only: the output never depends on the limit)."""
     return unit_rows if d <= SCALE_UNIT_WIDTH else unit_rows * SCALE_UNIT_WIDTH // d
+
+
+def seam_stage(rows: int, d: int, max_rows: int = POLISH_MAX_ROWS) -> bool:
+    """Whether a polished streamed run of ``rows`` rows and ``d`` grouping columns (the
+    encoded ones) polishes its seams as the blocks of a second plan (``passes.seams``, the
+    cheaper SCALE_ settings) rather than every row in memory: above ``max_rows`` rows or
+    ``max_rows`` x SCALE_UNIT_WIDTH cells (``max_rows``: the caller's POLISH_MAX_ROWS)."""
+    return rows > max_rows or rows * max(d, 1) > max_rows * SCALE_UNIT_WIDTH
 
 
 def polish_near(k: int) -> int:

@@ -30,7 +30,7 @@ import numpy as np
 from ..encode import mixed as mixed_types
 from ..encode.kinds import csv_types, shown_kind
 from ..tuning import (POLISH_MAX_ROWS, POLISH_MIN_GAIN, POLISH_ROTATIONS, POLISH_UNIT_ROWS, SCALE_DESCENT,
-                      SCALE_ROTATIONS, SCALE_WINDOW, polish_near, scale_near, scale_unit_rows)
+                      SCALE_ROTATIONS, SCALE_WINDOW, polish_near, scale_near, scale_unit_rows, seam_stage)
 from ..errors import EngineError
 from ..frames import Moments, aligned_zeros, sample_row_groups
 from ..kernels.mdav.leaf import aggregate_leaves
@@ -79,7 +79,7 @@ class CentroidFlow:
         self.rows = 0
         self.sums = None
         self.seams = None
-        self.stage = None  # the seam stage of a polished run above POLISH_MAX_ROWS rows (``passes.seams``)
+        self.stage = None  # the seam stage of a polished run (``_scale``: ``passes.seams``)
         self.polish_rounds = 0
         self.threads = 1
         self.mixed = None  # mixed-type QIs (``engine.encode.mixed.Mixed``): self.cfg is then its encoded config
@@ -175,7 +175,7 @@ class CentroidFlow:
                            ("--strata", cfg.strata is not None and self.mixed is None),  # (its loss per stratum)
                            ("--refine", cfg.refine is not None),
                            ("the in-memory seam polish", cfg.effective_polish_rounds(rows) > 0
-                            and rows <= POLISH_MAX_ROWS),
+                            and not self._scale(rows)),
                            ("a table of 2^32 rows or more", rows >= 1 << 32)):
             if keeps:
                 return why
@@ -256,13 +256,18 @@ class CentroidFlow:
         if isinstance(store, MemoryBlocks):  # one block in memory (a stratum a block): no polish
             return store.units(0)
         self.polish_rounds = self.cfg.effective_polish_rounds(profile.rows)
-        most = unit_rows(profile.rows, self.cols.shape[0])  # (above POLISH_MAX_ROWS: by the columns)
+        most = unit_rows(profile.rows, self.cols.shape[0], self._scale(profile.rows))  # (seam stage: by the columns)
         unit = min(most, profile.rows // 2) if self.polish_rounds > 0 else 0
         if self.strata is not None:  # each stratum's blocks as a table of its own
             polished, k = self.polish_rounds > 0, self.cfg.k
             return strata_units(store.rows, self.strata.block_strata,
                                 lambda n: max(2 * k, min(most, n // 2) if polished else 0))
         return store.units(max(2 * self.cfg.k, unit))
+
+    def _scale(self, rows: int) -> bool:
+        """Whether a polished run of ``rows`` rows takes the seam stage (``tuning.seam_stage``:
+        by rows x encoded QIs, as ``RunConfig.effective_polish_rounds`` and the budget)."""
+        return seam_stage(rows, len(self.cfg.qi), POLISH_MAX_ROWS)
 
     def _unit_strata(self, units) -> np.ndarray | None:
         return None if self.strata is None else unit_strata(units, self.strata.block_strata)
@@ -282,11 +287,12 @@ class CentroidFlow:
         if blocks.single:  # one exact block, no leaves; the write pass measures the errors
             return aggregate_blocks(blocks.store, blocks.units, blocks.profile, cols,
                                     UnitPlan(self._method(), block=self._block), labels, threads, bar)
-        scale = rows > POLISH_MAX_ROWS  # (the seams as blocks of their own, cheaper settings: passes.seams)
-        near, n_rot = (scale_near(cfg.k), SCALE_ROTATIONS) if scale else (polish_near(cfg.k), POLISH_ROTATIONS)
-        # the seams between units: up to POLISH_MAX_ROWS rows polished in memory (all standardized
-        # rows at once; under a memory limit the budget counts them: engine.budget, whatever the
-        # limit), above as the blocks of a second plan
+        scale = self._scale(rows)  # (the seams as blocks of their own: passes.seams)
+        cheap = rows > POLISH_MAX_ROWS  # (the cheaper settings)
+        near, n_rot = (scale_near(cfg.k), SCALE_ROTATIONS) if cheap else (polish_near(cfg.k), POLISH_ROTATIONS)
+        # the seams between units: up to POLISH_MAX_ROWS rows and as many x 16 cells polished in
+        # memory (all standardized rows at once; under a memory limit the budget counts them:
+        # engine.budget, whatever the limit), above as the blocks of a second plan (``_scale``)
         ustrata = self._unit_strata(blocks.units)
         seams = len(blocks.units) > 1 if ustrata is None else np.unique(ustrata).shape[0] < len(blocks.units)
         if self.polish_rounds > 0 and seams and scale:
@@ -310,7 +316,7 @@ class CentroidFlow:
         # as ``block_labels``) travels, not this flow
         block, mapper = self.executor.unit_work(self._block)
         # (with the seam stage the units are not polished: the stage polishes every group)
-        polish = (self.polish_rounds, near, n_rot, *((SCALE_DESCENT, SCALE_WINDOW) if scale else ())) \
+        polish = (self.polish_rounds, near, n_rot, *((SCALE_DESCENT, SCALE_WINDOW) if cheap else ())) \
             if self.polish_rounds > 0 and self.stage is None else None
         plan = UnitPlan(self._method(), cfg.effective_leaf_size(rows), polish, block,
                         reduce if self.sums is not None else None,
@@ -333,7 +339,7 @@ class CentroidFlow:
         beside the first one's."""
         X, ids = blocks.sample  # (mixed-type QIs: their encoded columns, as the first plan's)
         router = seam_plan(X, ids, blocks.profile, self.cols, blocks.profile.rows,
-                           unit_rows(blocks.profile.rows, self.cols.shape[0]), self.strata)
+                           unit_rows(blocks.profile.rows, self.cols.shape[0], True), self.strata)
         store = blocks.store
         return SeamStage(router, store.d, store.path.parent, store.buffer_bytes, blocks.profile.rows, store.expand)
 
@@ -346,8 +352,11 @@ class CentroidFlow:
             release_memory()
         if self.stage is not None:
             stage, self.stage = self.stage, None
+            # (the cheaper settings above POLISH_MAX_ROWS rows; below, a stage taken for its columns
+            # polishes with the in-memory polish's: ``tuning.seam_stage``)
             polish = (self.polish_rounds, scale_near(cfg.k), rotations(self.cols.shape[0], SCALE_ROTATIONS),
-                      SCALE_DESCENT, SCALE_WINDOW)
+                      SCALE_DESCENT, SCALE_WINDOW) if blocks.profile.rows > POLISH_MAX_ROWS else \
+                (self.polish_rounds, polish_near(cfg.k), rotations(self.cols.shape[0], POLISH_ROTATIONS))
             try:
                 with timed(passes, "seams"), Progress("seams", blocks.profile.rows, cfg.progress) as bar:
                     n_groups = seam_pass(stage, blocks.profile, self.cols, self._method(), polish, labels,
@@ -376,7 +385,7 @@ class CentroidFlow:
         else:
             r = ops = 0
             gstr = self._seam_strata[unit]  # each group's stratum (groups in unit order)
-            order = np.argsort(self.strata.of_row, kind="stable")
+            order = np.argsort(self.strata.whole(), kind="stable")  # (every row is held here anyway)
             start = np.concatenate([[0], np.cumsum(self.strata.rows)])
             for s in range(self.strata.count):
                 g0, g1 = np.searchsorted(gstr, [s, s + 1])
@@ -512,11 +521,11 @@ class CentroidFlow:
         )
 
 
-def unit_rows(rows: int, d: int) -> int:
-    """The most rows of a polished unit: ``POLISH_UNIT_ROWS``, above ``POLISH_MAX_ROWS`` rows
-    (the seam stage, and its blocks) fewer for more than ``SCALE_UNIT_WIDTH`` grouping
+def unit_rows(rows: int, d: int, stage: bool) -> int:
+    """The most rows of a polished unit: ``POLISH_UNIT_ROWS``, with the seam stage (``stage``:
+    ``tuning.seam_stage``, and its blocks) fewer for more than ``SCALE_UNIT_WIDTH`` grouping
     columns (``tuning.scale_unit_rows``: the memory of a unit in flight)."""
-    return scale_unit_rows(d, POLISH_UNIT_ROWS) if rows > POLISH_MAX_ROWS else POLISH_UNIT_ROWS
+    return scale_unit_rows(d, POLISH_UNIT_ROWS) if stage else POLISH_UNIT_ROWS
 
 
 def _interruptible(kernel, *args):

@@ -25,7 +25,10 @@ two strata (checked after the stitch: ``check_strata``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import shutil
 from dataclasses import dataclass
 from typing import Any, Callable, cast
 
@@ -36,6 +39,7 @@ from ..errors import EngineError
 from ..frames import SAMPLE_GROUP_STRIDE, Moments, Profile, frame_to_columns
 from ..io.source import CodedSource, Source
 from ..io.spill import BlockStore, MemoryBlocks, units_of
+from ..io.tempfiles import private_dir, private_opener
 from ..kernels.moments import standardize_serial
 from ..kernels.index.partition import (assign_leaves, counting_order, gather_records, gather_records_narrow, plan_tree,
                                 route_rows, tie_keys)
@@ -211,7 +215,7 @@ def stratified_plan(Zs: np.ndarray, ids: np.ndarray, strata: "Strata", block_siz
     when s has at most ``block_size`` rows (or too few sample rows to cut). Nodes are
     numbered before their children, blocks stratum by stratum (``block_strata``)."""
     ids = np.asarray(ids, np.int64)
-    of_sample = strata.of_row[ids].astype(np.int64) if ids.shape[0] else np.zeros(0, np.int64)
+    of_sample = strata.at(ids).astype(np.int64) if ids.shape[0] else np.zeros(0, np.int64)
     by = np.argsort(of_sample, kind="stable")
     start = np.searchsorted(of_sample[by], np.arange(strata.count + 1))
     dim: list = []
@@ -280,14 +284,14 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
     (``distributions.Distributions``, started), each QI's histogram is counted too.
     A store that expands its records (``store.expand``) is fed compact records: the
     source is then a ``CodedSource``. A plan with strata routes each chunk with its
-    rows' stratum ids as one more column (``Strata.ids_for``)."""
+    rows' stratum ids as one more column (``Strata.reader``: read a chunk at a time)."""
     qi = list(profile.columns)
     order = np.empty(chunk_rows, np.int64)
     leaf = np.empty(chunk_rows, np.int64)
     start = np.empty(plan.n_blocks + 1, np.int64)
     bounds = plan._routing(plan.raw_bounds(profile, cols))
     strata = plan.strata
-    first_row, of_row = strata.ids_for(source, chunk_rows) if strata is not None else (0, None)
+    strata_of = strata.reader(source, chunk_rows) if strata is not None else None
     # mixed-type QIs (``engine.encode.mixed``) into a store of compact records (``BlockStore.expand``):
     # one column a QI (numbers, category codes) is read and spilled; the encoded columns the
     # plan compares are expanded from it for the routing only
@@ -317,8 +321,8 @@ def partition_pass(source: Source, profile: Profile, cols: np.ndarray, plan: Pla
                 R = mixed.expand_columns(X, used, routed)
             else:
                 R = X
-            if of_row is not None:
-                R = _with_strata(R, of_row[offset - first_row: offset - first_row + h], len(qi))
+            if strata_of is not None:
+                R = _with_strata(R, strata_of(offset, offset + h), len(qi))
             leaf_h = plan.route(R, offset, bounds, leaf)
             counting_order(leaf_h, plan.n_blocks, order[:h], start)
             # the chunk's records sorted by block once (a ``RunStore``: in its buffer's room);
@@ -366,8 +370,9 @@ class MemoryStrata(MemoryBlocks):
 
     def __init__(self, X: np.ndarray, strata: "Strata"):
         super().__init__(X)
-        self.order = np.argsort(strata.of_row, kind="stable")
-        self.rows = np.bincount(strata.of_row, minlength=strata.count).astype(np.int64)
+        of_row = strata.whole()
+        self.order = np.argsort(of_row, kind="stable")
+        self.rows = np.bincount(of_row, minlength=strata.count).astype(np.int64)
         self.start = np.concatenate([[0], np.cumsum(self.rows)])
         self.n_blocks = strata.count
 
@@ -403,21 +408,34 @@ _ID = "\x00stratum"  # the strata table's id column (no input column is named so
 class Strata:
     """The strata of a run (``--strata``): ``values`` one row per stratum, sorted by the
     strata columns' values (nulls first), its row number the stratum id; ``rows`` each
-    stratum's row count; ``of_row`` each input row's stratum (uint8, uint16 or uint32);
-    ``block_strata`` each block's stratum, once planned.
+    stratum's row count; each input row's stratum (uint8, uint16 or uint32) in memory
+    (``of_row``) or, under a memory limit, row-ordered on disk (``path``: ``strata_pass``
+    writes it; nothing of it held between reads, so the run's memory does not grow with
+    the rows); ``block_strata`` each block's stratum, once planned.
 
-    Pickled (the plan a Dask task receives) without ``of_row``: a worker maps its own
-    rows' values (``ids_for``)."""
+    Read through ``slice`` (consecutive rows: a chunk of the partition pass, a range of
+    the write pass), ``at`` (the plan's sample rows, in one read of the file) and
+    ``whole`` (a table polished in memory, which holds every row anyway); both
+    forms give the same ids, so the release is the same.
+
+    Pickled (the plan a Dask task receives) without ``of_row`` or the file: a worker
+    maps its own rows' values (``ids_for``)."""
 
     columns: tuple
     values: pl.DataFrame
     rows: np.ndarray
     of_row: np.ndarray | None
     block_strata: np.ndarray | None = None
+    path: str | None = None  # the row-ordered file of the rows' strata (``of_row`` None)
+    dtype: str = "uint8"     # its ids' type
 
     @property
     def count(self) -> int:
         return int(self.rows.shape[0])
+
+    @property
+    def on_disk(self) -> bool:
+        return self.of_row is None and self.path is not None
 
     def label(self, s: int) -> str:
         """``region='North', sex=null``: stratum ``s`` as messages name it."""
@@ -437,22 +455,96 @@ class Strata:
             raise EngineError("internal check failed: a row's strata values are not among the strata")
         return got.to_numpy()
 
+    def slice(self, a: int, b: int) -> np.ndarray:
+        """The strata of rows ``a .. b - 1`` (one read of the file when on disk)."""
+        if self.of_row is not None:
+            return self.of_row[a:b]
+        if self.path is None:
+            raise EngineError("internal check failed: the rows' strata are not held here")
+        dt = np.dtype(self.dtype)
+        b = max(a, min(b, int(self.rows.sum())))
+        return np.frombuffer(_pread_all(self._fd(), (b - a) * dt.itemsize, a * dt.itemsize), dt)
+
+    def at(self, ids) -> np.ndarray:
+        """The strata of the rows ``ids`` (any order); on disk, the file read once in
+        pieces of ``STRATA_PIECE`` rows, each only over the span its ids cover."""
+        ids = np.asarray(ids, np.int64)
+        if self.of_row is not None:
+            return self.of_row[ids]
+        order = np.argsort(ids, kind="stable")
+        ranked = ids[order]
+        out = np.empty(ids.shape[0], np.dtype(self.dtype))
+        i = 0
+        while i < ranked.shape[0]:
+            first = int(ranked[i])
+            j = int(np.searchsorted(ranked, first + STRATA_PIECE))
+            last = int(ranked[j - 1])
+            out[order[i:j]] = self.slice(first, last + 1)[ranked[i:j] - first]
+            i = j
+        return out
+
+    def whole(self) -> np.ndarray:
+        """Every row's stratum, in memory (a table polished in memory: 1 byte a row beside
+        its 8 d of standardized values)."""
+        return self.of_row if self.of_row is not None else self.slice(0, int(self.rows.sum())).copy()
+
     def ids_for(self, source: Source, chunk_rows: int) -> tuple[int, np.ndarray]:
         """``(first row, ids)``: the stratum of every row ``source`` reads (its row
-        numbers from the first): ``of_row`` itself, or (a Dask task's copy of the plan)
+        numbers from the first): ``whole()``, or (a Dask task's copy of the plan)
         the source's own rows' strata columns mapped by ``ids``."""
-        if self.of_row is not None:
-            return 0, self.of_row
+        if self.of_row is not None or self.path is not None:
+            return 0, self.whole()
         first, parts = None, []
         for offset, frame in source.base.iter_frames(list(self.columns), chunk_rows):
             first = offset if first is None else first
             parts.append(self.ids(frame))
         return (first or 0), (np.concatenate(parts) if parts else np.zeros(0, np.int64))
 
+    def reader(self, source: Source, chunk_rows: int) -> Callable[[int, int], np.ndarray]:
+        """``strata_of(a, b)``: the strata of rows ``a .. b - 1`` of those ``source``
+        reads, for the partition pass chunk by chunk: ``slice`` (a file on disk read a
+        chunk at a time), or a Dask task's own rows (``ids_for``)."""
+        if self.of_row is not None or self.path is not None:
+            return self.slice
+        first, mine = self.ids_for(source, chunk_rows)
+        return lambda a, b: mine[a - first: b - first]
+
+    def _fd(self) -> int:
+        fd = self.__dict__.get("_handle")
+        if fd is None:
+            fd = self.__dict__["_handle"] = os.open(cast(str, self.path), os.O_RDONLY)
+        return fd
+
+    def close(self) -> None:
+        """The file of the rows' strata removed (on disk; safe to call twice)."""
+        fd = self.__dict__.pop("_handle", None)
+        if fd is not None:
+            os.close(fd)
+        if self.path is not None:
+            shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
+            self.path = None
+
     def __getstate__(self):
         state = dict(self.__dict__)
         state["of_row"] = None
+        state["path"] = None
+        state.pop("_handle", None)
         return state
+
+
+STRATA_PIECE = 1 << 22  # rows of the strata file read or renumbered at a time
+
+
+def _pread_all(fd: int, n: int, offset: int) -> bytes:
+    parts = []
+    while n > 0:
+        got = os.pread(fd, min(n, 1 << 30), offset)
+        if not got:
+            raise EngineError("internal check failed: the file of the rows' strata is shorter than the table")
+        parts.append(got)
+        n -= len(got)
+        offset += len(got)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _shown(v) -> str:
@@ -500,13 +592,15 @@ def strata_columns(cfg) -> tuple:
 
 
 def strata_pass(source: Source, columns, rows: int, chunk_rows: int, least: int, progress: bool = False,
-                need: str = "k") -> Strata:
+                need: str = "k", folder=None, on_disk: bool = False) -> Strata:
     """The strata of every row: one read of the strata ``columns`` (of ``source.base``,
     the input's own columns as the write pass passes them through). Each chunk's
     combinations of values are numbered as they first appear, then the strata are
     sorted by their values and renumbered (so the ids do not depend on the chunking).
     A stratum of fewer than ``least`` rows is refused, naming it (``need``: what
-    ``least`` is, for the message)."""
+    ``least`` is, for the message). ``on_disk``: each row's stratum written row-ordered
+    to a file in a private folder of ``folder`` (``Strata.path``; the caller ``close``s
+    it), else kept in memory (``Strata.of_row``)."""
     cols = list(columns)
     base = source.base
     for c in cols:
@@ -514,9 +608,10 @@ def strata_pass(source: Source, columns, rows: int, chunk_rows: int, least: int,
             raise EngineError(f"strata (--strata): column {c!r} not found in {source.label}")
     known = None
     n = 0
-    of_row = np.zeros(rows, np.uint8)
+    of_row = _RowStrata(rows, folder if on_disk else False)
     done = 0
-    with Progress("strata", rows, progress) as bar:
+    with contextlib.ExitStack() as failed, Progress("strata", rows, progress) as bar:
+        failed.callback(of_row.close)
         for offset, frame in base.iter_frames(cols, chunk_rows):
             f = frame.select(cols)
             try:
@@ -528,7 +623,7 @@ def strata_pass(source: Source, columns, rows: int, chunk_rows: int, least: int,
                     known = u if known is None else pl.concat([known, u])
                     n += u.height
                     if n > np.iinfo(of_row.dtype).max + 1:
-                        of_row = of_row.astype(np.uint16 if n <= 1 << 16 else np.uint32)
+                        of_row.widen(np.dtype(np.uint16 if n <= 1 << 16 else np.uint32))
                 ids = f.join(known, on=cols, how="left", nulls_equal=True,
                              maintain_order="left").get_column(_ID).to_numpy()
             except EngineError:
@@ -539,25 +634,86 @@ def strata_pass(source: Source, columns, rows: int, chunk_rows: int, least: int,
                                   f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
             if offset + f.height > rows:
                 raise EngineError(f"internal check failed: {source.label} has more rows than counted")
-            of_row[offset: offset + f.height] = ids
+            of_row.put(offset, ids)
             done += f.height
             bar.update(done)
-    if done != rows or known is None:
-        raise EngineError(f"internal check failed: the strata pass read {done} of {rows} rows")
-    ordered = known.sort(cols, nulls_last=False, maintain_order=True)
-    perm = np.empty(n, of_row.dtype)
-    perm[ordered.get_column(_ID).to_numpy()] = np.arange(n, dtype=of_row.dtype)
-    step = 1 << 22
-    for a in range(0, rows, step):  # renumbered in place, a piece at a time
-        of_row[a: a + step] = perm[of_row[a: a + step]]
-    strata = Strata(tuple(cols), ordered.drop(_ID), np.bincount(of_row, minlength=n).astype(np.int64), of_row)
+        if done != rows or known is None:
+            raise EngineError(f"internal check failed: the strata pass read {done} of {rows} rows")
+        ordered = known.sort(cols, nulls_last=False, maintain_order=True)
+        perm = np.empty(n, of_row.dtype)
+        perm[ordered.get_column(_ID).to_numpy()] = np.arange(n, dtype=of_row.dtype)
+        counts = of_row.renumber(perm)
+        strata = Strata(tuple(cols), ordered.drop(_ID), counts, of_row.array, path=of_row.path,
+                        dtype=of_row.dtype.name)
+        failed.pop_all()
     small = np.flatnonzero(strata.rows < least)
     if small.shape[0]:
         s = int(small[0])
         more = f" (and {small.shape[0] - 1} more strata below it)" if small.shape[0] > 1 else ""
+        strata.close()
         raise EngineError(f"stratum {strata.label(s)} has {int(strata.rows[s])} rows, fewer than {need} = {least}"
                           f"{more}; merge or drop small strata, or use fewer strata columns")
     return strata
+
+
+class _RowStrata:
+    """Each row's stratum as ``strata_pass`` numbers them: an array, or (``folder`` not
+    False) a row-ordered file in a private folder of ``folder`` written a chunk at a time
+    (a wider type: the file so far rewritten, a piece at a time)."""
+
+    def __init__(self, rows: int, folder):
+        self.rows = rows
+        self.dtype = np.dtype(np.uint8)
+        self.array = np.zeros(rows, self.dtype) if folder is False else None
+        self.path = None if folder is False else os.path.join(private_dir(folder), "strata.bin")
+        self.fh = None if self.path is None else open(self.path, "w+b", opener=private_opener)
+        self.end = 0  # rows written (the chunks come in row order)
+
+    def put(self, offset: int, ids: np.ndarray) -> None:
+        self.end = max(self.end, offset + ids.shape[0])
+        if self.array is not None:
+            self.array[offset: offset + ids.shape[0]] = ids
+        else:
+            os.pwrite(self.fh.fileno(), np.ascontiguousarray(ids, self.dtype).tobytes(), offset * self.dtype.itemsize)
+
+    def _read(self, a: int, b: int) -> np.ndarray:
+        size = self.dtype.itemsize
+        return np.frombuffer(_pread_all(self.fh.fileno(), (b - a) * size, a * size), self.dtype)
+
+    def widen(self, dtype: np.dtype) -> None:
+        if self.array is not None:
+            self.array = self.array.astype(dtype)
+        else:
+            wide = open(self.path + ".wide", "w+b", opener=private_opener)
+            for a in range(0, self.end, STRATA_PIECE):  # (the rows written so far)
+                b = min(self.end, a + STRATA_PIECE)
+                os.pwrite(wide.fileno(), self._read(a, b).astype(dtype).tobytes(), a * dtype.itemsize)
+            self.fh.close()
+            os.replace(self.path + ".wide", self.path)
+            self.fh = wide
+        self.dtype = dtype
+
+    def renumber(self, perm: np.ndarray) -> np.ndarray:
+        """Each row's id ``i`` replaced by ``perm[i]``, in place, a piece at a time; the
+        rows of each new id."""
+        counts = np.zeros(perm.shape[0], np.int64)
+        for a in range(0, self.rows, STRATA_PIECE):
+            b = min(self.rows, a + STRATA_PIECE)
+            piece = perm[self.array[a:b] if self.array is not None else self._read(a, b)]
+            if self.array is not None:
+                self.array[a:b] = piece
+            else:
+                os.pwrite(self.fh.fileno(), piece.tobytes(), a * self.dtype.itemsize)
+            counts += np.bincount(piece, minlength=perm.shape[0])
+        if self.fh is not None:
+            self.fh.close()
+        return counts
+
+    def close(self) -> None:  # (a refusal or a failure: the file removed)
+        if self.fh is not None:
+            self.fh.close()
+        if self.path is not None:
+            shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
 
 
 def strata_units(rows: np.ndarray, block_strata: np.ndarray, least: Callable[[int], int]) -> list[list[int]]:
@@ -583,13 +739,13 @@ def group_strata(labels: np.ndarray, n_groups: int, strata: Strata) -> np.ndarra
     """Each group's stratum; raises when a group holds rows of two strata (the
     independent check of a stratified run, before anything is written)."""
     gs = np.full(n_groups, -1, np.int64)
-    step = 1 << 22
+    step = STRATA_PIECE
     rows = labels.shape[0]
     for a in range(0, rows, step):
         lab = np.asarray(labels[a: a + step]).astype(np.int64)
-        gs[lab] = strata.of_row[a: a + step]
+        gs[lab] = strata.slice(a, a + step)
     for a in range(0, rows, step):
         lab = np.asarray(labels[a: a + step]).astype(np.int64)
-        if (gs[lab] != strata.of_row[a: a + step]).any():
+        if (gs[lab] != strata.slice(a, a + step)).any():
             raise EngineError("internal check failed: a group holds rows of two strata")
     return gs

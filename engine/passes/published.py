@@ -84,11 +84,15 @@ class RowRecords:
         self.strata_groups = None  # ... and counted by stratum (the report's groups per stratum)
 
     def check_strata(self, strata) -> None:
-        """With --strata: each unit's groups are checked, as they pass, to hold rows of one
-        stratum (``strata.of_row``), and counted by stratum (``strata_groups``): the
-        independent check ``partition.group_strata`` makes of a label map."""
+        """With --strata: each unit's groups are counted by stratum as they pass
+        (``strata_groups``: the stratum of the unit's first row, one read), and the write
+        pass checks every row, range by range, against the stratum of its group's unit
+        (``strata.slice``: the rows' strata read in row order, none held for the run):
+        the independent check ``partition.group_strata`` makes of a label map."""
         self.strata = strata
         self.strata_groups = np.zeros(strata.count, np.int64)
+        self._unit_groups: list = []  # each unit's first group
+        self._unit_strata: list = []  # ... and its stratum
 
     # ------------------------------------------------------------ the aggregate pass
 
@@ -118,13 +122,10 @@ class RowRecords:
         ids = np.asarray(ids, np.int64)
         if ids.shape[0] and (int(ids.min()) < 0 or int(ids.max()) >= self.rows):
             raise EngineError("internal check failed: a row id is outside the table")
-        if self.strata is not None:
-            of = self.strata.of_row[ids].astype(np.int64)
-            gs = np.full(g, -1, np.int64)
-            gs[local] = of
-            if (gs[local] != of).any():
-                raise EngineError("internal check failed: a group holds rows of two strata")
-            self.strata_groups += np.bincount(gs, minlength=self.strata_groups.shape[0])
+        if self.strata is not None and g:
+            self._unit_groups.append(first)
+            self._unit_strata.append(int(self.strata.at(ids[:1])[0]))
+            self.strata_groups[self._unit_strata[-1]] += g
         by_range = np.bincount(ids // self.range_rows, minlength=self.ranges)
         rec, nxt = self.file.reserve_buckets(by_range, 8 * (1 + self.d))
         fill_records(ids, local, first, centroid, self.range_rows, rec.view(np.int64), rec.view(np.float64), nxt)
@@ -178,6 +179,10 @@ class RowRecords:
         if rec.shape[0] != n or (labels < 0).any():
             missing = int(np.flatnonzero(labels < 0)[0]) if (labels < 0).any() else 0
             raise EngineError(f"internal check failed: row {first + missing + 1:,} was not assigned to a group")
+        if self.strata is not None:
+            unit = np.searchsorted(np.asarray(self._unit_groups, np.int64), labels, side="right") - 1
+            if (np.asarray(self._unit_strata, np.int64)[unit] != self.strata.slice(first, first + n)).any():
+                raise EngineError("internal check failed: a group holds rows of two strata")
         self._range, self._values, self._labels = r, values, labels
         if r == self.ranges - 1:  # (the last range read: the file goes meanwhile)
             self.file.discard()
