@@ -129,7 +129,7 @@ LAYERS = (
                      "declared", "relations"}),
     ("io", {"io", "options", "report"}),
     ("encode", {"frames", "encode"}),
-    ("passes", {"passes", "budget", "select"}),
+    ("passes", {"passes", "budget", "csvlimit", "select"}),
     ("methods", {"methods", "cluster", "planning", "audit"}),
     ("coordinator", {"coordinator", "entities"}),
     ("release", {"release", "html_report", "html_sections"}),
