@@ -20,6 +20,7 @@ import engine
 import engine.coordinator as coordinator
 import engine.methods.centroids as centroids
 import engine.passes.write as write
+from engine.passes.executor import LocalExecutor
 from engine.cli import main
 from engine.errors import EngineError, VerificationError
 from engine.io import tempfiles
@@ -243,7 +244,7 @@ def test_temporaries_are_private_and_the_input_is_not_locked(table, tmp_path, mo
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
         return True
 
-    real_plan, real_stitch, real_write = coordinator.plan_budget, centroids.stitch_blocks, centroids.write_pass
+    real_plan, real_stitch, real_write = coordinator.plan_budget, centroids.stitch_blocks, LocalExecutor.write_pass
 
     def plan_on_disk(*a, **kw):
         import dataclasses
@@ -265,7 +266,7 @@ def test_temporaries_are_private_and_the_input_is_not_locked(table, tmp_path, mo
 
     monkeypatch.setattr(coordinator, "plan_budget", plan_on_disk)
     monkeypatch.setattr(centroids, "stitch_blocks", stitch)
-    monkeypatch.setattr(centroids, "write_pass", write_pass)
+    monkeypatch.setattr(LocalExecutor, "write_pass", staticmethod(write_pass))  # (the write pass: the run's executor's)
     (tmp_path / "t").mkdir()
     out = tmp_path / "out.parquet"
     before = _fingerprint(src)
