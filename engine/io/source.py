@@ -581,6 +581,9 @@ class Located(os.PathLike):
     def __fspath__(self) -> str:
         return self.text
 
+    def __str__(self) -> str:  # (the path as given, wherever a message or a report shows it)
+        return self.text
+
     def __repr__(self) -> str:
         return f"Located({self.text!r}, {len(self.files)} files)"
 
