@@ -41,23 +41,28 @@ SCALE_UNIT_WIDTH = 16
 # stage above POLISH_MAX_ROWS rows or above POLISH_MAX_ROWS x SCALE_UNIT_WIDTH cells of grouping
 # columns (``seam_stage``): a numeric table of up to 16 QIs keeps the in-memory polish up to 2M
 # rows, a census extract of 42 encoded columns takes the seam stage from 761,905 rows (its
-# in-memory polish needed about 2 GiB at 1M rows; the seam stage fits in 1 GiB). A threshold on
-# the table's shape, not on the memory limit: the release never depends on the limit.
+# in-memory polish planned 2,064 MiB at 1M rows; the seam stage plans 792 MiB). A threshold on
+# the table's shape, not on the memory limit: the release never depends on the limit. The
+# cheaper SCALE_ settings (leaves, rounds, near lists, windows) still go by rows alone: a
+# seam stage taken for its columns at up to POLISH_MAX_ROWS rows polishes as the in-memory
+# polish does (1M-row census extract: mean per-QI loss 15.11 % against 14.87 % in memory, about
+# the same time; with the SCALE_ settings 16.52 % in a quarter of it: docs/benchmarks.md).
 POLISH_ROTATIONS = 3  # near lists from windows of 1 + 3 kd orders (0: exact kd-tree queries, slower)
 
 
 def scale_unit_rows(d: int, unit_rows: int = POLISH_UNIT_ROWS) -> int:
-    """Rows of a unit of either stage above POLISH_MAX_ROWS for ``d`` grouping columns (the
-    encoded ones): ``unit_rows`` up to SCALE_UNIT_WIDTH columns, then fewer, as many cells
-    (a function of the columns only: the output never depends on the limit)."""
+    """Rows of a unit of either stage of a run that takes the seam stage (``seam_stage``)
+    for ``d`` grouping columns (the encoded ones): ``unit_rows`` up to SCALE_UNIT_WIDTH
+    columns, then fewer, as many cells (a function of the columns only: the output never
+    depends on the limit)."""
     return unit_rows if d <= SCALE_UNIT_WIDTH else unit_rows * SCALE_UNIT_WIDTH // d
 
 
 def seam_stage(rows: int, d: int, max_rows: int = POLISH_MAX_ROWS) -> bool:
     """Whether a polished streamed run of ``rows`` rows and ``d`` grouping columns (the
-    encoded ones) polishes its seams as the blocks of a second plan (``passes.seams``, the
-    cheaper SCALE_ settings) rather than every row in memory: above ``max_rows`` rows or
-    ``max_rows`` x SCALE_UNIT_WIDTH cells (``max_rows``: the caller's POLISH_MAX_ROWS)."""
+    encoded ones) polishes its seams as the blocks of a second plan (``passes.seams``)
+    rather than every row in memory: above ``max_rows`` rows or ``max_rows`` x
+    SCALE_UNIT_WIDTH cells (``max_rows``: the caller's POLISH_MAX_ROWS, which tests lower)."""
     return rows > max_rows or rows * max(d, 1) > max_rows * SCALE_UNIT_WIDTH
 
 

@@ -12,15 +12,18 @@ and appends its QI values, with its global row id, to that block's spill file.
 Strata (``--strata``, sdcMicro's ``strata_variables``): a stratum is one
 combination of the strata columns' values (a null is a value). ``strata_pass``
 reads those columns once, numbers the strata in the order of their values and
-keeps each row's stratum (``Strata``); a stratum of fewer than k rows is refused
-there, naming it. The plan then cuts by stratum first: its top nodes compare the
-stratum id (a routing column after the QIs), below them each stratum has its own
-kd plan (``plan_blocks`` on its sample rows and its exact row count; a stratum of
-at most ``block_size`` rows is one block), so every block lies in one stratum and
-blocks are numbered stratum by stratum. A table of one block in memory is held as
-one block per stratum (``MemoryStrata``). Units of blocks (``strata_units``), the
-seam polish and the border refinement then stay within a stratum: no group spans
-two strata (checked after the stitch: ``check_strata``).
+keeps each row's stratum (``Strata``: in memory, or under a memory limit in a
+row-ordered file read a chunk at a time, so that nothing held grows with the rows);
+a stratum of fewer than k rows is refused there, naming it. The plan then cuts by
+stratum first: its top nodes compare the stratum id (a routing column after the QIs),
+below them each stratum has its own kd plan (``plan_blocks`` on its sample rows and
+its exact row count; a stratum of at most ``block_size`` rows is one block), so every
+block lies in one stratum and blocks are numbered stratum by stratum. A table of one
+block in memory is held as one block per stratum (``MemoryStrata``). Units of blocks
+(``strata_units``), the seam polish and the border refinement then stay within a
+stratum: no group spans two strata (checked after the stitch: ``group_strata`` on a
+label map; row-ordered published values: by the write pass, range by range,
+``published.RowRecords.check_strata``).
 """
 
 from __future__ import annotations

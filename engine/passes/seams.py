@@ -1,10 +1,10 @@
-"""The seam stage of a polished run above ``POLISH_MAX_ROWS`` rows: the seams between
-units polished block by block, with bounded memory.
+"""The seam stage of a polished run above ``POLISH_MAX_ROWS`` rows or as many x 16 cells
+(``tuning.seam_stage``): the seams between units polished block by block, with bounded memory.
 
 A polished streamed run cuts its units (consecutive blocks of the kd plan, about
-``POLISH_UNIT_ROWS`` rows) into groups. Up to ``POLISH_MAX_ROWS`` rows it polishes
-each unit in a worker, then the seams between units (the groups along a unit's faces,
-which could not trade rows with the next unit's) on every standardized row at once
+``POLISH_UNIT_ROWS`` rows) into groups. Up to ``POLISH_MAX_ROWS`` rows (and cells) it
+polishes each unit in a worker, then the seams between units (the groups along a unit's
+faces, which could not trade rows with the next unit's) on every standardized row at once
 (``CentroidFlow._polish_seams``). Above, that would hold the whole table, so:
 
 1. a second kd plan (``seam_plan``) is made from the first plan's sample in a rotated
