@@ -8,11 +8,19 @@ function, argument types), then the kernels of ``engine.kernels`` that hold more
 than one specialization or a literal-typed one (each costs a compilation of its
 own). With a warm cache nothing compiles; with an empty one this is the first
 run of a fresh install. ``--top N`` limits the list (default 40).
+
+    python benchmarks/compile_log.py --record [demo --quiet]
+
+prints, instead, the kernels the command calls from Python (not their callees), in
+the order of their first call, as ``engine.warmup.DEMO_KERNELS`` lists them (cached
+or not: the same list on a warm cache); ``tests/test_first_use.py`` checks that list
+with ``record``.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 from numba.core import event
@@ -55,7 +63,63 @@ def specializations():
     return out
 
 
+def record(argv):
+    """The kernels of the package that ``microagg ARGV``, run in this process, calls
+    from Python, in the order of their first call: ``[(module under engine., function,
+    signature text)]`` (``engine.warmup.signature`` reads the text)."""
+    from numba.core.dispatcher import Dispatcher
+
+    from engine import cli, kernels  # noqa: F401  (kernels: its compile wrapper in place first)
+
+    calls, depth = [], threading.local()
+    inner = Dispatcher.compile
+
+    def compile_(self, sig):
+        level = getattr(depth, "n", 0)
+        fn = self.py_func
+        if level == 0 and fn.__module__.startswith("engine.") and "<locals>" not in fn.__qualname__:
+            key = (fn.__module__[len("engine."):], fn.__qualname__, _text(sig))
+            if key not in calls:
+                calls.append(key)
+        depth.n = level + 1
+        try:
+            return inner(self, sig)
+        finally:
+            depth.n = level
+
+    Dispatcher.compile = compile_  # (the command's calls of uncompiled kernels come here, cached or not)
+    try:
+        code = cli.main(argv)
+    finally:
+        Dispatcher.compile = inner
+    if code != 0:
+        raise RuntimeError(f"microagg {' '.join(argv)} exited {code}")
+    return calls
+
+
+def _text(sig):
+    """A signature as ``engine.warmup.signature`` reads it: C-contiguous arrays as ``float64[:, ::1]``."""
+    from numba.core import sigutils, types
+
+    from engine.warmup import signature
+
+    sig = tuple(sigutils.normalize_signature(sig)[0])
+
+    def one(t):
+        if isinstance(t, types.Array) and t.layout == "C" and t.mutable and t.aligned:
+            return f"{t.dtype}[{', '.join([':'] * (t.ndim - 1) + ['::1'])}]"
+        return repr(t)
+
+    text = "(" + ", ".join(one(t) for t in sig) + ("," if len(sig) == 1 else "") + ")"
+    assert signature(text) == sig, text
+    return text
+
+
 def main(argv):
+    if argv[:1] == ["--record"]:
+        for entry in record(argv[1:] or ["demo", "--quiet"]):
+            print(f"    {entry!r},")
+        return 0
     top = 40
     if argv[:1] == ["--top"]:
         top, argv = int(argv[1]), argv[2:]

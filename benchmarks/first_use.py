@@ -2,6 +2,12 @@
 method's first use after it.
 
     python benchmarks/first_use.py [--only NAME,...] [--out DIR]
+    python benchmarks/first_use.py --demo-repeats 3
+
+``--demo-repeats N``: only the first demo, N times, each on a new empty cache: wall,
+CPU (user + system, the helper process of ``engine.warmup`` included) and the load
+average before each, then the medians. ``MICROAGG_WARMUP=0`` in the environment
+measures it without the helper; ``PYTHONPATH=TREE`` another tree.
 
 Each command runs in a new process. The demo runs with an empty Numba cache (a
 fresh install), then again (warm). Every other case starts from a copy of the
@@ -17,6 +23,7 @@ import argparse
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,10 +58,11 @@ def cases(out):
     ]
 
 
-def timed(argv, cache):
-    """(wall seconds, user CPU seconds) of ``microagg ARGV`` with that Numba cache."""
+def timed(argv, cache, system=False):
+    """(wall seconds, user CPU seconds) of ``microagg ARGV`` with that Numba cache
+    (``system``: user + system CPU seconds)."""
     env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-    u = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     # (cwd: not this checkout, whose engine/ would shadow the one installed or on PYTHONPATH)
     p = subprocess.run([sys.executable, "-m", "engine", *argv, "--quiet"] if argv[0] != "verify"
@@ -63,7 +71,25 @@ def timed(argv, cache):
     wall = time.perf_counter() - t
     if p.returncode != 0:
         print(f"  failed ({p.returncode}): {' '.join(argv)}\n{p.stderr}", file=sys.stderr)
-    return wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - u
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + (after.ru_stime - before.ru_stime if system else 0.0)
+    return wall, cpu
+
+
+def cold_demos(repeats, out):
+    """The first demo ``repeats`` times, each on a new empty cache; the medians."""
+    walls, cpus = [], []
+    for i in range(repeats):
+        root = tempfile.mkdtemp(prefix="first-demo-", dir=out)
+        cache = os.path.join(root, "cache")
+        os.makedirs(cache)
+        load = os.getloadavg()[0]
+        wall, cpu = timed(["demo"], cache, system=True)
+        shutil.rmtree(root)
+        walls.append(wall)
+        cpus.append(cpu)
+        print(f"run {i + 1}: {wall:5.1f} s wall, {cpu:5.1f} s CPU (user + sys), load {load:.1f} before", flush=True)
+    print(f"median: {statistics.median(walls):.1f} s wall, {statistics.median(cpus):.1f} s CPU")
 
 
 def row(name, first, warm):
@@ -75,7 +101,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=None)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--demo-repeats", type=int, default=0)
     a = ap.parse_args()
+    if a.demo_repeats:
+        return cold_demos(a.demo_repeats, a.out)
     root = tempfile.mkdtemp(prefix="first-use-", dir=a.out)
     base = os.path.join(root, "cache-demo")
     os.makedirs(base)

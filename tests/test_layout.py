@@ -133,7 +133,7 @@ LAYERS = (
     ("methods", {"methods", "cluster", "planning", "audit"}),
     ("coordinator", {"coordinator", "entities"}),
     ("release", {"release", "html_report", "html_sections"}),
-    ("faces", {"api", "cli", "synth", "engine", "__main__"}),
+    ("faces", {"api", "cli", "synth", "engine", "__main__", "warmup"}),
 )
 
 
