@@ -198,3 +198,15 @@ def test_a_wide_table_takes_the_seam_stage_below_the_rows(data, tmp_path, monkey
     narrow = engine.anonymize(data, tmp_path / "narrow.parquet", ["age", "wage"], 4, block_size=1000,
                               chunk_rows=1000)
     assert "polish" in narrow.passes and "seams" not in narrow.passes
+
+
+@pytest.mark.parametrize("method, kw", [("mnqia", {}), ("maxent", {"sa": "occupation", "epsilon": 2.0})])
+def test_range_methods_read_the_strata_from_disk(data, tmp_path, monkeypatch, method, kw):
+    """The range methods (maxent, mnqia): the partition pass's strata from the file."""
+    made = _spy(monkeypatch)
+    qi = ["age", "wage"]
+    for name, more in (("memory", {}), ("disk", {"memory_limit": "16GiB", "chunk_rows": 777})):
+        engine.anonymize(data, tmp_path / f"{name}.parquet", qi, 5, method=method, block_size=3000,
+                         strata=["region"], **kw, **more)
+    assert made == [False, True]
+    assert _digest(tmp_path / "memory.parquet") == _digest(tmp_path / "disk.parquet")
