@@ -73,7 +73,8 @@ from .errors import EngineError
 from .io.sink import CommitGroup, atomic_output, check_destination, check_tmp_dir, output_format
 from .io.remote import is_remote
 from .io.labelled import file_meta, with_declarations
-from .io.source import Located, locate, open_source
+from .io.locate import Located, locate
+from .io.source import open_source
 from .kernels.groups import count_labels
 from .parallel import numba_threads
 from .passes.partition import (group_strata, load_block, plan_blocks, sample_profile, sample_stride,
@@ -139,7 +140,7 @@ class Resolved:
     start_rss: int
     executor: Any                # passes.executor.Executor: this machine's threads, or Dask's tasks (--scheduler)
     budget_kw: dict = dataclasses.field(default_factory=dict)  # plan_budget's arguments but the rows (planning)
-    located: Any = None          # io.source.Located (an input path resolved once), or the table in memory
+    located: Any = None          # io.locate.Located (an input path resolved once), or the table in memory
     cfg: Any = None              # the run's settings, a labelled file's declarations added
     flow: Any = None             # the method's hooks (FLOWS), past ``check_input``
     dest: str | None = None

@@ -41,7 +41,8 @@ from .entities import run  # (coordinator.run, or by person or household)
 from .io.labelled import check_stat_output, stat_output, write_release
 from .io.sink import (STDOUT, CommitGroup, check_destination, check_side_output, check_tmp_dir, input_files,
                       written_source)
-from .io.source import locate, open_source
+from .io.locate import locate
+from .io.source import open_source
 from .io.tempfiles import input_label, private_folder
 from .errors import EngineError
 from .options import OPTIONS, RunConfig

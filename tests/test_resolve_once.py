@@ -2,8 +2,8 @@
 
 * Following ``source`` from ``engine.anonymize`` (with the options that used to resolve
   it again: a memory limit's CSV check, the risk step, a report), the functions that
-  resolve an input path (``io.source.expand_path``, ``io.remote.expand``, the kind of
-  each file) are entered once: every other step takes the ``io.source.Located``.
+  resolve an input path (``io.locate.expand_path``, ``io.remote.expand``, the kind of
+  each file) are entered once: every other step takes the ``io.locate.Located``.
 * ``coordinator.run`` is ``coordinator.plan(..., runnable=True)`` then ``run_plan``; a plan
   runs once, a describing plan (``engine.plan``) does not run, and a plan whose input
   changed since it was made is refused.
@@ -23,14 +23,14 @@ import pytest
 
 import engine
 from engine import EngineError, coordinator
-from engine.io import remote, sink, source
+from engine.io import locate, remote, sink, source
 from engine.options import RunConfig
 from engine.passes.executor import LocalExecutor
 
 CENSUS = Path(__file__).resolve().parent / "data" / "census.csv"
 QI = ["AFNLWGT", "AGI", "EMCONTRB"]
-RESOLVERS = {source.expand_path: "io.source.expand_path", remote.expand: "io.remote.expand",
-             source._kind: "io.source._kind (a file's kind)", sink.input_files: "io.sink.input_files",
+RESOLVERS = {locate.expand_path: "io.locate.expand_path", remote.expand: "io.remote.expand",
+             locate._kind: "io.locate._kind (a file's kind)", sink.input_files: "io.sink.input_files",
              source.open_source: "io.source.open_source"}
 
 
@@ -63,8 +63,8 @@ def test_a_release_resolves_its_input_once(tmp_path):
     """Was: ``expand_path`` 4 times (the release's checks, the CSV limit check, the run's
     open, the risk step's open), each file kinded twice."""
     calls = _counted(lambda: _release(tmp_path))
-    assert sum(calls["io.source.expand_path"].values()) == 1, dict(calls["io.source.expand_path"])
-    assert sum(calls["io.source._kind (a file's kind)"].values()) == 1  # (one file)
+    assert sum(calls["io.locate.expand_path"].values()) == 1, dict(calls["io.locate.expand_path"])
+    assert sum(calls["io.locate._kind (a file's kind)"].values()) == 1  # (one file)
     assert not calls["io.remote.expand"]
     assert (tmp_path / "out.csv").exists()
 

@@ -38,7 +38,8 @@ import polars as pl
 
 from ..errors import EngineError, check_signals
 from . import remote
-from .source import Located, TableSource, locate, open_csv
+from .locate import Located, locate
+from .source import TableSource, open_csv
 from .tempfiles import TMP_SUFFIX, clean_stale, io_errno, os_reason, private_file
 
 __all__ = ["PARQUET_OPTIONS", "STDOUT", "TMP_SUFFIX", "CommitGroup", "Target", "atomic_output", "check_csv_columns",
@@ -178,7 +179,7 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
 
 def input_files(data) -> tuple[str, ...]:
     """The files behind an input given as a path, folder or glob (none for frames and
-    arrays): a ``source.Located``'s, resolved once (a path given as text is resolved
+    arrays): a ``locate.Located``'s, resolved once (a path given as text is resolved
     here); an input that does not exist raises the source's one-line error."""
     data = locate(data)
     return data.files if isinstance(data, Located) else ()

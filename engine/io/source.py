@@ -14,20 +14,14 @@ header name is refused (``engine.io.csvfile``).
 Object storage (``s3://``, ``gs://``, ``az://``; ``engine.io.remote``): an object, a
 prefix (read as a folder) or a glob of keys, read as the local files would be.
 
-An input path is resolved once (``locate``): a ``Located`` carries its files (a folder's
-or a glob's, expanded), its label and its kind, and is the path itself for whatever
-names it (``os.fspath``); ``open_source`` and ``io.sink.input_files`` take its files, so
-a release (the run, the leak guard, the budget's CSV check, the sink's checks, the risk
-step) never expands or kinds the path again (``tests/test_resolve_once.py``).
+An input path is resolved once (``io.locate``: a ``Located``, its files, label and kind);
+``open_source`` takes its files and kind, never expanding or kinding the path again.
 """
 
 from __future__ import annotations
 
-import functools
-import glob as _glob
 import os
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Iterator, Protocol, Sequence, TypeVar
 
 import numpy as np
@@ -37,16 +31,14 @@ import pyarrow as pa
 from ..errors import EngineError, first_line
 from ..parallel import read_ahead
 from . import remote
-from .csvfile import (DATETIME, GZIP, KIND_TYPES, CsvOptions, cast_text, check_header, check_structure, csv_pieces,
+from .csvfile import (DATETIME, KIND_TYPES, CsvOptions, cast_text, check_header, check_structure, csv_pieces,
                       join_kinds, kind_of, not_a_value, readable_csv, reads_as, typed_from_text)
-from .labelled import convert, stat_input
+from .labelled import convert
+from .locate import Located, locate
 from .memory import from_memory, input_kind
 from .schema import (FolderSchema, adapt, adapt_lazy, check_reconciled, reconcile_parquet, unreadable_column,
                      unsupported_field)
 from .tempfiles import input_label
-
-_PARQUET = (".parquet", ".pq", ".parq")
-_CSV = (".csv", ".tsv", ".txt")
 
 
 ProfileT = TypeVar("ProfileT")
@@ -562,110 +554,6 @@ def frame_to_array(frame: pl.DataFrame, columns: Sequence[str]) -> np.ndarray:
     for j, c in enumerate(columns):
         out[:, j] = numeric_values(frame.get_column(c))
     return out
-
-
-class Located(os.PathLike):
-    """An input path resolved once (``locate``; the module docstring): ``files`` (expanded
-    from a folder, a glob or an object storage prefix), ``label`` (how messages name it),
-    ``kind`` ("csv", "parquet" or "stat": taken when first asked, so that a refusal of the
-    destination still comes before one of the format), ``remote``; ``stamp``: each local
-    file's size and modification time when it was resolved (``changed``)."""
-
-    def __init__(self, text: str):
-        self.text = text
-        self.files = tuple(expand_path(text))
-        self.label = input_label(text)
-        self.remote = remote.is_remote(text)
-        self.stamp = self._stamp()
-
-    def __fspath__(self) -> str:
-        return self.text
-
-    def __str__(self) -> str:  # (the path as given, wherever a message or a report shows it)
-        return self.text
-
-    def __repr__(self) -> str:
-        return f"Located({self.text!r}, {len(self.files)} files)"
-
-    @functools.cached_property
-    def kind(self) -> str:
-        kinds = {_kind(f) for f in self.files}
-        if len(kinds) > 1:
-            raise EngineError(f"input mixes CSV and Parquet files: {self.label}")
-        return kinds.pop()
-
-    def _stamp(self) -> tuple:
-        if self.remote:  # (object storage: not stamped; an object changed meanwhile is read as it is then)
-            return ()
-        try:
-            return tuple((f, st.st_size, st.st_mtime_ns) for f, st in ((f, os.stat(f)) for f in self.files))
-        except OSError:
-            return ()
-
-    def changed(self) -> str | None:
-        """The first file changed (or gone) since it was resolved, or None."""
-        for f, size, mtime in self.stamp:
-            try:
-                st = os.stat(f)
-            except OSError:
-                return f
-            if (st.st_size, st.st_mtime_ns) != (size, mtime):
-                return f
-        return None
-
-
-def locate(data):
-    """``data`` resolved once: a path (or URL, folder, glob) as a ``Located``; a
-    ``Located`` or an in-memory table as it is."""
-    if isinstance(data, (str, os.PathLike)) and not isinstance(data, Located):
-        return Located(os.fspath(data))
-    return data
-
-
-def expand_path(text: str) -> list[str]:
-    """The files behind an input path (or object storage URL: ``engine.io.remote``): the
-    file itself; a folder's Parquet files (any depth, sorted), or if it has none its CSV
-    files; the files a glob matches (sorted). One line when there are none."""
-    if remote.is_remote(text):
-        return remote.expand(text, folder_files)
-    p = Path(text)
-    if p.is_dir():
-        files = folder_files(sorted(str(f) for f in p.rglob("*") if f.is_file()))
-        if not files:
-            raise EngineError(f"input folder has no Parquet files: {text} (nor CSV files)")
-        return files
-    if p.exists():
-        return [str(p)]
-    if any(ch in text for ch in "*?["):
-        files = sorted(f for f in _glob.glob(text, recursive=True) if os.path.isfile(f))
-        if not files:
-            raise EngineError(f"input glob matches no files: {text}")
-        return files
-    raise EngineError(f"input not found: {text}")
-
-
-_FOLDER_CSV = (".csv", ".tsv", ".csv.gz", ".tsv.gz")
-
-
-def folder_files(names: list[str]) -> list[str]:
-    """Of a folder's files (sorted), those read as its table: the Parquet files, else
-    the CSV files (``.csv``, ``.tsv``, gzipped or not: parts written by a Spark job, say)."""
-    parquet = [f for f in names if f.lower().endswith(_PARQUET)]
-    return parquet or [f for f in names if f.lower().endswith(_FOLDER_CSV)]
-
-
-def _kind(path: str) -> str:
-    suffix = Path(path).suffix.lower()
-    if suffix == GZIP and Path(path[:-len(GZIP)]).suffix.lower() in _CSV:
-        return "csv"
-    if suffix in _PARQUET:
-        return "parquet"
-    if suffix in _CSV:
-        return "csv"
-    if stat_input(path):
-        return "stat"
-    raise EngineError(f"unsupported input format {suffix or '(none)'!r}: {path} (use .csv, .parquet, .sav, .zsav, "
-                      f".por, .dta, .sas7bdat, .xpt or an IPUMS codebook .xml)")
 
 
 def open_csv(files: list[str], text: str, opts: CsvOptions | None, tmp_dir) -> TableSource:
