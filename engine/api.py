@@ -327,7 +327,11 @@ def plan(source: TableLike, sink: PathLike | None = None, qi: Sequence[str] | st
     households), the least ``memory_limit`` and each phase's, and the passes in order.
     It reads what the run's first steps read (the footers or a CSV's lines, a CSV's
     first values, the categorical QIs' dictionaries and the numeric QIs' missing values)
-    and writes nothing. ``k`` not given: 3 for the methods that need it."""
+    and writes nothing. ``k`` not given: 3 for the methods that need it.
+
+    ``anonymize`` is this plan, run: its run makes the same plan (``coordinator.plan``,
+    holding what it resolved) and runs it once (``coordinator.run_plan``); its report
+    embeds it (``report.plan``)."""
     names = None
     if isinstance(source, np.ndarray):
         if source.ndim != 2:
