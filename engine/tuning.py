@@ -22,13 +22,15 @@ POLISH_UNIT_ROWS = 100_000  # rows aggregated and polished together in a worker 
 POLISH_MIN_GAIN = 0.01
 # Above POLISH_MAX_ROWS the units are not polished; the blocks of a second plan, which cross the
 # units' faces, are (engine/passes/seams.py), with bounded memory and cheaper settings: smaller
-# leaves, shorter near lists from one rotation and narrower windows, one round
-# (docs/notes/quality-at-scale.md).
-SCALE_LEAF_SIZE = 1024
+# leaves, shorter near lists and narrow windows, one round (docs/notes/quality-at-scale.md).
+# Chosen on the quality-for-CPU frontier of one seam block (issue 42 item 3, docs/benchmarks.md):
+# windows of 4 positions in 1 + 3 kd orders find near lists as good as 12 positions in 1 + 1, for
+# less, and leaves of 2,048 rows start the polish lower at about the CPU the narrower windows save.
+SCALE_LEAF_SIZE = 2048
 SCALE_POLISH_ROUNDS = 1
-SCALE_ROTATIONS = 1
+SCALE_ROTATIONS = 3
 SCALE_DESCENT = 1  # two-hop refreshes of the near lists (up to 2M rows: 2)
-SCALE_WINDOW = 12  # positions searched on each side in the kd orders (up to 2M rows: 24)
+SCALE_WINDOW = 4  # positions searched on each side in the kd orders (up to 2M rows: 24)
 SEAM_SPILL = 8 << 20  # bytes the seam stage's spill store buffers before a write
 # Above POLISH_MAX_ROWS the units of both stages hold at most POLISH_UNIT_ROWS x SCALE_UNIT_WIDTH
 # cells of the grouping columns (``scale_unit_rows``): a mixed-type table's nominal QIs are 16

@@ -16,6 +16,7 @@ import engine.methods.centroids as co
 import engine.options as options
 from engine.passes import seams as seams_mod
 from engine.passes.seams import SeamStage, Router
+from engine.tuning import SCALE_LEAF_SIZE
 from reference_polish import sse
 
 K = 3
@@ -56,7 +57,7 @@ def test_seam_stage_guarantees_and_invariance(table):
         assert r.table.equals(runs[0].table)
     rep = runs[0].report
     assert rep.polish["seam_blocks"] > 1 and "seams" in rep.passes
-    assert rep.polish["rounds"] == 1 and rep.leaf_size == 1024
+    assert rep.polish["rounds"] == 1 and rep.leaf_size == SCALE_LEAF_SIZE
     sizes = np.bincount(np.asarray(runs[0].labels))
     assert sizes.min() >= K and sizes.max() <= 2 * K - 1 and sizes.sum() == table.height
     plain = _run(table, polish_rounds=0)
