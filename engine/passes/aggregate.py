@@ -76,7 +76,7 @@ def aggregate_units(store: SpillStore, units, work, labels: np.ndarray, threads:
 
     ``pool``: run even a single unit on a worker thread (a long kernel that reads
     ``stop``, set on an error or a signal, then returns soon). ``mapper(work, units)``
-    (``engine.cluster.DaskBackend.map_ordered``): runs the units elsewhere (``work``
+    (``engine.cluster.DaskExecutor.map_ordered``): runs the units elsewhere (``work``
     then a picklable function), results in unit order."""
     next_id = 0
     done = 0
