@@ -43,12 +43,12 @@ SCALE_UNIT_WIDTH = 16
 # stage above POLISH_MAX_ROWS rows or above POLISH_MAX_ROWS x SCALE_UNIT_WIDTH cells of grouping
 # columns (``seam_stage``): a numeric table of up to 16 QIs keeps the in-memory polish up to 2M
 # rows, a census extract of 42 encoded columns takes the seam stage from 761,905 rows (its
-# in-memory polish planned 2,064 MiB at 1M rows; the seam stage plans 792 MiB). A threshold on
+# in-memory polish planned 2,064 MiB at 1M rows; the seam stage 664-800 MiB). A threshold on
 # the table's shape, not on the memory limit: the release never depends on the limit. The
 # cheaper SCALE_ settings (leaves, rounds, near lists, windows) still go by rows alone: a
 # seam stage taken for its columns at up to POLISH_MAX_ROWS rows polishes as the in-memory
 # polish does (1M-row census extract: mean per-QI loss 15.11 % against 14.87 % in memory, about
-# the same time; with the SCALE_ settings 16.52 % in a quarter of it: docs/benchmarks.md).
+# the same time; with the SCALE_ settings of then, 1,024-row leaves, 16.52 % in a quarter of it).
 POLISH_ROTATIONS = 3  # near lists from windows of 1 + 3 kd orders (0: exact kd-tree queries, slower)
 
 
