@@ -23,6 +23,7 @@ import polars as pl
 import pytest
 
 import engine
+import engine.coordinator as coordinator
 import engine.methods.centroids as co
 import engine.options as options
 from engine import budget, tuning
@@ -104,7 +105,6 @@ def _spy(monkeypatch) -> list:
         made.append(s.on_disk)
         return s
 
-    import engine.coordinator as coordinator
     monkeypatch.setattr(coordinator, "strata_pass", spy)
     return made
 

@@ -137,6 +137,9 @@ class RowRecords:
         self.file.flush(release=True)
         if self.appended != self.rows or groups != self.groups:
             raise EngineError("internal check failed: a row was not assigned to a group")
+        if self.strata is not None:  # (the write pass's check: each unit's first group and stratum)
+            self._unit_groups = np.asarray(self._unit_groups, np.int64)
+            self._unit_strata = np.asarray(self._unit_strata, np.int64)
         sizes = np.flatnonzero(self.hist)
         if not sizes.shape[0]:
             raise EngineError("internal check failed: no group was formed")
@@ -180,8 +183,8 @@ class RowRecords:
             missing = int(np.flatnonzero(labels < 0)[0]) if (labels < 0).any() else 0
             raise EngineError(f"internal check failed: row {first + missing + 1:,} was not assigned to a group")
         if self.strata is not None:
-            unit = np.searchsorted(np.asarray(self._unit_groups, np.int64), labels, side="right") - 1
-            if (np.asarray(self._unit_strata, np.int64)[unit] != self.strata.slice(first, first + n)).any():
+            unit = np.searchsorted(self._unit_groups, labels, side="right") - 1
+            if (self._unit_strata[unit] != self.strata.slice(first, first + n)).any():
                 raise EngineError("internal check failed: a group holds rows of two strata")
         self._range, self._values, self._labels = r, values, labels
         if r == self.ranges - 1:  # (the last range read: the file goes meanwhile)
