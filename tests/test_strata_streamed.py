@@ -192,9 +192,15 @@ def test_a_wide_table_takes_the_seam_stage_below_the_rows(data, tmp_path, monkey
     monkeypatch.setattr(options, "POLISH_MAX_ROWS", 30_000)
     monkeypatch.setattr(co, "POLISH_MAX_ROWS", 30_000)
     monkeypatch.setattr(co, "POLISH_UNIT_ROWS", 4_000)
+    settings = []
+    monkeypatch.setattr(co, "seam_pass", lambda stage, profile, cols, method, polish, *a, _s=co.seam_pass:
+                        (settings.append(polish), _s(stage, profile, cols, method, polish, *a))[1])
     wide = engine.anonymize(data, tmp_path / "wide.parquet", QI, 4, block_size=1000, chunk_rows=1000)
     assert "seams" in wide.passes and "polish" not in wide.passes and wide.polish["seam_blocks"] > 1
     assert wide.polish["near"] == tuning.polish_near(4)  # (not the cheaper settings of the rows above)
+    (rounds, near, rotations), = settings  # (no SCALE_DESCENT, SCALE_WINDOW: the kernel's defaults)
+    assert rounds == tuning.DEFAULT_POLISH_ROUNDS and near == tuning.polish_near(4)
+    assert rotations.shape[0] == tuning.POLISH_ROTATIONS
     narrow = engine.anonymize(data, tmp_path / "narrow.parquet", ["age", "wage"], 4, block_size=1000,
                               chunk_rows=1000)
     assert "polish" in narrow.passes and "seams" not in narrow.passes
