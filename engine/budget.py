@@ -5,7 +5,8 @@ The estimate of peak RSS (bytes; d QIs, c columns in all, n rows), each term
 measured on census-like tables (docs/benchmarks.md, "Memory limit"):
 
 * fixed: the process as it stands when the run is planned (interpreter, Numba,
-  Polars, pyarrow), measured, plus ``RUNTIME`` for what comes later whatever the
+  Polars, pyarrow), measured (a CSV or Parquet file: as the run began, plus
+  ``CSV_PASSES``, ``held_before``), plus ``RUNTIME`` for what comes later whatever the
   sizes (the compiled kernels loaded at first use, the thread pools, the
   allocators' arenas of Polars, pyarrow and NumPy), less what earlier runs in this
   process already made resident (``resident_runtime``: a batch job calling
@@ -51,8 +52,8 @@ measured on census-like tables (docs/benchmarks.md, "Memory limit"):
 * ``--strata``: a table of one block holds each row's stratum (a byte a row); a streamed
   run reads them from a row-ordered file a chunk at a time (``partition.Strata``), except
   the in-memory seam polish, which holds them with their sort order (9 bytes a row; the
-  copy of a stratum's standardized rows it polishes is not counted: measured peaks sit
-  well under that phase's estimate);
+  copy of a stratum's standardized rows it polishes is not counted: 2M rows x 7 QIs in
+  5 strata at their least limit, 1064MiB, peaked at 873 MiB);
 * a margin: ``MARGIN_SHARE`` of the limit plus ``MARGIN_FIXED``.
 
 The phases do not overlap: the least limit is the fixed part plus the largest phase
@@ -91,7 +92,7 @@ MiB = 1 << 20
 RUNTIME = 128 * MiB          # kernels, thread pools, allocator arenas (measured: 110-125 MiB)
 CELL = 64                    # bytes per cell of a chunk in flight (measured: about 52)
 PIECE_FACTOR = 12            # peak per byte of a CSV piece (measured: about 10, + 45 MiB of arenas)
-CSV_PASSES = 32 * MiB        # a CSV's passes before the plan, beyond RUNTIME's arenas
+CSV_PASSES = 32 * MiB        # a file's passes before the plan (CSV, Parquet), beyond RUNTIME's arenas
 MARGIN_SHARE = 0.05
 MARGIN_FIXED = 16 * MiB
 MIN_CHUNK = 10_000
@@ -306,9 +307,10 @@ def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind:
     pieces); ``state``: the bytes the run keeps for the whole table beside the row
     -> group map (default: the MDAV family's group table; the sensitive methods pass
     their class statistics); ``qis``, ``method``: for the message; ``start_rss``: the
-    process's RSS when the run began (a CSV's type inference and row count leave the
+    process's RSS when the run began (a CSV's or Parquet file's first passes leave the
     allocators' arenas larger, which ``RUNTIME`` already counts: ``CSV_PASSES`` more,
-    always, so that the figure stated before those passes is the one after them);
+    always, so that the figure stated before those passes is the one after them:
+    ``held_before``);
     ``buffered``: what pyarrow pre-buffers of a Parquet input (``parquet_buffer``);
     ``polish``: the run polishes (default: from ``cfg``, a streamed MDAV-family run
     with ``effective_polish_rounds`` > 0); ``risk``: ``--risk`` follows the run;
@@ -332,10 +334,7 @@ def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind:
     method = method or cfg.method
     qis = qi_count(cfg.qi) if qis is None else qis
     limit = cfg.memory_limit
-    fixed = psutil.Process().memory_info().rss
-    if kind == "csv" and start_rss is not None:
-        fixed = start_rss + CSV_PASSES
-    held = fixed
+    fixed = held = held_before(kind, start_rss)
     fixed += RUNTIME - resident_runtime() + buffered
     strata = getattr(cfg, "strata", None) is not None  # (one block: its rows' strata held; else on disk)
     fixed += rows if strata and rows <= block else 0
@@ -403,6 +402,24 @@ def plan(cfg: RunConfig, rows: int, d: int, columns: int, threads: int, *, kind:
         unit_room = unit_floor + (top - phases["passes"]) + left
     return Budget(block, chunk, on_disk, 2 * block, spill, piece, int(least), unit_room, unit_row, unit_floor,
                   rows, qis, method, row_ordered, ranged, room, _phase_limits(fixed + labels, phases))
+
+
+def held_before(kind: str, start_rss: int | None) -> int:
+    """What the process holds as the run is planned, as the plan counts it. A CSV or Parquet
+    input: the RSS at the run's start plus ``CSV_PASSES``, whatever its first passes (the
+    type inference, the footers, the dictionaries, the row count) left in the thread pools
+    and the allocators' arenas, which ``RUNTIME`` counts and the run reuses: so the figure
+    does not follow what the allocators kept this time (after the dictionaries of a Parquet
+    file the RSS varies by 10 MiB from run to run: a refusal stated 1,224 MiB, ``microagg
+    plan`` 1,208), and a refusal, ``microagg plan`` and the run at the figure agree (issue 41
+    item 2). A Parquet input's growth beyond ``RUNTIME`` and twice ``CSV_PASSES`` (a
+    statistical file transcoded: 162 MiB measured after the dictionaries of a 400,000-row
+    census extract) is counted as it is. Any other input (a frame in memory): the RSS now."""
+    now = psutil.Process().memory_info().rss
+    if start_rss is None or kind not in ("csv", "parquet"):
+        return now
+    base = start_rss + CSV_PASSES
+    return base if kind == "csv" else base + max(0, now - base - CSV_PASSES - RUNTIME)
 
 
 def _phase_limits(held: int, phases: dict) -> tuple:
