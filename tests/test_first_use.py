@@ -63,12 +63,19 @@ def _demo_settings(*argv):
 def test_wanted_only_on_the_demo_path_of_a_cold_cache(monkeypatch):
     monkeypatch.setattr(warmup, "cold", lambda kernels=None: True)
     monkeypatch.setattr(warmup, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(warmup.os, "getloadavg", lambda: (0.4, 0.3, 0.2))
     monkeypatch.delenv(warmup.ENV, raising=False)
     assert warmup.wanted(*_demo_settings())
     assert warmup.wanted(*_demo_settings("--seed", "7", "--threads", "2", "--rows", "300000"))
     for argv in (["--rows", "600"], ["--rows", "5000000"], ["--method", "vmdav"], ["--refine", "local"], ["--polish-rounds", "0"],
                  ["--k", "5"], ["--threads", "1"], ["--block-size", "5000"]):
         assert not warmup.wanted(*_demo_settings(*argv)), argv
+    monkeypatch.setattr(warmup.os, "getloadavg", lambda: (1.6, 0.3, 0.2))  # no core to spare
+    assert not warmup.wanted(*_demo_settings())
+    monkeypatch.setenv(warmup.ENV, "1")  # whatever the load
+    assert warmup.wanted(*_demo_settings())
+    monkeypatch.delenv(warmup.ENV)
+    monkeypatch.setattr(warmup.os, "getloadavg", lambda: (0.4, 0.3, 0.2))
     monkeypatch.setattr(warmup, "_usable_cores", lambda: 1)
     assert not warmup.wanted(*_demo_settings())
     monkeypatch.setattr(warmup, "_usable_cores", lambda: 2)
@@ -80,6 +87,7 @@ def test_wanted_only_on_the_demo_path_of_a_cold_cache(monkeypatch):
 
 
 def test_a_warm_demo_starts_no_helper(monkeypatch):
+    monkeypatch.setenv(warmup.ENV, "1")  # (whatever the load: only the cache decides)
     assert cli.main(["demo", "--quiet", "--rows", str(warmup.DEMO_ROWS[0])]) == 0  # (warm from here on)
 
     def no_process(*a, **kw):
@@ -148,7 +156,7 @@ def test_ctrl_c_during_a_cold_demo_is_quiet_and_ends_the_helper(tmp_path, to):
     cache = tmp_path / "cache"
     proc = subprocess.Popen([sys.executable, "-m", "engine", "demo", "--quiet", "--output", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, start_new_session=True,
-                            env=_env(NUMBA_CACHE_DIR=str(cache)))
+                            env=_env(NUMBA_CACHE_DIR=str(cache), **{warmup.ENV: "1"}))
     end = time.monotonic() + 60
     while not _children(proc.pid) and proc.poll() is None and time.monotonic() < end:
         time.sleep(0.01)
@@ -172,7 +180,7 @@ def test_a_cold_demo_with_the_helper_writes_what_one_without_writes(tmp_path):
     """Who compiled a kernel changes nothing: the cold demo with the helper and a warm
     one without it write the same table."""
     outs = []
-    for name, extra in (("cold", {}), ("warm", {warmup.ENV: "0"})):
+    for name, extra in (("cold", {warmup.ENV: "1"}), ("warm", {warmup.ENV: "0"})):
         outs.append(tmp_path / f"{name}.parquet")
         subprocess.run([sys.executable, "-m", "engine", "demo", "--quiet", "--output", str(outs[-1])], cwd=ROOT,
                        env=_env(NUMBA_CACHE_DIR=str(tmp_path / "cache"), **extra), check=True, timeout=600)
