@@ -213,7 +213,7 @@ def _take(planned: Plan) -> Resolved:
     changed = inp.located.changed() if isinstance(inp.located, Located) else None
     if changed is not None:
         inp.cleanup.close()
-        raise EngineError(f"input {changed} changed since the run was planned: plan again")
+        raise EngineError(f"input {changed} changed since the run was planned: run it again")
     return inp
 
 

@@ -166,20 +166,19 @@ def test_missing_category_and_many_categories():
 
 def test_file_changed_between_passes(tmp_path, monkeypatch):
     """A category the dictionary pass did not see (the file changed): one line."""
-    from engine.encode import mixed
+    from engine import coordinator
 
     path = tmp_path / "t.csv"
     t = mixed_table(np.random.default_rng(0), 60, dates=False)
     t.write_csv(path)
-    real = mixed.learn
+    real = coordinator.guard  # (the run's first pass after its plan: the dictionaries are learnt)
 
     def then_change(*a, **kw):
-        out = real(*a, **kw)
         t.with_columns(pl.when(pl.col("other") == 40).then(pl.lit("purple")).otherwise(pl.col("colour"))
                        .alias("colour")).write_csv(path)
-        return out
+        return real(*a, **kw)
 
-    monkeypatch.setattr(mixed, "learn", then_change)
+    monkeypatch.setattr(coordinator, "guard", then_change)
     dest = tmp_path / "out.parquet"
     with pytest.raises(EngineError, match=r"column 'colour' has the value 'purple' at row 41, which the first "
                                           r"pass did not see: .* changed during the run"):
