@@ -13,7 +13,7 @@ process compiled it (same sources, same signature, same flags): results do not
 change.
 
 What it compiles. ``DEMO_KERNELS``: the top-level kernel calls of the demo's run (the
-default method, the default 200,000 rows), in the order the run first calls them,
+default method; 25,000 to 1,000,000 rows call the same), in the order of their first call,
 each as ``(module, function, signature)``; a kernel compiles the kernels it calls
 with it. It is recorded by ``python benchmarks/compile_log.py --record``, and
 ``tests/test_first_use.py`` checks it against what the demo calls, so a kernel that
@@ -25,12 +25,13 @@ method and no option that changes which kernels run (``demo_path``), on 2 or mor
 usable cores, and only if the cache is cold: the last kernel of the list is not in
 the cache (one index file read; a warm run starts nothing), and only if the machine
 has a core to spare: a load average (1 minute) under the usable cores - 0.5. On a
-machine loaded by other work the helper only takes CPU from it and from the run
-(measured: 2-4 s more wall at a load of 7-9, for 2-3 s more CPU). ``MICROAGG_WARMUP=0``
-turns it off; ``MICROAGG_WARMUP=1`` starts it whatever the load. It never outlives the run: it is killed when the command ends (on
-success, error, Ctrl-C or SIGTERM), and it also ends by itself when its standard
-input (a pipe from the run) closes, which happens when the run's process dies in
-any way. It writes nothing but the Numba cache, prints nothing, and dies quietly on
+machine loaded by other work it only took CPU from that work and from the run
+(measured at loads of 5-9: 1.4-7 s more wall, 2-3 s more CPU). ``MICROAGG_WARMUP=0``
+turns it off; ``MICROAGG_WARMUP=1`` starts it whatever the load.
+
+It never outlives the run: it is killed when the command ends (on success, error,
+Ctrl-C or SIGTERM), and it also ends by itself when its standard input (a pipe from
+the run) closes, which happens when the run's process dies in any way. It writes nothing but the Numba cache, prints nothing, and dies quietly on
 a signal of its own (Ctrl-C in a terminal reaches both processes).
 """
 
@@ -43,6 +44,7 @@ import subprocess
 import sys
 import threading
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
 ENV = "MICROAGG_WARMUP"  # "0": no helper; "1": whatever the load
 DEMO_ROWS = (25_000, 1_000_000)  # a demo of so many rows calls DEMO_KERNELS (the default: 200,000)
 # settings that choose no kernel (the demo sets the QIs; the seed only seeds its data at the default method)
@@ -173,11 +175,10 @@ def helper(enabled: bool):
     if not enabled:
         yield None
         return
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package, os.environ.get("PYTHONPATH")])))
-    proc = subprocess.Popen([sys.executable, "-m", "engine.warmup"], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=None if os.environ.get("MICROAGG_DEBUG")
-                            else subprocess.DEVNULL, env=env, cwd=package)
+    # (found the way this process found the package; ``main`` checks it is this one)
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from engine import warmup; warmup.main(sys.argv[1])",
+                             _HERE], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=None if os.environ.get("MICROAGG_DEBUG") else subprocess.DEVNULL)
     try:
         yield proc
     finally:
@@ -214,14 +215,14 @@ def _end_with_parent() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _main() -> None:
+def main(package: str) -> None:
+    """The helper process: compile ahead (``compile_ahead``), then exit. ``package``: the
+    folder of the run's ``engine``; another one's kernels (another version) would be
+    compiled for nothing, so then it exits at once."""
     # Ctrl-C in a terminal reaches this process too: die at once, quietly (the run reports it)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
     _end_with_parent()
-    compile_ahead()
+    if package == _HERE:
+        compile_ahead()
     os._exit(0)  # (not the interpreter's teardown: the watching thread holds stdin's lock)
-
-
-if __name__ == "__main__":
-    _main()
