@@ -140,6 +140,17 @@ def test_the_helper_ends_when_the_run_dies(tmp_path):
     assert _gone(int(run.stdout.split()[0]))
 
 
+def test_a_helper_of_another_package_compiles_nothing(tmp_path):
+    """The helper found another ``engine`` than the run's (another version): it exits
+    at once instead of compiling kernels the run will not load."""
+    code = "from engine import warmup; warmup.main('/elsewhere/engine')"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, cwd=ROOT,
+                            env=_env(NUMBA_CACHE_DIR=str(tmp_path)))
+    assert proc.wait(timeout=30) == 0  # (its standard input still open)
+    proc.stdin.close()
+    assert list(tmp_path.iterdir()) == []
+
+
 def _children(pid: int) -> list[int]:
     try:
         return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
