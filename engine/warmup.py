@@ -164,8 +164,15 @@ def wanted(cfg, rows: int) -> bool:
     if setting == "0" or cfg.threads == 1 or not demo_path(cfg, rows):
         return False
     cores = _usable_cores()
-    idle = setting == "1" or os.getloadavg()[0] < cores - 0.5  # (a core left idle by other work)
-    return cores >= 2 and idle and cold()
+    return cores >= 2 and (setting == "1" or _load() < cores - 0.5) and cold()
+
+
+def _load() -> float:
+    """The 1-minute load average (infinite where the system does not say: no helper)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover - not Unix
+        return float("inf")
 
 
 @contextlib.contextmanager
@@ -176,9 +183,13 @@ def helper(enabled: bool):
         yield None
         return
     # (found the way this process found the package; ``main`` checks it is this one)
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from engine import warmup; warmup.main(sys.argv[1])",
-                             _HERE], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=None if os.environ.get("MICROAGG_DEBUG") else subprocess.DEVNULL)
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", "import sys; from engine import warmup; warmup.main(sys.argv[1])",
+                                 _HERE], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=None if os.environ.get("MICROAGG_DEBUG") else subprocess.DEVNULL)
+    except OSError:  # (no process to spare: the run compiles everything, as without the helper)
+        yield None
+        return
     try:
         yield proc
     finally:

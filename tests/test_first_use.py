@@ -63,19 +63,19 @@ def _demo_settings(*argv):
 def test_wanted_only_on_the_demo_path_of_a_cold_cache(monkeypatch):
     monkeypatch.setattr(warmup, "cold", lambda kernels=None: True)
     monkeypatch.setattr(warmup, "_usable_cores", lambda: 2)
-    monkeypatch.setattr(warmup.os, "getloadavg", lambda: (0.4, 0.3, 0.2))
+    monkeypatch.setattr(warmup, "_load", lambda: 0.4)
     monkeypatch.delenv(warmup.ENV, raising=False)
     assert warmup.wanted(*_demo_settings())
     assert warmup.wanted(*_demo_settings("--seed", "7", "--threads", "2", "--rows", "300000"))
     for argv in (["--rows", "600"], ["--rows", "5000000"], ["--method", "vmdav"], ["--refine", "local"], ["--polish-rounds", "0"],
                  ["--k", "5"], ["--threads", "1"], ["--block-size", "5000"]):
         assert not warmup.wanted(*_demo_settings(*argv)), argv
-    monkeypatch.setattr(warmup.os, "getloadavg", lambda: (1.6, 0.3, 0.2))  # no core to spare
+    monkeypatch.setattr(warmup, "_load", lambda: 1.6)  # no core to spare
     assert not warmup.wanted(*_demo_settings())
     monkeypatch.setenv(warmup.ENV, "1")  # whatever the load
     assert warmup.wanted(*_demo_settings())
     monkeypatch.delenv(warmup.ENV)
-    monkeypatch.setattr(warmup.os, "getloadavg", lambda: (0.4, 0.3, 0.2))
+    monkeypatch.setattr(warmup, "_load", lambda: 0.4)
     monkeypatch.setattr(warmup, "_usable_cores", lambda: 1)
     assert not warmup.wanted(*_demo_settings())
     monkeypatch.setattr(warmup, "_usable_cores", lambda: 2)
