@@ -2,7 +2,7 @@
 polished as blocks of a second plan) against the fast path, under --memory-limit 1GiB.
 
     python benchmarks/bench_scale_quality.py [--rows 10000000] [--repeats 2] [--polished] [--in-memory]
-        [--try NAME=VALUE,...] [--profile]
+        [--try NAME=VALUE,...] [--profile] [--block]
 
 Data: ``make_census.py`` (census-like, seeded) under benchmarks/data/census_<rows>; 7 numeric
 QIs (``QI``), k = 5. In one run, each command in a fresh process, alternating so that all see
@@ -26,11 +26,16 @@ the same load on a shared machine:
 
 ``--profile`` instead runs the default and the fast path in this process and prints, per
 step of the aggregate and seam stages, the CPU seconds of the threads' own clocks (issue 42
-item 4), beside the report's pass times.
+item 4), beside the report's pass times. ``--block`` runs the seam stage's two kernels
+(MDAV leaves, then polish) on one block of 100,000 rows like a seam block's (a slab of the
+first part file across the seam plan's first rotated axis) for a grid of settings, and
+prints the CPU seconds and the SSE of each setting on the frontier (no setting both cheaper
+and lower): how the ``SCALE_`` settings were chosen (issue 42 item 3).
 
 Printed: wall (median), ratio to the floor (median of the run/floor pairs), peak RSS from
 ``/usr/bin/time`` and the IL, beside the targets (IL <= 1.20 %, <= 10x the floor, <= 1 GiB);
-then ``microagg verify`` of the default's output against the input (k-anonymity, pass-through).
+then ``microagg verify`` of the default's output against the input (k-anonymity, pass-through;
+without a limit: at 10M rows it needs about 2.5 GiB).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -73,14 +79,28 @@ entry()
 """
 
 
+def timed_cpu(cmd: list[str]) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MiB, CPU seconds: user + system) of one command, via
+    /usr/bin/time: on a shared machine the CPU seconds compare settings where the wall
+    follows the neighbours' load."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
+        t = time.perf_counter()
+        proc = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", "-o", tf.name, *cmd], capture_output=True, text=True)
+        wall = time.perf_counter() - t
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr}")
+        rss, user, system = tf.read().strip().splitlines()[-1].split()
+        return wall, int(rss) / 1024, float(user) + float(system)
+
+
 def anonymize(data: Path, out: Path, extra: list[str], patch: list[str] | None = None) -> dict:
     report = out.with_suffix(".json")
     head = [sys.executable, "-m", "engine"] if patch is None else [sys.executable, "-c", PATCHED, *patch, "--"]
     cmd = [*head, "anonymize", str(data), str(out), "--qi", QI, "--k", "5",
            "--report", str(report), "--quiet", "--no-progress", *extra]
-    wall, rss = timed(cmd)
+    wall, rss, cpu = timed_cpu(cmd)
     rep = json.loads(report.read_text())
-    return {"wall": wall, "rss": rss, "il": rep["information_loss_percent"], "passes": rep["passes"],
+    return {"wall": wall, "rss": rss, "cpu": cpu, "il": rep["information_loss_percent"], "passes": rep["passes"],
             "verified": rep["verified"], "polish": rep.get("polish")}
 
 
@@ -90,6 +110,7 @@ def summary(name: str, runs: list[dict], floors: list[float], target: str) -> st
     walls = ", ".join(f"{r['wall']:.1f}" for r in runs)
     return (f"{name:<10} wall {wall:7.1f} s (runs {walls})  "
             f"ratio to floor {wall / statistics.median(floors):5.2f}x, median of pairs {pair:5.2f}x  "
+            f"CPU {statistics.median(r['cpu'] for r in runs):6.1f} s  "
             f"peak RSS {max(r['rss'] for r in runs):6.0f} MiB  IL {runs[0]['il']:.4f} %  {target}\n"
             f"{'':<10} passes {runs[0]['passes']}")
 
@@ -100,7 +121,6 @@ def profile(data: Path, out: Path, memory_limit: str, threads: int = 2) -> None:
     import collections
     import functools
     import threading
-    import time
 
     import engine
     from engine.io import spill
@@ -149,6 +169,58 @@ def profile(data: Path, out: Path, memory_limit: str, threads: int = 2) -> None:
             print(f"  {label:42s} {cpu:7.2f} CPU-s")
 
 
+def block_frontier(data: Path) -> None:
+    """CPU seconds (best of 2) and SSE of the MDAV leaves then one polish on one 100,000-row
+    block, for leaf sizes x near groups x rotations x descent x rounds x windows."""
+    # (the engine imported into this process only for --profile and --block)
+    import itertools
+
+    import numpy as np
+    import polars as pl
+
+    from engine.kernels.groups import partition_sse
+    from engine.kernels.mdav.leaf import aggregate_leaves
+    from engine.kernels.search.polish import polish, rotations
+
+    X = pl.read_parquet(sorted(data.glob("*.parquet"))[0], columns=QI.split(",")).to_numpy().astype(np.float64)
+    X = (X - X.mean(0)) / X.std(0)
+    order = np.argsort((X @ rotations(X.shape[1], 1)[-1].T)[:, 0], kind="stable")
+    Z = np.ascontiguousarray(X[order[X.shape[0] // 2 - 50_000: X.shape[0] // 2 + 50_000]])
+    polish(Z[:3000].copy(), np.arange(3000) // 5, 5, 2, 5, rotations(7, 3), np.zeros(1, np.int64), 0.01, 1, 4)
+    results = []
+    for leaf in (1024, 2048, 4096, 8192, 16384, 32768):
+        cpu = []
+        for _ in range(2):
+            t = time.thread_time()
+            start = aggregate_leaves(Z, 0, 5, 0.0, leaf).astype(np.int64)
+            cpu.append(time.thread_time() - t)
+        for near, rot, descent, rounds, window in itertools.product((5, 8), (1, 3), (0, 1), (1, 2), (4, 12)):
+            spent = []
+            for _ in range(2):
+                lab = start.copy()
+                t = time.thread_time()
+                polish(Z, lab, 5, rounds, near, rotations(7, rot), np.zeros(1, np.int64), 0.01, descent, window)
+                spent.append(time.thread_time() - t)
+            results.append((min(cpu) + min(spent), partition_sse(Z, lab, np.int64(lab.max() + 1)),
+                            f"leaves {leaf}, near {near}, rotations {rot}, descent {descent}, rounds {rounds}, "
+                            f"window {window}"))
+    print("one block of 100,000 rows, k = 5; the frontier (CPU s: leaves + polish):")
+    best = float("inf")
+    for cpu, sse, name in sorted(results):
+        if sse < best:
+            print(f"  CPU {cpu:6.3f} s  SSE {sse:9.1f}  {name}")
+            best = sse
+    from engine import tuning  # (as above)
+
+    for label, name in (("before issue 42 item 3", "leaves 1024, near 5, rotations 1, descent 1, rounds 1, window 12"),
+                        ("the SCALE_ settings", f"leaves {tuning.SCALE_LEAF_SIZE}, near {tuning.scale_near(5)}, "
+                         f"rotations {tuning.SCALE_ROTATIONS}, descent {tuning.SCALE_DESCENT}, "
+                         f"rounds {tuning.SCALE_POLISH_ROUNDS}, window {tuning.SCALE_WINDOW}")):
+        for cpu, sse, got in results:
+            if got == name:
+                print(f"{label}: CPU {cpu:6.3f} s  SSE {sse:9.1f}  {name}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=10_000_000)
@@ -160,6 +232,7 @@ def main() -> None:
                     help="also the default with these seam-stage constants (repeatable)")
     ap.add_argument("--no-fast", action="store_true", help="leave out the fast path")
     ap.add_argument("--profile", action="store_true", help="CPU per step of the stages, in this process")
+    ap.add_argument("--block", action="store_true", help="the settings' frontier on one seam-like block")
     args = ap.parse_args()
     os.environ.setdefault("NUMBA_CACHE_DIR", str(HERE.parent / "build" / "numba-cache"))
     (HERE / "data").mkdir(exist_ok=True)
@@ -169,8 +242,11 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench_scale_", dir=HERE / "data"))
     limit = ["--memory-limit", args.memory_limit]
     print(f"load average before: {os.getloadavg()}", flush=True)
-    if args.profile:
-        profile(data, work / "profile.parquet", args.memory_limit)
+    if args.profile or args.block:
+        if args.block:
+            block_frontier(data)
+        else:
+            profile(data, work / "profile.parquet", args.memory_limit)
         work.rmdir()
         return
     tries = {t: t.split(",") for t in args.tries}
@@ -197,11 +273,11 @@ def main() -> None:
               f"IL {ref['il']:.4f} %")
     if args.in_memory:
         ref = anonymize(data, work / "memory.parquet", [], [f"POLISH_MAX_ROWS={1 << 62}"])
-        print(f"in-memory polish (no limit): wall {ref['wall']:.1f} s, peak RSS {ref['rss']:.0f} MiB, "
+        print(f"in-memory polish (no limit): wall {ref['wall']:.1f} s, CPU {ref['cpu']:.1f} s, peak RSS {ref['rss']:.0f} MiB, "
               f"IL {ref['il']:.4f} %; default / in-memory: {default[0]['il'] / ref['il']:.3f} (issue 42: <= 1.087)"
               + "".join(f"; {t} / in-memory: {runs[0]['il'] / ref['il']:.3f}" for t, runs in tried.items()))
     check = subprocess.run([sys.executable, "-m", "engine", "verify", str(work / "default.parquet"), "--original",
-                            str(data), "--qi", QI, "--k", "5", *limit], capture_output=True, text=True)
+                            str(data), "--qi", QI, "--k", "5"], capture_output=True, text=True)  # (no limit: a check)
     print(f"microagg verify of the default's output: exit {check.returncode}: "
           f"{(check.stdout or check.stderr).strip().splitlines()[-1] if (check.stdout or check.stderr) else ''}")
     print(f"load average after: {os.getloadavg()}", flush=True)
