@@ -118,6 +118,7 @@ def summary(name: str, runs: list[dict], floors: list[float], target: str) -> st
 def profile(data: Path, out: Path, memory_limit: str, threads: int = 2) -> None:
     """CPU seconds per step of the default's aggregate and seam stages and of the fast path's
     aggregate pass (the threads' own clocks, summed over the workers), in this process."""
+    # (the engine imported into this process only for --profile and --block: the runs are subprocesses)
     import collections
     import functools
     import threading
