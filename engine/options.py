@@ -252,7 +252,7 @@ class RunConfig:
                                    methods=CENTROIDS, metavar="ROWS",
                                    help="with several blocks, run the method on leaves of at most ROWS rows cut "
                                         "from each block by median splits (default when polished: up to 2M rows 32768 at "
-                                        "k <= 3, 8192 from k = 5, above 1024; else 256; 0: on whole blocks)")
+                                        "k <= 3, 8192 from k = 5, above 2048; else 256; 0: on whole blocks)")
     polish_rounds: int | None = option(kind="whole", low=0, must="a whole number >= 0 (0: no polish)",
                                        methods=CENTROIDS, metavar="N",
                                        help="streamed runs: at most N rounds of moves/swaps among nearest groups, "
