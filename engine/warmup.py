@@ -26,13 +26,16 @@ usable cores, and only if the cache is cold: the last kernel of the list is not 
 the cache (one index file read; a warm run starts nothing), and only if the machine
 has a core to spare: a load average (1 minute) under the usable cores - 0.5. On a
 machine loaded by other work it only took CPU from that work and from the run
-(measured at loads of 5-9: 1.4-7 s more wall, 2-3 s more CPU). ``MICROAGG_WARMUP=0``
-turns it off; ``MICROAGG_WARMUP=1`` starts it whatever the load.
+(measured at loads from 4: up to 7 s more wall, 2-3 s more CPU; with a free core the
+first demo took 12.5-15 s instead of 19.5-22.5 s: docs/benchmarks.md).
+``MICROAGG_WARMUP=0`` turns it off; ``MICROAGG_WARMUP=1`` starts it whatever the
+load.
 
 It never outlives the run: it is killed when the command ends (on success, error,
 Ctrl-C or SIGTERM), and it also ends by itself when its standard input (a pipe from
-the run) closes, which happens when the run's process dies in any way. It writes nothing but the Numba cache, prints nothing, and dies quietly on
-a signal of its own (Ctrl-C in a terminal reaches both processes).
+the run) closes, which happens when the run's process dies in any way. It writes
+nothing but the Numba cache, prints nothing, and dies quietly on a signal of its own
+(Ctrl-C in a terminal reaches both processes).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import sys
 import threading
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+_HELPER = "import sys; from engine import warmup; warmup.main(sys.argv[1])"
 ENV = "MICROAGG_WARMUP"  # "0": no helper; "1": whatever the load
 DEMO_ROWS = (25_000, 1_000_000)  # a demo of so many rows calls DEMO_KERNELS (the default: 200,000)
 # settings that choose no kernel (the demo sets the QIs; the seed only seeds its data at the default method)
@@ -184,8 +188,7 @@ def helper(enabled: bool):
         return
     # (found the way this process found the package; ``main`` checks it is this one)
     try:
-        proc = subprocess.Popen([sys.executable, "-c", "import sys; from engine import warmup; warmup.main(sys.argv[1])",
-                                 _HERE], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen([sys.executable, "-c", _HELPER, _HERE], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                 stderr=None if os.environ.get("MICROAGG_DEBUG") else subprocess.DEVNULL)
     except OSError:  # (no process to spare: the run compiles everything, as without the helper)
         yield None

@@ -67,8 +67,8 @@ def test_wanted_only_on_the_demo_path_of_a_cold_cache(monkeypatch):
     monkeypatch.delenv(warmup.ENV, raising=False)
     assert warmup.wanted(*_demo_settings())
     assert warmup.wanted(*_demo_settings("--seed", "7", "--threads", "2", "--rows", "300000"))
-    for argv in (["--rows", "600"], ["--rows", "5000000"], ["--method", "vmdav"], ["--refine", "local"], ["--polish-rounds", "0"],
-                 ["--k", "5"], ["--threads", "1"], ["--block-size", "5000"]):
+    for argv in (["--rows", "600"], ["--rows", "5000000"], ["--method", "vmdav"], ["--refine", "local"],
+                 ["--polish-rounds", "0"], ["--k", "5"], ["--threads", "1"], ["--block-size", "5000"]):
         assert not warmup.wanted(*_demo_settings(*argv)), argv
     monkeypatch.setattr(warmup, "_load", lambda: 1.6)  # no core to spare
     assert not warmup.wanted(*_demo_settings())
