@@ -55,7 +55,7 @@ def _counted(fn):
 
 
 def _release(tmp_path):
-    engine.anonymize(str(CENSUS), tmp_path / "out.csv", QI, 3, memory_limit="1GiB", risk=True,
+    engine.anonymize(str(CENSUS), tmp_path / "out.csv", QI, 3, memory_limit="16GiB", risk=True,
                      report=tmp_path / "report.json")
 
 
