@@ -68,11 +68,10 @@ def check_csv_limit(data, cfg, flow, start_rss: int, risk: bool, threads: int) -
             return
         header = header or names
     rows = max(csv_rows(files), 1)
-    per_row = flow.per_row(rows)
     drop = set(cfg.drop or ())
-    plan_budget(flow.budget_cfg, rows, d=len(cfg.qi), columns=sum(c not in drop for c in header), threads=threads,
-                kind="csv", start_rss=start_rss, risk=risk, row_ordered=per_row is None, per_row=per_row or "",
-                published=len(cfg.qi))
+    # the flow's own budget terms (numeric QIs: no mixed-type state yet), as the run's plan takes them
+    plan_budget(flow.budget_cfg, rows, columns=sum(c not in drop for c in header), threads=threads, kind="csv",
+                start_rss=start_rss, risk=risk, **flow.budget_args(None, rows))
 
 
 def numeric_sample(path: str, sep: str, qi: list, missing: set) -> list | None:
