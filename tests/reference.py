@@ -301,3 +301,64 @@ def histogram(values, lo, hi, bins, weights=None):
                 b = int(math.floor(t))
         counts[b] += 1 if weights is None else int(weights[i])
     return counts
+
+
+def mdav_coded(X, K, w, k, single=False):
+    """MDAV (or MDAV-single-group) with the exact mismatch distance of
+    ``engine.kernels.mdav.coded`` on one leaf: the dense columns ``X`` as above, then each
+    coded QI t (codes ``K[:, t]``, weight ``w[t]``) as its one-hot vector scaled by
+    sqrt(w[t] / 2): w[t] between different codes; to the centroid of g rows, c of them
+    of the row's code, S the sum of squared code counts: w[t] / 2 * (g*g - 2*c*g + S) / (g*g)."""
+    X = np.asarray(X, dtype=np.float64)
+    n = X.shape[0]
+    remaining = np.ones(n, dtype=bool)
+    total = column_sums(X) if X.shape[1] else np.zeros(0)
+    labels = np.full(n, -1, dtype=np.int64)
+    group = 0
+
+    def to_centroid():
+        g = int(remaining.sum())
+        d = sq_dists(X, total / g) if X.shape[1] else np.zeros(n)
+        for t in range(K.shape[1]):
+            codes = K[:, t]
+            counts = {}
+            for i in np.flatnonzero(remaining):
+                counts[int(codes[i])] = counts.get(int(codes[i]), 0) + 1
+            S = sum(c * c for c in counts.values())
+            for i in range(n):
+                num = g * g - 2 * counts.get(int(codes[i]), 0) * g + S
+                d[i] += (w[t] * 0.5) * float(num) * (1.0 / float(g * g))
+        return d
+
+    def to_row(r):
+        d = sq_dists(X, X[r]) if X.shape[1] else np.zeros(n)
+        for t in range(K.shape[1]):
+            d += np.where(K[:, t] != K[r, t], w[t], 0.0)
+        return d
+
+    def farthest(d):
+        d = np.where(remaining, d, -1.0)
+        return int(np.flatnonzero(d == d.max())[0])
+
+    def group_around(r):
+        nonlocal total, group
+        d = to_row(r)
+        cand = np.flatnonzero(remaining)
+        cand = cand[cand != r]
+        chosen = cand[np.lexsort((cand, d[cand]))[:k - 1]]
+        for i in [r, *chosen]:
+            labels[i] = group
+            total = total - X[i]
+            remaining[i] = False
+        group += 1
+
+    while remaining.sum() >= 3 * k:
+        r = farthest(to_centroid())
+        group_around(r)
+        if not single:
+            group_around(farthest(to_row(r)))
+    if remaining.sum() >= 2 * k:
+        group_around(farthest(to_centroid()))
+    if remaining.any():
+        labels[remaining] = group
+    return labels
