@@ -84,3 +84,20 @@ def spearman_reference(x, y) -> float:
     va = sum((u - ma) ** 2 for u in a) ** 0.5
     vb = sum((w - mb) ** 2 for w in b) ** 0.5
     return cov / (va * vb)
+
+
+def fd_table_reference(cells, strata, q, keep: int):
+    """The dependency test's table, plainly (``engine.kernels.leak.fd_rows``): the rows of
+    the cells at most a limit (at first 2^64 - 1) counted by (cell, stratum, QI key); after
+    each row, while more than ``keep`` triples are held, the limit halved and the triples
+    of the cells above it dropped. Returns ``({(c, s, q): rows}, limit)``."""
+    limit, tab = U64, {}
+    for c, s, v in zip(cells, strata, q):
+        c, s, v = int(c), int(s), int(v)
+        if c > limit:
+            continue
+        tab[(c, s, v)] = tab.get((c, s, v), 0) + 1
+        while len(tab) > keep:
+            limit >>= 1
+            tab = {k: n for k, n in tab.items() if k[0] <= limit}
+    return tab, limit

@@ -138,3 +138,66 @@ def pair_rows(kc, kq, start, tab0, tab1, limits, used, flags, at_max):
                     flags[0] = 1
                     return n
     return n
+
+
+# --- the dependency test's table (``engine.passes.dependence.FDTest``) -----------------
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fd_slot(tab, c, s, q):
+    """The slot of the triple ``(c, s, q)`` in ``tab`` (``(slots, 4)``: cell, stratum, QI
+    key, rows; cell 0: empty): where it is, or the empty slot where it goes."""
+    mask = np.uint64(tab.shape[0] - 1)
+    j = np.int64(mix64(c ^ (q * np.uint64(0x9E3779B97F4A7C15)) ^ (s * np.uint64(0xC2B2AE3D27D4EB4F))) & mask)
+    while True:
+        k = tab[j, 0]
+        if k == np.uint64(0) or (k == c and tab[j, 1] == s and tab[j, 2] == q):
+            return j
+        j = np.int64((np.uint64(j) + np.uint64(1)) & mask)
+
+
+@njit(cache=True, nogil=True)
+def fd_regrow(old, new, limit):
+    """Every entry of ``old`` whose cell is at most ``limit`` into the (empty) table
+    ``new``; returns the entries moved."""
+    n = 0
+    for j in range(old.shape[0]):
+        c = old[j, 0]
+        if c != np.uint64(0) and c <= limit:
+            t = _fd_slot(new, c, old[j, 1], old[j, 2])
+            new[t, 0], new[t, 1], new[t, 2], new[t, 3] = c, old[j, 1], old[j, 2], old[j, 3]
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def fd_rows(cell, stratum, q, start, tab, state, keep, max_slots):
+    """Count the rows ``start, start + 1, ...`` of one chunk by (cell, stratum, QI key)
+    into ``tab`` (``(slots, 4)`` uint64, open addressing; a cell key is never 0), the rows
+    of the cells at most ``state[0]`` (the limit) only. ``state``: [limit, entries].
+    When the entries pass ``keep``, the limit is halved (the entries above it dropped)
+    until they do not: after each row the limit is the largest ``2^64 >> j`` under which
+    the rows so far hold at most ``keep`` triples, whatever the rows' cut into calls.
+
+    Returns the row to resume at: ``cell.shape[0]`` when done, else the row before which
+    the table holds half its slots and may grow (below ``max_slots``, at least ``2 *
+    keep``: the caller doubles it with ``fd_regrow``, then calls again)."""
+    n = cell.shape[0]
+    for i in range(start, n):
+        c = cell[i]
+        if c > state[0]:
+            continue
+        if np.int64(state[1]) >= tab.shape[0] // 2 and tab.shape[0] < max_slots:
+            return i
+        j = _fd_slot(tab, c, stratum[i], q[i])
+        if tab[j, 0] != np.uint64(0):
+            tab[j, 3] += np.uint64(1)
+            continue
+        tab[j, 0], tab[j, 1], tab[j, 2], tab[j, 3] = c, stratum[i], q[i], np.uint64(1)
+        state[1] += np.uint64(1)
+        while state[1] > np.uint64(keep):
+            state[0] = state[0] >> np.uint64(1)
+            held = tab.copy()
+            tab[:, :] = 0
+            state[1] = np.uint64(fd_regrow(held, tab, state[0]))
+    return n

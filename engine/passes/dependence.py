@@ -76,7 +76,7 @@ import math
 import numpy as np
 import polars as pl
 
-from ..kernels.leak import mix_keys
+from ..kernels.leak import fd_regrow, fd_rows, mix_keys
 
 FD_RATE = 0.95            # a column gives the QI's most frequent value of its cell on at least this share of rows
 GAIN = 0.5                # ... removing at least this share of what the baseline leaves undetermined
@@ -87,6 +87,7 @@ DECIDE_EVIDENCE = 1_000   # evidence rows from which a rate clearly below FD_RAT
 CLEAR_RATE = 0.9          # ... "clearly below"
 DECIDE_ROWS = 200_000     # rows read from which a column still without evidence is cleared
 FD_KEEP = 1 << 16         # distinct (cell, QI value) pairs a pair keeps; above, sampled by the cell's key
+FD_FIRST = 1 << 8         # a dependency table's first slots (doubled as it fills, up to 2 * FD_KEEP)
 SAMPLE_ROWS = 1 << 15     # the row sample of the rank and order tests
 RANK_RHO = 0.99           # |Spearman's rho| at least this: a monotone transform
 RANK_BAND = 0.01          # two ranks within this share of the sample ...
@@ -125,20 +126,37 @@ class FDTest:
 
     def __init__(self, column: str, qi: str):
         self.column, self.qi = column, qi
-        self.limit = _U64MAX
-        self.tab: pl.DataFrame | None = None
-        self.stats = (0, 0.0, 0.0, 0, 0.0)  # (evidence rows, rate, baseline, kept rows, mean cell rows)
+        self.slots = np.zeros((FD_FIRST, 4), np.uint64)  # (cell, stratum, QI key, rows): kernels.leak.fd_rows
+        self.state = np.array([_U64MAX, 0], np.uint64)  # (the limit, the triples held)
+        self._stats = (0, 0.0, 0.0, 0, 0.0)  # (evidence rows, rate, baseline, kept rows, mean cell rows)
+        self._stale = False
+
+    @property
+    def stats(self) -> tuple:
+        """``fd_stats`` of the rows so far, computed when asked (at a verdict, not each slice)."""
+        if self._stale:
+            t = self.slots[self.slots[:, 0] != 0]
+            self._stats = fd_stats(pl.DataFrame({"c": t[:, 0], "s": t[:, 1], "q": t[:, 2], "n": t[:, 3]}))
+            self._stale = False
+        return self._stats
+
+    @stats.setter
+    def stats(self, value: tuple) -> None:
+        self._stats, self._stale = value, False
 
     def add(self, cell: np.ndarray, stratum: np.ndarray, q: np.ndarray) -> None:
-        keep = cell <= self.limit
-        part = pl.DataFrame({"c": cell[keep], "s": stratum[keep], "q": q[keep]}).group_by("c", "s", "q").agg(
-            pl.len().cast(pl.UInt64).alias("n"))
-        tab = part if self.tab is None else pl.concat([self.tab, part]).group_by("c", "s", "q").agg(pl.col("n").sum())
-        while tab.height > FD_KEEP:
-            self.limit >>= np.uint64(1)
-            tab = tab.filter(pl.col("c") <= self.limit)
-        self.tab = tab
-        self.stats = fd_stats(tab)
+        """The rows' triples counted (``kernels.leak.fd_rows``: the rows of the cells at most
+        the limit, halved while more than ``FD_KEEP`` triples are held: the same table
+        whatever the rows' cut into slices)."""
+        i = 0
+        while True:
+            i = fd_rows(cell, stratum, q, i, self.slots, self.state, FD_KEEP, 2 * FD_KEEP)
+            if i >= cell.shape[0]:
+                break
+            new = np.zeros((2 * self.slots.shape[0], 4), np.uint64)
+            fd_regrow(self.slots, new, self.state[0])
+            self.slots = new
+        self._stale = True
 
     def verdict(self) -> str | None:
         """"leak" (the thresholds met), "clear" (enough evidence, clearly not), or None (read on)."""
@@ -270,6 +288,12 @@ class EntityFD(FDTest):
 
     varies = False
 
+    def __init__(self, column: str, qi: str):
+        super().__init__(column, qi)
+        self.slots = None  # (a table of its own: one row per entity)
+        self.limit = _U64MAX
+        self.tab: pl.DataFrame | None = None
+
     def add(self, cell: np.ndarray, stratum: np.ndarray, q: np.ndarray, entity: np.ndarray = None) -> None:
         keep = cell <= self.limit
         part = pl.DataFrame({"c": cell[keep], "s": stratum[keep], "e": entity[keep], "q": q[keep]})
@@ -377,7 +401,7 @@ class RowOrder:
                 cells = cells.filter(pl.col("q") <= self.limit[q])
             self.cells[q] = cells
         if last is not None:
-            self.prev = (stratum[last], None if entity is None else entity[last], {q: qk[q][last] for q in self.qi})
+            self.prev = (stratum[last], None if entity is None else entity[last], {q: qk[q][last] for q in self.blocks})
 
     def block_stats(self, q: str) -> tuple:
         """``(neighbour pairs within a stratum, share alike, share by chance)``."""
@@ -510,12 +534,26 @@ class Dependence:
         return self.row is not None and not self.row.done
 
     def needed(self) -> set:
+        """The columns the tests still pending read: ``keyed`` and the sample's."""
         if self.done:
             return set()
-        need = {c for t in self.fd for c in (t.column, t.qi)} | {c for p in self.rank + self.order for c in p}
+        need = self.keyed() | {c for p in self.rank + self.order for c in p}
+        return need | (set(self.row.ranks) | set(self.strata) if self.row_pending else set())
+
+    def keyed(self) -> set:
+        """The columns whose value keys ``add`` takes: the dependency tests' (with the strata
+        and the entity columns) and the row order's blocks' (a rank test reads numbers from
+        the sample: a column tested on ranks alone is read, not hashed)."""
+        if self.done:
+            return set()
+        need = {c for t in self.fd for c in (t.column, t.qi)}
+        if self.fd:
+            need |= set(self.strata) | {u.column for u in self.units}
         if self.row_pending:
-            need |= set(self.row.qi) | set(self.strata) | ({self.row.unit} if self.row.unit else set())
-        return need | (set(self.strata) | {u.column for u in self.units} if self.fd else set())
+            need |= set(self.strata)
+            if self.row.blocks:
+                need |= set(self.row.blocks) | ({self.row.unit} if self.row.unit else set())
+        return need
 
     def add(self, frame: pl.DataFrame, offset: int, keys: dict) -> None:
         """One chunk (``keys``: the value keys of its columns), in slices cut at the row
@@ -530,9 +568,10 @@ class Dependence:
             end = min(frame.height, at - offset)
             part = frame.slice(s, end - s)
             sl = {c: k[s:end] for c, k in keys.items()}
-            stratum = cell_keys(*[sl[c] for c in self.strata]) if self.strata else np.zeros(part.height, np.uint64)
+            stratum = cell_keys(*[sl[c] for c in self.strata]) if self.strata and (self.fd or self.row_pending) \
+                else np.zeros(part.height, np.uint64)
             if self.row_pending:
-                self.row.add(stratum, sl[self.row.unit] if self.row.unit else None, sl,
+                self.row.add(stratum, sl[self.row.unit] if self.row.unit and self.row.blocks else None, sl,
                              {q: self.numbers(part.get_column(q)) for q in self.row.ranks}, offset + s)
             if self.fd:
                 cells: dict = {}

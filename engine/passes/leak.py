@@ -465,7 +465,7 @@ def guard(source, cfg, rows: int, chunk_rows: int, progress: bool = False, check
             for d in learners:
                 d.add(frame, offset)
             keys = {c: value_keys(frame.get_column(c)) for c in
-                    {x for p in pairs for x in (p.column, p.qi)} | deps.needed()}
+                    {x for p in pairs for x in (p.column, p.qi)} | deps.keyed()}
             for q in {p.qi for p in pairs}:
                 k = keys[q]
                 if k.shape[0] and q not in first:
