@@ -62,7 +62,7 @@ from ..frames import Moments, Profile, bad_value_error, frame_to_columns, sample
 from ..io.source import numeric_values
 from ..kernels.groups import compact_group_sums, group_picks, standardize_codes
 from ..progress import Progress
-from ..tuning import EMBED_DIMS, ONE_HOT_MAX
+from ..tuning import CODED_NOMINAL, EMBED_DIMS, ONE_HOT_MAX
 from .dictionary import Categorical, dictionary_indices, indices_codes, learn, text_codes, unseen
 from .codes import mask_codes, resolve_missing
 from .kinds import KINDS, is_number, kind_of
@@ -212,6 +212,25 @@ def embedding(m: int, dims: int) -> np.ndarray:
     vectors do, and by 0 only if equal)."""
     E = np.random.default_rng([_EMBED_SEED, m, dims]).standard_normal((m, dims))
     return E / np.linalg.norm(E, axis=1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class Coded:
+    """``Mixed.coded``: the positions of the dense grouping columns, the compact columns
+    (QIs) of the coded ones and their weights."""
+
+    dense: np.ndarray
+    qis: np.ndarray
+    w: np.ndarray
+
+    def codes(self, C: np.ndarray) -> np.ndarray:
+        """Each compact row's code of each coded QI (int64)."""
+        return np.ascontiguousarray(C[:, self.qis]).astype(np.int64)
+
+    def order(self, cols: np.ndarray) -> np.ndarray:
+        """``cols`` with the dense columns first (``kernels.search.coded``'s layout)."""
+        rest = np.setdiff1d(np.arange(cols.shape[0]), self.dense)
+        return cols[np.concatenate([self.dense, rest])]
 
 
 class Mixed:
@@ -471,6 +490,20 @@ class Mixed:
         standardize_codes(np.ascontiguousarray(C), self.src, self.mode, self.fill, self.off, self.table,
                           profile.scale, profile.mean, profile.sd, cols, out)
         return out
+
+    def coded(self, cols: np.ndarray) -> Coded | None:
+        """The grouping columns ``cols`` as the coded kernels take them
+        (``kernels.mdav.coded``, ``kernels.search.coded``): the embedded nominal QIs by
+        their codes (exact one-hot distance, weight ``w``), the other columns dense; None
+        without an embedded nominal QI among them (or ``tuning.CODED_NOMINAL`` off)."""
+        if not CODED_NOMINAL:
+            return None
+        owner = self.src[cols]
+        qis = [j for j in dict.fromkeys(owner.tolist()) if self.qis[j].embedded]
+        if not qis:
+            return None
+        dense = np.flatnonzero(~np.isin(owner, qis)).astype(np.int64)
+        return Coded(dense, np.array(qis, np.int64), np.array([self.qis[j].weight for j in qis], np.float64))
 
     def published_sums(self, C: np.ndarray, labels: np.ndarray, g: int, profile: Profile):
         """``(table, sizes, sums)`` of a unit's ``g`` groups (``labels``: each compact

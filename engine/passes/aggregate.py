@@ -17,6 +17,7 @@ from ..io.spill import SpillStore
 from ..kernels.mdav import indexed as _mdav
 from ..kernels.mdav.pick import BRUTE_MAX_ROWS, small_block_labels
 from ..kernels.groups import accumulate_scaled_sums, published_sse
+from ..kernels.mdav.coded import aggregate_leaves_coded
 from ..kernels.mdav.leaf import aggregate_leaves
 from ..kernels.index.partition import scatter_labels
 from ..parallel import ordered_map
@@ -214,7 +215,13 @@ def aggregate_unit(unit, *, store: SpillStore, profile, cols, plan: UnitPlan, wa
     else:
         ids, X = store.read_many(unit, contiguous=False)  # views into the records read
         Z = standardized(X, profile, cols)
-    if plan.block is not None:
+    # an embedded nominal QI grouped by its codes (``Mixed.coded``): the streamed MDAV leaves
+    # of the fast path and of the seam stage's first stage (a polished unit keeps the embedding)
+    coded = plan.reduce.coded(cols) if compact and plan.leaf and plan.polish is None and \
+        method_code in (_mdav.MDAV, _mdav.MDAV_SINGLE) else None
+    if coded is not None:
+        local = aggregate_leaves_coded(Z, coded.dense, coded.codes(X), coded.w, method_code, k, plan.leaf)
+    elif plan.block is not None:
         local = plan.block(Z, plan.leaf, progress)
     elif plan.leaf:
         local = aggregate_leaves(Z, method_code, k, gamma, plan.leaf)
