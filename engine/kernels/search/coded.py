@@ -1,0 +1,432 @@
+"""Polish with an exact mismatch distance on the codes of nominal QIs.
+
+A nominal QI of more than ``ONE_HOT_MAX`` categories is encoded for the grouping as
+``EMBED_DIMS`` columns of a random unit vector per category (``engine.encode.mixed``):
+two different categories are at the distance ``w`` only on average, and every kernel
+runs on 16 columns for one QI. Here such a QI t is its *code*, with the distance of its
+one-hot vector scaled by ``sqrt(h_t)``, ``h_t = w_t / 2`` (what one-hot columns give a
+nominal QI of few categories), computed without the vector. For a group G of g rows,
+``c_G(a)`` of them of code a and ``S_G = sum_a c_G(a)^2``:
+
+* two rows: ``w_t`` if their codes differ, else 0;
+* a row of code a to G's centroid: ``h_t * (g*g - 2*c_G(a)*g + S_G) / (g*g)``, the
+  numerator an exact integer (never negative);
+* ``x . (mu_B - mu_A)`` (a swap's ``s_x``): ``h_t * (c_B(a)/b - c_A(a)/a)``;
+* G's SSE: ``h_t * (g - S_G / g)``.
+
+The total is the Euclidean part over the *dense* columns ``Z[:, :ndense]`` (numbers,
+dates, ranks, missing-value indicators, one-hot columns) plus the coded parts. It is
+Euclidean in the one-hot space, so the triangle inequality (``moves.best_op``'s swap
+bound) holds.
+
+``polish_coded(Z, ndense, K, w, labels, k, rounds, near_count, R, stop, min_gain,
+descent, window)`` is ``polish.polish`` with that objective: the same moves and
+swaps, sizes k..2k-1, visiting order, ``active`` logic, tolerance, rounds,
+``min_gain`` and ``stop`` (``moves.visit_round``, adapted here). ``K`` (n, q) holds each
+row's code of each coded QI (any int64 values: only equality counts), ``w`` (q,) their
+weights; the columns of ``Z`` after ``ndense`` (the coded QIs' embedding columns) only
+choose the candidates: the near lists come from the group means of *all* d columns,
+built and refreshed exactly as ``polish`` does (``near.near_by_windows`` /
+``near.nearest_groups``, ``near.refresh_lists``). Every move/swap's change, the SSE and
+the gains of the stopping rule use only the dense columns and the codes.
+
+Layout: ``P`` holds the dense values of each group's rows in ``cap`` slots (as in
+``polish``), ``PK`` their codes beside them, moved and swapped with the rows. A visit
+counts the codes of a group by scanning its slots (at most 2k-1 rows: O(g^2 q), whatever
+the number of categories), so the cost does not depend on the categories (a QI of
+100,000 codes costs what one of 2 costs). With no coded column and ``ndense`` = d the
+arithmetic is ``polish``'s, operation for operation: the same labels (tested).
+
+Serial, fixed order: deterministic whatever the threads. Checked against one-hot
+columns ``sqrt(w_t / 2) * onehot`` beside the dense ones (``tests/reference_coded.py``).
+"""
+
+import numpy as np
+from numba import njit
+
+from ..groups import group_sums, slot_sums
+from .moves import group_mean, move, swap
+from .near import near_by_windows, nearest_groups, refresh_lists
+from .polish import NEAR_DESCENT, NEAR_WINDOW
+
+
+# -- the coded distance ---------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def code_counts(PK, base, g, out, S):
+    """``out[p, t]`` := the rows among slots ``base .. base+g-1`` whose code in column t
+    equals slot ``base+p``'s (itself included); ``S[t]`` := ``sum_a c(a)^2`` (the sum of
+    ``out[:, t]``)."""
+    for t in range(PK.shape[1]):
+        s = 0
+        for p in range(g):
+            v = PK[base + p, t]
+            c = 0
+            for u in range(g):
+                c += PK[base + u, t] == v
+            out[p, t] = c
+            s += c
+        S[t] = s
+
+
+@njit(cache=True, nogil=True)
+def cross_counts(PK, baseA, a, baseB, b, w, cAB, cBA, mm):
+    """For slots p of A and u of B: ``cAB[p, t]`` := c_B(code of p), ``cBA[u, t]`` :=
+    c_A(code of u), ``mm[p, u]`` := the coded part of ``|x - y|^2`` (the sum of ``w_t``
+    over the columns whose codes differ)."""
+    q = PK.shape[1]
+    for p in range(a):
+        for t in range(q):
+            cAB[p, t] = 0
+    for u in range(b):
+        for t in range(q):
+            cBA[u, t] = 0
+    for p in range(a):
+        for u in range(b):
+            m = 0.0
+            for t in range(q):
+                if PK[baseA + p, t] == PK[baseB + u, t]:
+                    cAB[p, t] += 1
+                    cBA[u, t] += 1
+                else:
+                    m += w[t]
+            mm[p, u] = m
+
+
+@njit(cache=True, nogil=True)
+def centroid_d2(cnt, p, S, g, h):
+    """The coded part of a row's squared distance to the centroid of g rows: ``cnt[p,
+    t]`` of them share its code in column t, ``S[t]`` their sums of squared counts."""
+    v = 0.0
+    if cnt.shape[1] == 0:
+        return v
+    gg = g * g
+    inv = 1.0 / float(gg)
+    for t in range(cnt.shape[1]):
+        num = gg - 2 * cnt[p, t] * g + S[t]
+        v += h[t] * (float(num) * inv)
+    return v
+
+
+@njit(cache=True, nogil=True)
+def coded_proj(cB, cA, p, a, b, h):
+    """The coded part of ``x . (mu_B - mu_A)``: ``sum_t h_t (cB[p, t] / b - cA[p, t] / a)``."""
+    v = 0.0
+    for t in range(cB.shape[1]):
+        v += h[t] * (cB[p, t] / b - cA[p, t] / a)
+    return v
+
+
+@njit(cache=True, nogil=True)
+def coded_sse(Z, ndense, K, w, labels, G):
+    """The objective of ``polish_coded`` from scratch: the SSE of the dense columns
+    (``groups.partition_sse``'s arithmetic on ``Z[:, :ndense]``) plus each group's coded
+    SSE ``sum_t h_t (g - S_t / g)``."""
+    n = Z.shape[0]
+    q = K.shape[1]
+    sums, counts = group_sums(Z, labels, G)
+    s = 0.0
+    for i in range(n):
+        g = labels[i]
+        inv = 1.0 / counts[g]
+        for j in range(ndense):
+            t = Z[i, j] - sums[g, j] * inv
+            s += t * t
+    if q == 0:
+        return s
+    # each group's rows' codes side by side, to count them as a visit does
+    start = np.zeros(G + 1, np.int64)
+    for i in range(n):
+        start[labels[i] + 1] += 1
+    big = 0
+    for g in range(G):
+        big = max(big, start[g + 1])
+        start[g + 1] += start[g]
+    KK = np.empty((n, q), np.int64)
+    fill = start[:G].copy()
+    for i in range(n):
+        g = labels[i]
+        for t in range(q):
+            KK[fill[g], t] = K[i, t]
+        fill[g] += 1
+    cnt = np.empty((big, q), np.int64)
+    S = np.empty(q, np.int64)
+    for g in range(G):
+        m = start[g + 1] - start[g]
+        if m == 0:
+            continue
+        code_counts(KK, start[g], m, cnt, S)
+        for t in range(q):
+            s += 0.5 * w[t] * (m - S[t] / m)
+    return s
+
+
+# -- the search -----------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _d2(P, s, mu, g):
+    v = 0.0
+    for j in range(P.shape[1]):
+        t = P[s, j] - mu[g, j]
+        v += t * t
+    return v
+
+
+@njit(cache=True, nogil=True)
+def _proj(P, s, mu, A, B):
+    v = 0.0
+    for j in range(P.shape[1]):
+        v += P[s, j] * (mu[B, j] - mu[A, j])
+    return v
+
+
+@njit(cache=True, nogil=True)
+def _rows_of_b(P, A, B, a, b, baseB, mu, h, cnt, S, f):
+    """Per slot u of B: ``f[2, u]`` = s_y, ``f[1, u]`` = ``|y - mu_A|``."""
+    for u in range(b):
+        sy = baseB + u
+        f[2, u] = _proj(P, sy, mu, A, B) + coded_proj(cnt[1], cnt[3], u, a, b, h)
+        f[1, u] = np.sqrt(_d2(P, sy, mu, A) + centroid_d2(cnt[3], u, S[0], a, h))
+
+
+@njit(cache=True, nogil=True)
+def best_op_coded(P, PK, A, near, counts, mu, cap, k, hi, h, w, f, cnt, S, mm, tol):
+    """``moves.best_op`` with the coded distance: ``(delta, kind, p, q, B)``. Scratch:
+    ``f`` (4, cap) float (|x-mu_A|^2, |y-mu_A|, s_y, |x-mu_A|), ``cnt`` (4, cap, q) int64
+    (A's own counts, B's own, c_B of A's rows, c_A of B's rows), ``S`` (2, q), ``mm``
+    (cap, cap)."""
+    a = counts[A]
+    baseA = A * cap
+    d = P.shape[1]
+    code_counts(PK, baseA, a, cnt[0], S[0])
+    for p in range(a):
+        f[0, p] = _d2(P, baseA + p, mu, A) + centroid_d2(cnt[0], p, S[0], a, h)
+        f[3, p] = np.sqrt(f[0, p])
+    best_d, best_k, bp, bq, bB = -tol, 0, -1, -1, -1
+    invA = 1.0 / a
+    ca = a / (a - 1.0) if a > 1 else 0.0
+    for t in range(near.shape[1]):
+        B = near[A, t]
+        if B < 0 or B == A or counts[B] == 0:
+            continue
+        b = counts[B]
+        baseB = B * cap
+        wt = invA + 1.0 / b
+        code_counts(PK, baseB, b, cnt[1], S[1])
+        cross_counts(PK, baseA, a, baseB, b, w, cnt[2], cnt[3], mm)
+        _rows_of_b(P, A, B, a, b, baseB, mu, h, cnt, S, f)
+        can_ab = a > k and b < hi
+        for p in range(a):
+            sx = baseA + p
+            v = _proj(P, sx, mu, A, B) + coded_proj(cnt[2], cnt[0], p, a, b, h)
+            if can_ab:
+                dl = b / (b + 1.0) * (_d2(P, sx, mu, B) + centroid_d2(cnt[2], p, S[1], b, h)) - ca * f[0, p]
+                if dl < best_d:
+                    best_d, best_k, bp, bq, bB = dl, 1, p, -1, B
+            for u in range(b):
+                g2 = 2.0 * (f[2, u] - v)
+                rr = f[3, p] + f[1, u]
+                if g2 - wt * (rr * rr) * (1.0 + 1e-12) >= best_d:
+                    continue  # even the largest possible |x - y| cannot beat the best
+                sy = baseB + u
+                s2 = 0.0
+                for j in range(d):
+                    tt = P[sx, j] - P[sy, j]
+                    s2 += tt * tt
+                dl = g2 - wt * (s2 + mm[p, u])
+                if dl < best_d:
+                    best_d, best_k, bp, bq, bB = dl, 3, p, u, B
+        if b > k and a < hi:
+            cb = b / (b - 1.0)
+            ma = a / (a + 1.0)
+            for u in range(b):
+                sy = baseB + u
+                dl = (ma * (_d2(P, sy, mu, A) + centroid_d2(cnt[3], u, S[0], a, h))
+                      - cb * (_d2(P, sy, mu, B) + centroid_d2(cnt[1], u, S[1], b, h)))
+                if dl < best_d:
+                    best_d, best_k, bp, bq, bB = dl, 2, -1, u, B
+    return best_d, best_k, bp, bq, bB
+
+
+@njit(cache=True, nogil=True)
+def _move_codes(PK, counts, cap, src, p, dst):
+    """The codes' half of ``moves.move`` (called before it, with the sizes before it)."""
+    s = src * cap + p
+    e = dst * cap + counts[dst]
+    last = src * cap + counts[src] - 1
+    for t in range(PK.shape[1]):
+        PK[e, t] = PK[s, t]
+        PK[s, t] = PK[last, t]
+
+
+@njit(cache=True, nogil=True)
+def _swap_codes(PK, cap, A, p, B, q):
+    s = A * cap + p
+    e = B * cap + q
+    for t in range(PK.shape[1]):
+        x = PK[s, t]
+        PK[s, t] = PK[e, t]
+        PK[e, t] = x
+
+
+@njit(cache=True, nogil=True)
+def visit_round_coded(P, PK, rid, sums, counts, mu, cap, near, active, nxt, k, hi, tol, stop, stats, w):
+    """``moves.visit_round`` with ``best_op_coded``: one round of visits, the codes
+    moved and swapped with their rows. Returns ``(operations applied, SSE lowered)``."""
+    G, L = near.shape
+    q = PK.shape[1]
+    h = 0.5 * w
+    f = np.empty((4, cap))
+    cnt = np.empty((4, cap, q), np.int64)
+    S = np.empty((2, q), np.int64)
+    mm = np.zeros((cap, cap))
+    applied = 0
+    gain = 0.0
+    for g in range(G):
+        nxt[g] = 0
+    for A in range(G):
+        if stop[0] != 0:
+            break
+        if counts[A] == 0:
+            continue
+        act = active[A] != 0
+        t = 0
+        while not act and t < L:
+            B = near[A, t]
+            act = B >= 0 and active[B] != 0
+            t += 1
+        if not act:
+            continue
+        for _ in range(8 * cap):  # (a bound on operations per visit: termination whatever the rounding)
+            dl, kind, p, u, B = best_op_coded(P, PK, A, near, counts, mu, cap, k, hi, h, w, f, cnt, S, mm, tol)
+            if kind == 0:
+                break
+            if kind == 1:
+                _move_codes(PK, counts, cap, A, p, B)
+                move(P, rid, sums, counts, mu, cap, A, p, B)
+            elif kind == 2:
+                _move_codes(PK, counts, cap, B, u, A)
+                move(P, rid, sums, counts, mu, cap, B, u, A)
+            else:
+                _swap_codes(PK, cap, A, p, B, u)
+                swap(P, rid, sums, counts, mu, cap, A, p, B, u)
+            stats[0 if kind < 3 else 1] += 1
+            stats[2] += dl
+            gain -= dl
+            nxt[A] = 1
+            nxt[B] = 1
+            applied += 1
+    return applied, gain
+
+
+# -- the driver -----------------------------------------------------------------------
+
+
+def polish_coded(Z, ndense, K, w, labels, k, rounds, near_count, R, stop, min_gain=0.0, descent=NEAR_DESCENT,
+                 window=NEAR_WINDOW):
+    """Relabel ``labels`` (int64, in place) with a lower SSE of the dense columns and the
+    codes (module docstring); returns ``(rounds run, operations applied)``. The other
+    arguments are ``polish.polish``'s."""
+    n, d = Z.shape
+    ndense = int(ndense)
+    if K.ndim != 2 or K.shape[0] != n or w.shape != (K.shape[1],) or not 0 <= ndense <= d:
+        raise ValueError(f"polish_coded: codes {K.shape}, weights {w.shape}, ndense {ndense} do not fit {Z.shape}")
+    k, rounds, near_count = np.int64(k), np.int64(rounds), np.int64(near_count)
+    if n == 0 or d == 0 or rounds <= 0 or near_count <= 0:
+        return 0, 0
+    G = int(labels.max()) + 1
+    if G < 2:
+        return 0, 0
+    K = np.ascontiguousarray(K, dtype=np.int64)
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    P, PK, rid, fsums, fmu, sums, counts, mu, cap = _layout(Z, np.int64(ndense), K, labels, np.int64(G), k)
+    L = min(int(near_count), G - 1)
+    near = np.full((G, L), -1, np.int64)
+    active = np.ones(G, np.int64)
+    if R.shape[0] == 0 or R.shape[1] != d:
+        nearest_groups(fsums, counts, near, active)
+    else:
+        near_by_windows(fsums, counts, near, R, np.int64(window))
+        old_near, ndist, mark = np.empty_like(near), np.empty(L), np.full(G, -1, np.int64)
+        for _ in range(descent):  # neighbours of neighbours, toward the exact lists
+            refresh_lists(fmu, counts, near, active, old_near, ndist, mark)
+    sse = coded_sse(Z, np.int64(ndense), K, w, labels, np.int64(G))
+    return _rounds(Z, P, PK, rid, fsums, fmu, sums, counts, mu, cap, near, active, labels, k, rounds, stop, sse,
+                   float(min_gain), w)
+
+
+@njit(cache=True, nogil=True)
+def _layout(Z, ndense, K, labels, G, k):
+    """``polish``'s layout of the dense columns (``P``, ``rid``, ``sums``, ``mu``) with the
+    codes beside it (``PK``), and the sums and means of all the columns (``fsums``,
+    ``fmu``: the near lists')."""
+    n, d = Z.shape
+    q = K.shape[1]
+    fsums, counts = group_sums(Z, labels, G)
+    cap = 2 * k - 1
+    for g in range(G):
+        if counts[g] > cap:
+            cap = counts[g]
+    P = np.empty((G * cap, ndense))
+    PK = np.zeros((G * cap, q), np.int64)
+    rid = np.full(G * cap, -1, np.int64)
+    fill = np.zeros(G, np.int64)
+    for i in range(n):
+        g = labels[i]
+        s = g * cap + fill[g]
+        fill[g] += 1
+        rid[s] = i
+        for j in range(ndense):
+            P[s, j] = Z[i, j]
+        for t in range(q):
+            PK[s, t] = K[i, t]
+    sums = np.ascontiguousarray(fsums[:, :ndense])
+    fmu = np.empty((G, d))
+    mu = np.empty((G, ndense))
+    for g in range(G):
+        group_mean(fsums, counts, fmu, g)
+        group_mean(sums, counts, mu, g)
+    return P, PK, rid, fsums, fmu, sums, counts, mu, cap
+
+
+@njit(cache=True, nogil=True)
+def _rounds(Z, P, PK, rid, fsums, fmu, sums, counts, mu, cap, near, active, labels, k, rounds, stop, sse, min_gain, w):
+    """``polish``'s rounds (see its module docstring) with ``visit_round_coded``; writes
+    the labels back."""
+    G, L = near.shape
+    n, d = Z.shape
+    ndense = P.shape[1]
+    nxt = np.zeros(G, np.int64)
+    old_near = np.empty_like(near)
+    ndist = np.empty(L)
+    mark = np.full(G, -1, np.int64)
+    stats = np.zeros(3)
+    tol = 1e-12 * max(1.0, float(n * d))
+    r = 0
+    ops = 0
+    while r < rounds:
+        applied, gain = visit_round_coded(P, PK, rid, sums, counts, mu, cap, near, active, nxt, k, 2 * k - 1, tol,
+                                          stop, stats, w)
+        r += 1
+        ops += applied
+        if stop[0] != 0:
+            break
+        for g in range(G):
+            active[g] = nxt[g]
+        if applied == 0 or gain < min_gain * sse or r == rounds:  # (no refresh after the last round)
+            break
+        sse -= gain
+        # sums from scratch (no drift): all columns for the near lists, the dense ones for the moves
+        slot_sums(Z, rid, counts, cap, fsums)
+        for g in range(G):
+            for j in range(ndense):
+                sums[g, j] = fsums[g, j]
+            group_mean(fsums, counts, fmu, g)
+            group_mean(sums, counts, mu, g)
+        refresh_lists(fmu, counts, near, active, old_near, ndist, mark)
+    for g in range(G):
+        for t in range(counts[g]):
+            labels[rid[g * cap + t]] = g
+    return r, ops
