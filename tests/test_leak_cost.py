@@ -49,6 +49,30 @@ def test_fd_rows_matches_the_reference(seed):
     assert slots.shape[0] <= max(4, 2 * keep)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_fd_figures_give_fd_stats(seed):
+    """The kernel's figures of a test's table are ``fd_stats``' (Polars) to the bit: the
+    report's ``rate`` and ``baseline`` unchanged."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 5000))
+    m = int(rng.choice([3, 40, 2 * n]))
+    c = dependence.row_keys(int(rng.integers(0, 1 << 30)), m)[rng.integers(0, m, n)]
+    s = rng.integers(0, int(rng.choice([1, 4])), n).astype(np.uint64)  # (0: no strata)
+    q = rng.integers(1, int(rng.choice([2, 7, 500])), n).astype(np.uint64)
+    t = dependence.FDTest("c", "q")
+    t.add(c, s, q)
+    slots = t.slots[t.slots[:, 0] != 0]
+    tab = pl.DataFrame({"c": slots[:, 0], "s": slots[:, 1], "q": slots[:, 2], "n": slots[:, 3]})
+    assert t.stats == dependence.fd_stats(tab)
+
+
+def test_fd_figures_of_single_rows():
+    """A row-unique column (a person id): no evidence, every row kept."""
+    t = dependence.FDTest("id", "q")
+    t.add(dependence.row_keys(0, 3000), np.zeros(3000, np.uint64), dependence.row_keys(7, 3000) % np.uint64(5) + 1)
+    assert t.stats == (0, 0.0, 0.0, 3000, 0.0)
+
+
 def _census(n: int, seed: int = 0) -> pl.DataFrame:
     """A census-like table: a row id, numeric QIs (one of 6 values: its rank tests stay
     pending to the end), texts and a commute passed through."""

@@ -201,3 +201,77 @@ def fd_rows(cell, stratum, q, start, tab, state, keep, max_slots):
             tab[:, :] = 0
             state[1] = np.uint64(fd_regrow(held, tab, state[0]))
     return n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find(keys, a, b, full):
+    """The slot of the pair ``(a, b)`` in the open-addressing arrays ``keys`` (``(size,
+    2)``) / ``full`` (occupied): where it is, or the free slot where it goes."""
+    mask = np.uint64(keys.shape[0] - 1)
+    j = np.int64(mix64(a ^ (b * np.uint64(0x9E3779B97F4A7C15))) & mask)
+    while full[j] and not (keys[j, 0] == a and keys[j, 1] == b):
+        j = np.int64((np.uint64(j) + np.uint64(1)) & mask)
+    return j
+
+
+@njit(cache=True, nogil=True)
+def fd_figures(tab):
+    """The dependency test's figures of a table of ``fd_rows`` (the counts of
+    ``passes.dependence.fd_stats``, which computes them with Polars): ``(evidence rows,
+    rows of a cell's most frequent QI value summed over the repeated cells, the same by
+    stratum alone over those cells' rows, kept rows, repeated cells)``; a cell is
+    repeated when it holds 2 rows or more, and its rows are the evidence."""
+    m = 0
+    for j in range(tab.shape[0]):
+        if tab[j, 0] != np.uint64(0):
+            m += 1
+    size = 2
+    while size < 2 * m:
+        size <<= 1
+    ck = np.zeros((size, 2), np.uint64)
+    cfull = np.zeros(size, np.bool_)
+    crows = np.zeros(size, np.int64)
+    ctop = np.zeros(size, np.int64)
+    cell = np.full(tab.shape[0], -1, np.int64)
+    kept = 0
+    for j in range(tab.shape[0]):
+        if tab[j, 0] != np.uint64(0):
+            k = _find(ck, tab[j, 0], np.uint64(0), cfull)
+            if not cfull[k]:
+                cfull[k], ck[k, 0] = True, tab[j, 0]
+            n = np.int64(tab[j, 3])
+            crows[k] += n
+            ctop[k] = max(ctop[k], n)
+            cell[j] = k
+            kept += n
+    e = top = cells = 0
+    for k in range(size):
+        if cfull[k] and crows[k] >= 2:
+            e += crows[k]
+            top += ctop[k]
+            cells += 1
+    if e == 0:
+        return 0, 0, 0, kept, 0
+    sk = np.zeros((size, 2), np.uint64)  # (stratum, QI value) -> rows of the repeated cells
+    sfull = np.zeros(size, np.bool_)
+    sn = np.zeros(size, np.int64)
+    for j in range(tab.shape[0]):
+        if cell[j] >= 0 and crows[cell[j]] >= 2:
+            k = _find(sk, tab[j, 1], tab[j, 2], sfull)
+            if not sfull[k]:
+                sfull[k], sk[k, 0], sk[k, 1] = True, tab[j, 1], tab[j, 2]
+            sn[k] += np.int64(tab[j, 3])
+    tk = np.zeros((size, 2), np.uint64)  # stratum -> its most frequent value's rows
+    tfull = np.zeros(size, np.bool_)
+    tmax = np.zeros(size, np.int64)
+    for k in range(size):
+        if sfull[k]:
+            t = _find(tk, sk[k, 0], np.uint64(0), tfull)
+            if not tfull[t]:
+                tfull[t], tk[t, 0] = True, sk[k, 0]
+            tmax[t] = max(tmax[t], sn[k])
+    base = 0
+    for t in range(size):
+        if tfull[t]:
+            base += tmax[t]
+    return e, top, base, kept, cells

@@ -360,7 +360,9 @@ class _Reader:
 
     def _open(self, columns):
         self.columns = list(columns)
-        self._it = self.source.iter_frames(self.columns, self.chunk_rows)
+        # (Polars' own Parquet reader: the first chunks are every column, texts among them,
+        # which it decodes at a fraction of pyarrow's cost)
+        self._it = self.source.iter_frames(self.columns, self.chunk_rows, native=True)
 
     def narrow(self, columns) -> None:
         if columns and len(columns) <= len(self.columns) // 2:
