@@ -49,15 +49,6 @@ def _d2(P, s, mu, g):
 
 
 @njit(cache=True, nogil=True)
-def _proj(P, s, mu, A, B):
-    """``s_v = v . (mu_B - mu_A)`` of the row in slot s."""
-    v = 0.0
-    for j in range(P.shape[1]):
-        v += P[s, j] * (mu[B, j] - mu[A, j])
-    return v
-
-
-@njit(cache=True, nogil=True)
 def best_op(P, A, near, counts, mu, cap, k, hi, dA, dB, yA, rA, tol):
     """The best operation between group A and its near groups:
     ``(delta, kind, p, q, B)``, kind 0 none, 1 move slot p of A to B, 2 move slot q
@@ -65,13 +56,28 @@ def best_op(P, A, near, counts, mu, cap, k, hi, dA, dB, yA, rA, tol):
 
     As ``|x - y| <= |x - mu_A| + |y - mu_A|``, a swap whose
     ``2 (s_y - s_x) - (1/a + 1/b) (|x - mu_A| + |y - mu_A|)^2`` cannot beat the best
-    found is skipped without computing ``|x - y|^2``."""
+    found is skipped without computing ``|x - y|^2``. (The visits call ``scan_ops``
+    with their own scratch; this allocates the rest.)"""
+    return scan_ops(P, A, near, counts, mu, cap, k, hi, dA, dB, yA, rA, np.empty(cap), np.empty(P.shape[1]), tol)
+
+
+@njit(cache=True, nogil=True)
+def scan_ops(P, A, near, counts, mu, cap, k, hi, dA, dB, yA, rA, mB, df, tol):
+    """``best_op`` with two more scratch arrays: ``mB`` (``cap``), ``df`` (d).
+
+    The same values as the plain loops (each sum over the columns in column order,
+    ``mu_B - mu_A`` column by column), computed together: a row's projection and its
+    distances to both means in one pass over its columns (independent chains of adds,
+    which the processor overlaps), each B row's move to A computed with its swap
+    terms and compared after A's rows (the order of discovery, hence the ties, is the
+    plain loops')."""
     a = counts[A]
     baseA = A * cap
     d = P.shape[1]
     for p in range(a):
-        dA[p] = _d2(P, baseA + p, mu, A)
-        rA[p] = np.sqrt(dA[p])
+        v = _d2(P, baseA + p, mu, A)
+        dA[p] = v
+        rA[p] = np.sqrt(v)
     best_d = -tol
     best_k = 0
     bp = -1
@@ -86,20 +92,55 @@ def best_op(P, A, near, counts, mu, cap, k, hi, dA, dB, yA, rA, tol):
         b = counts[B]
         baseB = B * cap
         w = invA + 1.0 / b
-        for q in range(b):  # yA: s_y; dB: |y - mu_A|
-            yA[q] = _proj(P, baseB + q, mu, A, B)
-            dB[q] = np.sqrt(_d2(P, baseB + q, mu, A))
+        for j in range(d):
+            df[j] = mu[B, j] - mu[A, j]
+        can_ba = b > k and a < hi
+        cb = b / (b - 1.0) if b > 1 else 0.0
+        ma = a / (a + 1.0)
+        for q in range(b):  # yA: s_y; dB: |y - mu_A|; mB: the move of y to A
+            sy = baseB + q
+            v = 0.0
+            ya = 0.0
+            if can_ba:
+                yb = 0.0
+                for j in range(d):
+                    x = P[sy, j]
+                    v += x * df[j]
+                    ta = x - mu[A, j]
+                    ya += ta * ta
+                    tb = x - mu[B, j]
+                    yb += tb * tb
+                mB[q] = ma * ya - cb * yb
+            else:
+                for j in range(d):
+                    x = P[sy, j]
+                    v += x * df[j]
+                    ta = x - mu[A, j]
+                    ya += ta * ta
+            yA[q] = v
+            dB[q] = np.sqrt(ya)
         can_ab = a > k and b < hi
+        mb = b / (b + 1.0)
         for p in range(a):
             sx = baseA + p
-            v = _proj(P, sx, mu, A, B)
+            v = 0.0
             if can_ab:
-                dl = b / (b + 1.0) * _d2(P, sx, mu, B) - ca * dA[p]
+                xb = 0.0
+                for j in range(d):
+                    x = P[sx, j]
+                    v += x * df[j]
+                    tb = x - mu[B, j]
+                    xb += tb * tb
+                dl = mb * xb - ca * dA[p]
                 if dl < best_d:
                     best_d, best_k, bp, bq, bB = dl, 1, p, -1, B
+            else:
+                for j in range(d):
+                    v += P[sx, j] * df[j]
+            rp = rA[p]
             for q in range(b):
                 g2 = 2.0 * (yA[q] - v)
-                rr = rA[p] + dB[q]
+                rr = rp + dB[q]
                 if g2 - w * (rr * rr) * (1.0 + 1e-12) >= best_d:
                     continue  # even the largest possible |x - y| cannot beat the best
                 sy = baseB + q
@@ -110,12 +151,9 @@ def best_op(P, A, near, counts, mu, cap, k, hi, dA, dB, yA, rA, tol):
                 dl = g2 - w * s2
                 if dl < best_d:
                     best_d, best_k, bp, bq, bB = dl, 3, p, q, B
-        if b > k and a < hi:
-            cb = b / (b - 1.0)
-            ma = a / (a + 1.0)
+        if can_ba:
             for q in range(b):
-                sy = baseB + q
-                dl = ma * _d2(P, sy, mu, A) - cb * _d2(P, sy, mu, B)
+                dl = mB[q]
                 if dl < best_d:
                     best_d, best_k, bp, bq, bB = dl, 2, -1, q, B
     return best_d, best_k, bp, bq, bB
@@ -176,6 +214,8 @@ def visit_round(P, rid, sums, counts, mu, cap, near, active, nxt, k, hi, tol, st
     dB = np.empty(cap)
     yA = np.empty(cap)
     rA = np.empty(cap)
+    mB = np.empty(cap)
+    df = np.empty(P.shape[1])
     applied = 0
     gain = 0.0
     for g in range(G):
@@ -194,7 +234,7 @@ def visit_round(P, rid, sums, counts, mu, cap, near, active, nxt, k, hi, tol, st
         if not act:
             continue
         for _ in range(8 * cap):  # (a bound on operations per visit: termination whatever the rounding)
-            dl, kind, p, q, B = best_op(P, A, near, counts, mu, cap, k, hi, dA, dB, yA, rA, tol)
+            dl, kind, p, q, B = scan_ops(P, A, near, counts, mu, cap, k, hi, dA, dB, yA, rA, mB, df, tol)
             if kind == 0:
                 break
             if kind == 1:
