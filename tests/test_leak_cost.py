@@ -9,10 +9,11 @@ import polars as pl
 import pytest
 
 from engine.io.source import open_source
-from engine.kernels.leak import fd_regrow, fd_rows
+from engine.errors import EngineError
+from engine.kernels.leak import fd_regrow, fd_rows, novel_rows
 from engine.options import RunConfig
 from engine.passes import dependence
-from engine.passes.leak import guard
+from engine.passes.leak import guard, value_keys
 
 from reference_leak import fd_table_reference
 
@@ -127,3 +128,46 @@ def test_leak_checks_are_the_same_whatever_the_chunking(census):
               checks=checks)
         runs.append(checks)
     assert runs[0] == runs[1] == runs[2] and len(runs[0]) > 30
+
+
+def test_novel_rows_matches_the_reference():
+    """A derived column's rows to look at: each QI value's first row, and every row where
+    it meets another value of the column than on its first."""
+    rng = np.random.default_rng(5)
+    q = rng.integers(0, 50, 3000)
+    c = np.where(rng.random(3000) < 0.99, q * 3, q * 3 + 1)
+    kq, kc = value_keys(pl.Series(q)), value_keys(pl.Series(c))
+    tab, used, got = np.zeros((1 << 13, 2), np.uint64), np.zeros(1, np.int64), []
+    for lo in range(0, 3000, 700):
+        out = np.empty(700, np.int64)
+        got += (lo + out[:novel_rows(kq[lo:lo + 700], kc[lo:lo + 700], tab, used, out)]).tolist()
+    first: dict = {}
+    ref = []
+    for i in range(3000):
+        if q[i] not in first:
+            first[q[i]] = c[i]
+            ref.append(i)
+        elif first[q[i]] != c[i]:
+            ref.append(i)
+    assert got == ref and used[0] == len(first) and len(ref) > len(first)
+
+
+@pytest.mark.parametrize("chunk", [333, 4_096, 50_000])
+def test_a_derived_column_learnt_the_same_whatever_the_chunking(chunk):
+    """The map of ``--derived`` in the order of first rows, and the refusal naming the first
+    row that breaks it and the row the map was learnt from."""
+    rng = np.random.default_rng(2)
+    n = 20_000
+    code = rng.integers(0, 300, n)
+    df = pl.DataFrame({"age": rng.integers(0, 90, n), "occupation": [f"occ {x}" for x in code],
+                       "occupation_code": code})
+    cfg = RunConfig.make(qi=["age", "occupation"], k=5, derived={"occupation_code": "occupation"})
+    d = guard(open_source(df), cfg, 0, chunk).items[0]
+    order = list(dict.fromkeys(df.get_column("occupation").to_list()))
+    assert d.keys == order and d.values == [int(k.split()[1]) for k in order]
+    bad = df.with_columns(pl.when(pl.int_range(pl.len()) == 12_345).then(999).otherwise(pl.col("occupation_code"))
+                          .alias("occupation_code"))
+    first = df.get_column("occupation").to_list().index(df["occupation"][12_345]) + 1
+    with pytest.raises(EngineError, match=f"row 12346 has occupation='{df['occupation'][12_345]}', "
+                                          f"occupation_code=999, row {first} occupation_code="):
+        guard(open_source(bad), cfg, 0, chunk)

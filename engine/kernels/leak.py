@@ -275,3 +275,21 @@ def fd_figures(tab):
         if tfull[t]:
             base += tmax[t]
     return e, top, base, kept, cells
+
+
+@njit(cache=True, nogil=True)
+def novel_rows(kq, kc, tab, used, out):
+    """The rows of one chunk whose key ``kq`` is new to ``tab`` (then inserted with its
+    partner ``kc``) or met with another partner than its first: written to ``out``, their
+    count returned (a derived column's relation, ``passes.leak._Learner``: only these rows
+    can add to the map or break it). ``used`` (int64, 1): the keys held; ``tab`` must have
+    room for every row's key (at least twice ``used[0]`` plus the rows)."""
+    m = 0
+    for i in range(kq.shape[0]):
+        r = _visit(tab, kq[i], kc[i])
+        if r == 0:
+            used[0] += 1
+        if r != 1:
+            out[m] = i
+            m += 1
+    return m

@@ -82,7 +82,7 @@ import polars as pl
 
 from ..encode.kinds import is_number, is_temporal, kind_of
 from ..errors import EngineError
-from ..kernels.leak import mix_keys, pair_rows, regrow
+from ..kernels.leak import mix_keys, novel_rows, pair_rows, regrow
 from ..progress import Progress
 from .dependence import Dependence, describe, row_order_message
 from .partition import strata_columns
@@ -307,6 +307,8 @@ class _Learner:
         self.line = Affine() if affine else None
         self.map: dict = {}
         self.first_row: dict = {}
+        self.tab = np.zeros((FIRST_SLOTS, 2), np.uint64)  # (QI key, column key) of the first row of each QI value
+        self.used = np.zeros(1, np.int64)
 
     def add(self, frame: pl.DataFrame, offset: int) -> None:
         c, q = self.column, self.qi
@@ -319,10 +321,9 @@ class _Learner:
                     f"quasi-identifier {q!r}, which is published as its group's mean: row {self.line.bad + 1} has "
                     f"{q}={frame.get_column(q)[j]!r}, {c}={frame.get_column(c)[j]!r}; drop {c!r} or add it to --qi")
             return
-        text = frame.get_column(q).cast(pl.String)
-        pairs = pl.DataFrame({"q": text, "c": frame.get_column(c)}).with_row_index("i").unique(
-            ["q", "c"], keep="first", maintain_order=True)
-        for i, qv, cv in pairs.iter_rows():
+        rows = self._novel(frame.get_column(q), frame.get_column(c))
+        text = frame.get_column(q).gather(rows).cast(pl.String)
+        for i, qv, cv in zip(rows.tolist(), text, frame.get_column(c).gather(rows)):
             if qv not in self.map:
                 self.map[qv], self.first_row[qv] = cv, offset + i
             elif not _same(self.map[qv], cv):
@@ -330,6 +331,20 @@ class _Learner:
                     f"derived (--derived): column {c!r} is not a function of quasi-identifier {q!r}: row "
                     f"{offset + i + 1} has {q}={qv!r}, {c}={cv!r}, row {self.first_row[qv] + 1} {c}="
                     f"{self.map[qv]!r}; drop {c!r} or add it to --qi")
+
+    def _novel(self, q: pl.Series, c: pl.Series) -> np.ndarray:
+        """The rows (in order) of a QI value not seen before, or seen with another value of
+        the column (``kernels.leak.novel_rows`` on the values' keys): the only rows that can
+        add to the map or break it; the others repeat a pair already learnt (but for a
+        64-bit collision of keys, ``value_keys``)."""
+        n = q.len()
+        if 2 * (int(self.used[0]) + n) > self.tab.shape[0]:
+            slots = 1 << (2 * (int(self.used[0]) + n)).bit_length()
+            new = np.zeros((slots, 2), np.uint64)
+            regrow(self.tab, new)
+            self.tab = new
+        out = np.empty(n, np.int64)
+        return out[:novel_rows(value_keys(q), value_keys(c), self.tab, self.used, out)]
 
     def derived(self) -> Derived:
         if self.affine:
