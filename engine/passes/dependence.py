@@ -16,7 +16,11 @@ needs a near-perfect dependency). A column whose rows are nearly all in cells of
 ``MIN_EVIDENCE_ROWS``): it is left to the order tests. Memory: the distinct (cell, Q
 value) pairs and their counts, at most ``FD_KEEP`` a pair; above, only the cells whose
 key is at most a limit, halved as needed (every row of a kept cell: the rate is exact on
-the kept cells). With ``--household-column`` or ``--person-column`` (``Units``), a column
+the kept cells). They are counted in a kernel's open-addressing table
+(``kernels.leak.fd_rows``: at most ``2 * FD_KEEP`` slots of 32 bytes, 4 MiB a test,
+dropped when the test is decided) and the figures taken from it at a verdict only
+(``kernels.leak.fd_figures``: the counts ``fd_stats`` takes with Polars). With
+``--household-column`` or ``--person-column`` (``Units``), a column
 constant within every entity so far (the id, a household weight, a person's repeated
 weight) is judged on one row per entity instead (``EntityFD``): its values are published
 alike for the entity's records, so a column unique per household gives no evidence.
@@ -52,9 +56,12 @@ entity table (``engine.entities``) leaves it out (``row_order``): its order is n
 **When decided.** The guard reads until each pair is decided: a pair is cleared as soon
 as its evidence is enough and clearly below the thresholds (``decided``), and refused as
 soon as it meets them; on the census-like tables every pair is decided within the first
-chunk. The verdicts are taken at fixed row counts of the input (``verdict_rows``:
-1,024, 2,048, ... 65,536, then each 65,536 more, ``DECIDE_ROWS``, and at its end), not
-at a chunk's end, so they and the figures of the checks passed (the report's
+chunk, but for the rank tests of a QI with fewer than ``MIN_RANK_VALUES`` values in the
+sample (household size), which read on, with their own columns only (``needed``),
+until the sample holds ten values or the input ends (2,097,152 rows of the 10M
+census-like table). The verdicts are taken at fixed row counts of the input
+(``verdict_rows``: 1,024, 2,048, ... 65,536, then each 65,536 more, ``DECIDE_ROWS``,
+and at its end), not at a chunk's end, so they and the figures of the checks passed (the report's
 ``leak_checks``) are the same whatever ``--chunk-rows``, the threads or the memory
 limit. A table whose first rows are unrepresentative (sorted by the QI: the QI of one
 value so far) reads on. What this gives up: a column that is a dependency only on rows

@@ -37,6 +37,20 @@ on real data is within the first chunk; while some pairs still hold (a leak, two
 row-unique columns, a derived column's relation being learnt), it reads on with only
 their columns (``_Reader``: the iteration is restarted on fewer columns, the rows
 read so far skipped), so on real data the pass costs a fraction of a second.
+
+**Cost at census scale** (issue 42 item 5; docs/benchmarks.md). The reader asks for
+what the tests still pending read (``Dependence.needed``), and hashes only what they
+key on (``Dependence.keyed``): a rank test reads numbers from the row sample, so a QI of
+fewer than ``MIN_RANK_VALUES`` sampled values, whose rank tests read on (household
+size: to 2,097,152 rows of the 10M census-like table), reads on with the QI and the
+columns tested against it alone, not every QI and text. It reads through Polars' native Parquet
+reader (the first chunks hold every column, texts among them: a tenth of pyarrow's
+decoding time there). The dependency tables and their figures are kernels
+(``kernels.leak.fd_rows``, ``fd_figures``: the same counts as ``fd_stats``). None of
+this changes what is read at each verdict, so the verdicts and the report's
+``leak_checks`` are those of the plain version, whatever the chunking
+(``tests/test_leak_cost.py``). A few tenths of a second of the pass in a fresh process
+are Numba's first use (its runtime set up), which the next pass would pay otherwise.
 Inside the write pass it would cost no read, but a refusal would come after the
 whole run, the write pass reads no QI when the blocks measured the loss, and a
 derived column's relation must be known before its first row is written.
@@ -67,7 +81,11 @@ QI: its group's mode or median category) the map category -> value, which must b
 function (refused naming the row otherwise); for a QI published as its group's mean
 (numbers, dates on their epoch value) only an exact affine relation ``c = a + b * q``
 can be recomputed (the published column is then Float64), else refused naming the
-row. ``Derive.apply`` is the write pass's step (``passes.write.write_pass``); the
+row. The map is learnt from the rows a kernel flags on the values' keys
+(``kernels.leak.novel_rows``: a QI value's first row, or one with another value of the
+column than on its first), compared by their values; a pair of values whose 64-bit keys
+collide with an earlier pair's (about d^2 / 2^65) would go unseen, as in the one-to-one
+test. ``Derive.apply`` is the write pass's step (``passes.write.write_pass``); the
 self-check counts the classes with the derived columns among the published ones.
 """
 

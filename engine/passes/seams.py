@@ -170,9 +170,19 @@ def seam_unit(unit, *, stage: SeamStage, profile, cols, method: tuple, polish: t
     gl, loc = np.unique(stage.group_ids(Y), return_inverse=True)
     loc = loc.astype(np.int64).reshape(-1)
     compact = reduce is not None and stage.expand is not None
-    Z = reduce.standardized(X, profile, cols) if compact else standardized(X, profile, cols)
+    coded = reduce.coded(cols) if compact else None  # (embedded nominal QIs by their codes: ``Mixed.coded``)
     k = method[1]
-    polish_kernel(Z, loc, k, *polish[:3], np.zeros(1, np.int64) if stop is None else stop, min_gain, *polish[3:])
+    stop = np.zeros(1, np.int64) if stop is None else stop
+    if coded is not None:
+        # start-up: imported when a run has an embedded nominal QI
+        from ..kernels.search.coded import polish_coded
+
+        Z = reduce.standardized(X, profile, coded.order(cols))  # (the dense columns first)
+        polish_coded(Z, coded.dense.shape[0], coded.codes(X), coded.w, loc, k, *polish[:3], stop, min_gain,
+                     *polish[3:])
+    else:
+        Z = reduce.standardized(X, profile, cols) if compact else standardized(X, profile, cols)
+        polish_kernel(Z, loc, k, *polish[:3], stop, min_gain, *polish[3:])
     g = int(gl.shape[0])
     if not want_sums:
         sums = None
