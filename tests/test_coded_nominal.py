@@ -69,3 +69,26 @@ def test_fast_path_leaves_by_codes(table, monkeypatch):
     embedded = _run(table, polish_rounds=0)
     assert not np.array_equal(np.asarray(embedded.labels), np.asarray(runs[0].labels))
     assert one_hot_sse(table, runs[0].labels) < one_hot_sse(table, embedded.labels)
+
+
+def test_seam_stage_polishes_by_codes(table, monkeypatch):
+    """The default above the (lowered) seam-stage threshold: leaves and seam polish by the
+    codes; the same release for any thread count, chunk size and memory limit, every
+    class of k..2k-1 rows, below the fast path's loss, and a lower exact objective than
+    the same stage on the embedding."""
+    from engine.kernels.search import coded as coded_polish
+    calls = []
+    real = coded_polish.polish_coded
+    monkeypatch.setattr(coded_polish, "polish_coded", lambda *a, **kw: (calls.append(a[1]), real(*a, **kw))[1])
+    runs = [_run(table, threads=t, chunk_rows=c, memory_limit=m)
+            for t, c, m in ((1, 100_000, None), (2, 777, None), (2, 100_000, "16GiB"))]
+    assert calls and runs[0].report.polish["seam_blocks"] > 1
+    for r in runs[1:]:
+        assert np.array_equal(np.asarray(r.labels), np.asarray(runs[0].labels))
+        assert r.table.equals(runs[0].table)
+    sizes = np.bincount(np.asarray(runs[0].labels))
+    assert sizes.min() >= K and sizes.max() <= 2 * K - 1
+    assert runs[0].report.information_loss_percent < _run(table, polish_rounds=0).report.information_loss_percent
+    monkeypatch.setattr(mixed_mod, "CODED_NOMINAL", False)
+    embedded = _run(table)
+    assert one_hot_sse(table, runs[0].labels) < one_hot_sse(table, embedded.labels)

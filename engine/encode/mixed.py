@@ -26,6 +26,16 @@ polish, refinement, stitching) runs unchanged on the encoded columns:
   0; different: ``w`` on average), so that the per-row cost does not grow with the
   number of categories (3,000 municipalities, 100,000 codes).
 
+**Grouped by the codes** (``Mixed.coded``, ``tuning.CODED_NOMINAL``). The embedding makes
+two different categories differ by ``w`` only on average. The streamed MDAV leaves
+(``kernels.mdav.coded``: the fast path and the seam stage's first stage) and the seam
+stage's polish (``kernels.search.coded``) take an embedded QI by its *code* instead, with
+the exact distance of its one-hot vector (``w`` between different categories, and to a
+group's centroid from the group's code counts), and its embedding columns only guide
+their kd cuts and near lists. The other kernels (exact MDAV, V-MDAV / IV-MDAV, the
+in-memory polish up to 2M rows, refinement) still group on the embedding
+(docs/notes/mixed-types.md).
+
 **Missing values** (docs/notes/missing-values.md). A nominal QI's missing value is a
 category of its own. A numeric, date or ordinal QI with missing values gets a
 missing-value indicator column (``* sqrt(w)``: a record with a value and one without
@@ -74,6 +84,7 @@ _EMBED_SEED = 20050101  # the embedding's unit vectors: a fixed function of the 
 # an encoded column's source: 0 the value (a missing one: the QI's fill), 1 the missing-value
 # indicator, 2 a category's coordinate (``QI.table``)
 VALUE, MISSING, TABLE = 0, 1, 2
+_CODED_NOTE = "; its codes in the streamed leaves and seam polish"  # (``Mixed.coded``)
 
 
 @dataclass
@@ -579,7 +590,8 @@ class Mixed:
             "kinds": {q.name: q.kind for q in self.qis},
             "weights": {q.name: q.weight for q in self.qis},
             "categories": {q.name: len(q.categories) for q in self.qis if q.categories is not None},
-            "encoding": {q.name: (f"embedded ({EMBED_DIMS} columns)" if q.embedded else "one-hot")
+            "encoding": {q.name: (f"embedded ({EMBED_DIMS} columns{_CODED_NOTE if CODED_NOMINAL else ''})"
+                                  if q.embedded else "one-hot")
                          for q in self.qis if q.kind == "nominal"},
             "encoded_columns": len(self.names),
             "information_loss_by_kind": by_kind,
