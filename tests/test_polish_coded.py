@@ -74,23 +74,25 @@ def test_coded_distances_are_the_one_hot_distances(seed):
     PK = np.zeros((2 * cap, K.shape[1]), np.int64)
     PK[:a], PK[cap: cap + b] = K[:a], K[a:]
     rA, rB = np.arange(a), np.arange(a, n)
-    cnt = np.zeros((4, cap, K.shape[1]), np.int64)
+    SC = np.zeros((2 * cap, K.shape[1]), np.int64)
     S = np.zeros((2, K.shape[1]), np.int64)
+    cAB, cBA = np.zeros((2, cap, K.shape[1]), np.int64)
     mm = np.zeros((cap, cap))
-    code_counts(PK, 0, a, cnt[0], S[0])
-    code_counts(PK, cap, b, cnt[1], S[1])
-    cross_counts(PK, 0, a, cap, b, w, cnt[2], cnt[3], mm)
+    code_counts(PK, 0, a, SC, S[0])
+    code_counts(PK, cap, b, SC, S[1])
+    cross_counts(PK, 0, a, cap, b, w, cAB, cBA, mm)
     muA, muB = X[rA].mean(axis=0), X[rB].mean(axis=0)
     close = dict(rtol=1e-9, atol=1e-12)
     for p in range(a):
-        assert np.isclose(centroid_d2(cnt[0], p, S[0], a, h), centroid_dist2(X, rA, X[p]), **close)
-        assert np.isclose(centroid_d2(cnt[2], p, S[1], b, h), centroid_dist2(X, rB, X[p]), **close)
-        assert np.isclose(coded_proj(cnt[2], cnt[0], p, a, b, h), X[p] @ (muB - muA), **close)
+        assert np.isclose(centroid_d2(SC, p, S, 0, a, h), centroid_dist2(X, rA, X[p]), **close)
+        assert np.isclose(centroid_d2(cAB, p, S, 1, b, h), centroid_dist2(X, rB, X[p]), **close)
+        assert np.isclose(coded_proj(cAB, p, SC, p, a, b, h), X[p] @ (muB - muA), **close)
         for u in range(b):
             assert np.isclose(mm[p, u], ((X[p] - X[a + u]) ** 2).sum(), **close)
     for u in range(b):
-        assert np.isclose(centroid_d2(cnt[3], u, S[0], a, h), centroid_dist2(X, rA, X[a + u]), **close)
-        assert np.isclose(coded_proj(cnt[1], cnt[3], u, a, b, h), X[a + u] @ (muB - muA), **close)
+        assert np.isclose(centroid_d2(SC, cap + u, S, 1, b, h), centroid_dist2(X, rB, X[a + u]), **close)
+        assert np.isclose(centroid_d2(cBA, u, S, 0, a, h), centroid_dist2(X, rA, X[a + u]), **close)
+        assert np.isclose(coded_proj(SC, cap + u, cBA, u, a, b, h), X[a + u] @ (muB - muA), **close)
     labels = rng.integers(0, 3, n)
     labels[:3] = [0, 1, 2]
     for ndense in (0, 2):
@@ -108,12 +110,15 @@ def test_best_operation_is_the_reference_best(seed, k, kinds):
     P, PK, counts, mu, cap, _ = _layout(Z, 2, K, labels, k)
     X = onehot(Z, 2, K, w)
     q = K.shape[1]
+    SC, SS = np.zeros((PK.shape[0], q), np.int64), np.zeros((G, q), np.int64)
+    for g in range(G):
+        code_counts(PK, g * cap, counts[g], SC, SS[g])
     near = np.array([[h for h in range(G) if h != g] for g in range(G)], np.int64)
-    f, cnt, S, mm = np.zeros((4, cap)), np.zeros((4, cap, q), np.int64), np.zeros((2, q), np.int64), np.zeros((cap, cap))
+    f, cx, mm, df = np.zeros((5, cap)), np.zeros((2, cap, q), np.int64), np.zeros((cap, cap)), np.zeros(2)
     scale = max(1.0, sse(X, labels))
     for A in range(G):
-        dl, kind, p, u, B = best_op_coded(P, PK, A, near, counts, mu, cap, k, 2 * k - 1, 0.5 * w, w, f, cnt, S, mm,
-                                          1e-12)
+        dl, kind, p, u, B = best_op_coded(P, PK, SC, SS, A, near, counts, mu, cap, k, 2 * k - 1, 0.5 * w, w, *f, cx[0],
+                                          cx[1], mm, df, 1e-12)
         ref = best_op(X, labels, A, near[A], k, 2 * k - 1)
         assert (kind == 0) == (ref > -1e-9 * scale)
         if kind:

@@ -55,9 +55,9 @@ from .polish import NEAR_DESCENT, NEAR_WINDOW
 
 @njit(cache=True, nogil=True)
 def code_counts(PK, base, g, out, S):
-    """``out[p, t]`` := the rows among slots ``base .. base+g-1`` whose code in column t
-    equals slot ``base+p``'s (itself included); ``S[t]`` := ``sum_a c(a)^2`` (the sum of
-    ``out[:, t]``)."""
+    """``out[s, t]`` := the rows among slots ``base .. base+g-1`` whose code in column t
+    equals slot s's (itself included), for those slots s; ``S[t]`` := ``sum_a c(a)^2``
+    (the sum of those counts)."""
     for t in range(PK.shape[1]):
         s = 0
         for p in range(g):
@@ -65,7 +65,7 @@ def code_counts(PK, base, g, out, S):
             c = 0
             for u in range(g):
                 c += PK[base + u, t] == v
-            out[p, t] = c
+            out[base + p, t] = c
             s += c
         S[t] = s
 
@@ -95,26 +95,28 @@ def cross_counts(PK, baseA, a, baseB, b, w, cAB, cBA, mm):
 
 
 @njit(cache=True, nogil=True)
-def centroid_d2(cnt, p, S, g, h):
+def centroid_d2(cnt, p, S, gi, g, h):
     """The coded part of a row's squared distance to the centroid of g rows: ``cnt[p,
-    t]`` of them share its code in column t, ``S[t]`` their sums of squared counts."""
+    t]`` of them share its code in column t, ``S[gi, t]`` is their sum of squared counts
+    (2-d arguments, not rows of them: no array views in the hot loops)."""
     v = 0.0
     if cnt.shape[1] == 0:
         return v
     gg = g * g
     inv = 1.0 / float(gg)
     for t in range(cnt.shape[1]):
-        num = gg - 2 * cnt[p, t] * g + S[t]
+        num = gg - 2 * cnt[p, t] * g + S[gi, t]
         v += h[t] * (float(num) * inv)
     return v
 
 
 @njit(cache=True, nogil=True)
-def coded_proj(cB, cA, p, a, b, h):
-    """The coded part of ``x . (mu_B - mu_A)``: ``sum_t h_t (cB[p, t] / b - cA[p, t] / a)``."""
+def coded_proj(cB, iB, cA, iA, a, b, h):
+    """The coded part of ``x . (mu_B - mu_A)``: ``sum_t h_t (cB[iB, t] / b - cA[iA, t] / a)``
+    (``cB``, ``cA``: x's code counts in B and in A)."""
     v = 0.0
     for t in range(cB.shape[1]):
-        v += h[t] * (cB[p, t] / b - cA[p, t] / a)
+        v += h[t] * (cB[iB, t] / b - cA[iA, t] / a)
     return v
 
 
@@ -139,9 +141,7 @@ def coded_sse(Z, ndense, K, w, labels, G):
     start = np.zeros(G + 1, np.int64)
     for i in range(n):
         start[labels[i] + 1] += 1
-    big = 0
     for g in range(G):
-        big = max(big, start[g + 1])
         start[g + 1] += start[g]
     KK = np.empty((n, q), np.int64)
     fill = start[:G].copy()
@@ -150,7 +150,7 @@ def coded_sse(Z, ndense, K, w, labels, G):
         for t in range(q):
             KK[fill[g], t] = K[i, t]
         fill[g] += 1
-    cnt = np.empty((big, q), np.int64)
+    cnt = np.empty((n, q), np.int64)
     S = np.empty(q, np.int64)
     for g in range(G):
         m = start[g + 1] - start[g]
@@ -175,35 +175,72 @@ def _d2(P, s, mu, g):
 
 
 @njit(cache=True, nogil=True)
-def _proj(P, s, mu, A, B):
+def _proj_d2(P, s, mu, B, df, with_d2):
+    """The dense ``x . (mu_B - mu_A)`` (``df`` = ``mu_B - mu_A``) of slot s and, with
+    ``with_d2``, its ``|x - mu_B|^2``: one pass over the columns, each sum in column
+    order (``polish``'s values)."""
     v = 0.0
-    for j in range(P.shape[1]):
-        v += P[s, j] * (mu[B, j] - mu[A, j])
-    return v
+    xb = 0.0
+    if with_d2:
+        for j in range(P.shape[1]):
+            x = P[s, j]
+            v += x * df[j]
+            tb = x - mu[B, j]
+            xb += tb * tb
+    else:
+        for j in range(P.shape[1]):
+            v += P[s, j] * df[j]
+    return v, xb
 
 
 @njit(cache=True, nogil=True)
-def _rows_of_b(P, A, B, a, b, baseB, mu, h, cnt, S, f):
-    """Per slot u of B: ``f[2, u]`` = s_y, ``f[1, u]`` = ``|y - mu_A|``."""
+def _rows_of_b(P, SC, SS, A, B, a, b, cap, mu, h, cBA, df, dB, yA, mB, can_ba):
+    """Per slot u of B: ``yA[u]`` = s_y, ``dB[u]`` = ``|y - mu_A|`` and, with
+    ``can_ba``, ``mB[u]`` = the change of moving y to A."""
+    baseB = B * cap
+    cb = b / (b - 1.0) if b > 1 else 0.0
+    ma = a / (a + 1.0)
     for u in range(b):
         sy = baseB + u
-        f[2, u] = _proj(P, sy, mu, A, B) + coded_proj(cnt[1], cnt[3], u, a, b, h)
-        f[1, u] = np.sqrt(_d2(P, sy, mu, A) + centroid_d2(cnt[3], u, S[0], a, h))
+        v = 0.0
+        ya = 0.0
+        yb = 0.0
+        if can_ba:
+            for j in range(P.shape[1]):
+                x = P[sy, j]
+                v += x * df[j]
+                ta = x - mu[A, j]
+                ya += ta * ta
+                tb = x - mu[B, j]
+                yb += tb * tb
+        else:
+            for j in range(P.shape[1]):
+                x = P[sy, j]
+                v += x * df[j]
+                ta = x - mu[A, j]
+                ya += ta * ta
+        yA[u] = v + coded_proj(SC, sy, cBA, u, a, b, h)
+        ya += centroid_d2(cBA, u, SS, A, a, h)
+        dB[u] = np.sqrt(ya)
+        if can_ba:
+            mB[u] = ma * ya - cb * (yb + centroid_d2(SC, sy, SS, B, b, h))
 
 
 @njit(cache=True, nogil=True)
-def best_op_coded(P, PK, A, near, counts, mu, cap, k, hi, h, w, f, cnt, S, mm, tol):
-    """``moves.best_op`` with the coded distance: ``(delta, kind, p, q, B)``. Scratch:
-    ``f`` (4, cap) float (|x-mu_A|^2, |y-mu_A|, s_y, |x-mu_A|), ``cnt`` (4, cap, q) int64
-    (A's own counts, B's own, c_B of A's rows, c_A of B's rows), ``S`` (2, q), ``mm``
-    (cap, cap)."""
+def best_op_coded(P, PK, SC, SS, A, near, counts, mu, cap, k, hi, h, w, dA, dB, yA, rA, mB, cAB, cBA, mm, df,
+                  tol):
+    """``moves.best_op`` with the coded distance: ``(delta, kind, p, q, B)``. ``SC``,
+    ``SS``: each slot's own-group code counts and each group's sums of their squares
+    (``code_counts``). Scratch of ``cap``: ``dA`` (|x-mu_A|^2), ``dB`` (|y-mu_A|), ``yA``
+    (s_y), ``rA`` (|x-mu_A|), ``mB`` (the move of y to A); ``cAB``, ``cBA`` (cap, q)
+    int64, ``mm`` (cap, cap), ``df`` (ndense)."""
     a = counts[A]
     baseA = A * cap
     d = P.shape[1]
-    code_counts(PK, baseA, a, cnt[0], S[0])
     for p in range(a):
-        f[0, p] = _d2(P, baseA + p, mu, A) + centroid_d2(cnt[0], p, S[0], a, h)
-        f[3, p] = np.sqrt(f[0, p])
+        v = _d2(P, baseA + p, mu, A) + centroid_d2(SC, baseA + p, SS, A, a, h)
+        dA[p] = v
+        rA[p] = np.sqrt(v)
     best_d, best_k, bp, bq, bB = -tol, 0, -1, -1, -1
     invA = 1.0 / a
     ca = a / (a - 1.0) if a > 1 else 0.0
@@ -214,20 +251,26 @@ def best_op_coded(P, PK, A, near, counts, mu, cap, k, hi, h, w, f, cnt, S, mm, t
         b = counts[B]
         baseB = B * cap
         wt = invA + 1.0 / b
-        code_counts(PK, baseB, b, cnt[1], S[1])
-        cross_counts(PK, baseA, a, baseB, b, w, cnt[2], cnt[3], mm)
-        _rows_of_b(P, A, B, a, b, baseB, mu, h, cnt, S, f)
+        for j in range(d):
+            df[j] = mu[B, j] - mu[A, j]
+        if PK.shape[1] > 0:  # (else mm stays 0.0)
+            cross_counts(PK, baseA, a, baseB, b, w, cAB, cBA, mm)
+        can_ba = b > k and a < hi
+        _rows_of_b(P, SC, SS, A, B, a, b, cap, mu, h, cBA, df, dB, yA, mB, can_ba)
         can_ab = a > k and b < hi
+        mb = b / (b + 1.0)
         for p in range(a):
             sx = baseA + p
-            v = _proj(P, sx, mu, A, B) + coded_proj(cnt[2], cnt[0], p, a, b, h)
+            v, xb = _proj_d2(P, sx, mu, B, df, can_ab)
+            v += coded_proj(cAB, p, SC, sx, a, b, h)
             if can_ab:
-                dl = b / (b + 1.0) * (_d2(P, sx, mu, B) + centroid_d2(cnt[2], p, S[1], b, h)) - ca * f[0, p]
+                dl = mb * (xb + centroid_d2(cAB, p, SS, B, b, h)) - ca * dA[p]
                 if dl < best_d:
                     best_d, best_k, bp, bq, bB = dl, 1, p, -1, B
+            rp = rA[p]
             for u in range(b):
-                g2 = 2.0 * (f[2, u] - v)
-                rr = f[3, p] + f[1, u]
+                g2 = 2.0 * (yA[u] - v)
+                rr = rp + dB[u]
                 if g2 - wt * (rr * rr) * (1.0 + 1e-12) >= best_d:
                     continue  # even the largest possible |x - y| cannot beat the best
                 sy = baseB + u
@@ -238,13 +281,9 @@ def best_op_coded(P, PK, A, near, counts, mu, cap, k, hi, h, w, f, cnt, S, mm, t
                 dl = g2 - wt * (s2 + mm[p, u])
                 if dl < best_d:
                     best_d, best_k, bp, bq, bB = dl, 3, p, u, B
-        if b > k and a < hi:
-            cb = b / (b - 1.0)
-            ma = a / (a + 1.0)
+        if can_ba:
             for u in range(b):
-                sy = baseB + u
-                dl = (ma * (_d2(P, sy, mu, A) + centroid_d2(cnt[3], u, S[0], a, h))
-                      - cb * (_d2(P, sy, mu, B) + centroid_d2(cnt[1], u, S[1], b, h)))
+                dl = mB[u]
                 if dl < best_d:
                     best_d, best_k, bp, bq, bB = dl, 2, -1, u, B
     return best_d, best_k, bp, bq, bB
@@ -272,16 +311,34 @@ def _swap_codes(PK, cap, A, p, B, q):
 
 
 @njit(cache=True, nogil=True)
-def visit_round_coded(P, PK, rid, sums, counts, mu, cap, near, active, nxt, k, hi, tol, stop, stats, w):
+def _apply(P, PK, SC, SS, rid, sums, counts, mu, cap, kind, A, p, B, u):
+    """Operation ``kind`` (``best_op_coded``) on the rows, their codes and the two
+    groups' code counts."""
+    if kind == 1:
+        _move_codes(PK, counts, cap, A, p, B)
+        move(P, rid, sums, counts, mu, cap, A, p, B)
+    elif kind == 2:
+        _move_codes(PK, counts, cap, B, u, A)
+        move(P, rid, sums, counts, mu, cap, B, u, A)
+    else:
+        _swap_codes(PK, cap, A, p, B, u)
+        swap(P, rid, sums, counts, mu, cap, A, p, B, u)
+    if PK.shape[1] > 0:
+        code_counts(PK, A * cap, counts[A], SC, SS[A])
+        code_counts(PK, B * cap, counts[B], SC, SS[B])
+
+
+@njit(cache=True, nogil=True)
+def visit_round_coded(P, PK, SC, SS, rid, sums, counts, mu, cap, near, active, nxt, k, hi, tol, stop, stats, w):
     """``moves.visit_round`` with ``best_op_coded``: one round of visits, the codes
     moved and swapped with their rows. Returns ``(operations applied, SSE lowered)``."""
     G, L = near.shape
-    q = PK.shape[1]
     h = 0.5 * w
-    f = np.empty((4, cap))
-    cnt = np.empty((4, cap, q), np.int64)
-    S = np.empty((2, q), np.int64)
+    dA, dB, yA, rA, mB = np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap)
+    cAB = np.empty((cap, PK.shape[1]), np.int64)
+    cBA = np.empty((cap, PK.shape[1]), np.int64)
     mm = np.zeros((cap, cap))
+    df = np.empty(P.shape[1])
     applied = 0
     gain = 0.0
     for g in range(G):
@@ -300,18 +357,11 @@ def visit_round_coded(P, PK, rid, sums, counts, mu, cap, near, active, nxt, k, h
         if not act:
             continue
         for _ in range(8 * cap):  # (a bound on operations per visit: termination whatever the rounding)
-            dl, kind, p, u, B = best_op_coded(P, PK, A, near, counts, mu, cap, k, hi, h, w, f, cnt, S, mm, tol)
+            dl, kind, p, u, B = best_op_coded(P, PK, SC, SS, A, near, counts, mu, cap, k, hi, h, w, dA, dB, yA, rA,
+                                              mB, cAB, cBA, mm, df, tol)
             if kind == 0:
                 break
-            if kind == 1:
-                _move_codes(PK, counts, cap, A, p, B)
-                move(P, rid, sums, counts, mu, cap, A, p, B)
-            elif kind == 2:
-                _move_codes(PK, counts, cap, B, u, A)
-                move(P, rid, sums, counts, mu, cap, B, u, A)
-            else:
-                _swap_codes(PK, cap, A, p, B, u)
-                swap(P, rid, sums, counts, mu, cap, A, p, B, u)
+            _apply(P, PK, SC, SS, rid, sums, counts, mu, cap, kind, A, p, B, u)
             stats[0 if kind < 3 else 1] += 1
             stats[2] += dl
             gain -= dl
@@ -341,7 +391,7 @@ def polish_coded(Z, ndense, K, w, labels, k, rounds, near_count, R, stop, min_ga
         return 0, 0
     K = np.ascontiguousarray(K, dtype=np.int64)
     w = np.ascontiguousarray(w, dtype=np.float64)
-    P, PK, rid, fsums, fmu, sums, counts, mu, cap = _layout(Z, np.int64(ndense), K, labels, np.int64(G), k)
+    P, PK, SC, SS, rid, fsums, fmu, sums, counts, mu, cap = _layout(Z, np.int64(ndense), K, labels, np.int64(G), k)
     L = min(int(near_count), G - 1)
     near = np.full((G, L), -1, np.int64)
     active = np.ones(G, np.int64)
@@ -353,15 +403,15 @@ def polish_coded(Z, ndense, K, w, labels, k, rounds, near_count, R, stop, min_ga
         for _ in range(descent):  # neighbours of neighbours, toward the exact lists
             refresh_lists(fmu, counts, near, active, old_near, ndist, mark)
     sse = coded_sse(Z, np.int64(ndense), K, w, labels, np.int64(G))
-    return _rounds(Z, P, PK, rid, fsums, fmu, sums, counts, mu, cap, near, active, labels, k, rounds, stop, sse,
-                   float(min_gain), w)
+    return _rounds(Z, P, PK, SC, SS, rid, fsums, fmu, sums, counts, mu, cap, near, active, labels, k, rounds, stop,
+                   sse, float(min_gain), w)
 
 
 @njit(cache=True, nogil=True)
 def _layout(Z, ndense, K, labels, G, k):
     """``polish``'s layout of the dense columns (``P``, ``rid``, ``sums``, ``mu``) with the
-    codes beside it (``PK``), and the sums and means of all the columns (``fsums``,
-    ``fmu``: the near lists')."""
+    codes beside it (``PK``; ``SC``, ``SS``: ``code_counts`` of every group), and the sums
+    and means of all the columns (``fsums``, ``fmu``: the near lists')."""
     n, d = Z.shape
     q = K.shape[1]
     fsums, counts = group_sums(Z, labels, G)
@@ -385,14 +435,18 @@ def _layout(Z, ndense, K, labels, G, k):
     sums = np.ascontiguousarray(fsums[:, :ndense])
     fmu = np.empty((G, d))
     mu = np.empty((G, ndense))
+    SC = np.zeros((G * cap, q), np.int64)
+    SS = np.zeros((G, q), np.int64)
     for g in range(G):
         group_mean(fsums, counts, fmu, g)
         group_mean(sums, counts, mu, g)
-    return P, PK, rid, fsums, fmu, sums, counts, mu, cap
+        code_counts(PK, g * cap, counts[g], SC, SS[g])
+    return P, PK, SC, SS, rid, fsums, fmu, sums, counts, mu, cap
 
 
 @njit(cache=True, nogil=True)
-def _rounds(Z, P, PK, rid, fsums, fmu, sums, counts, mu, cap, near, active, labels, k, rounds, stop, sse, min_gain, w):
+def _rounds(Z, P, PK, SC, SS, rid, fsums, fmu, sums, counts, mu, cap, near, active, labels, k, rounds, stop, sse,
+            min_gain, w):
     """``polish``'s rounds (see its module docstring) with ``visit_round_coded``; writes
     the labels back."""
     G, L = near.shape
@@ -407,8 +461,8 @@ def _rounds(Z, P, PK, rid, fsums, fmu, sums, counts, mu, cap, near, active, labe
     r = 0
     ops = 0
     while r < rounds:
-        applied, gain = visit_round_coded(P, PK, rid, sums, counts, mu, cap, near, active, nxt, k, 2 * k - 1, tol,
-                                          stop, stats, w)
+        applied, gain = visit_round_coded(P, PK, SC, SS, rid, sums, counts, mu, cap, near, active, nxt, k, 2 * k - 1,
+                                          tol, stop, stats, w)
         r += 1
         ops += applied
         if stop[0] != 0:
