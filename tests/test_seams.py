@@ -263,3 +263,66 @@ def test_narrow_and_wide_records_read_back_exactly(tmp_path):
         assert np.array_equal(gid[order], np.arange(3000) // 5)
     finally:
         stage.close()
+
+
+def _records_numpy(router, Z, X, local, g, ids, block):
+    """``Router.records`` as NumPy expressions (the code before its kernels): the reference."""
+    cnt = np.bincount(local, minlength=g).astype(np.float64)
+    C = np.empty((g, Z.shape[1]))
+    for j in range(Z.shape[1]):
+        C[:, j] = np.bincount(local, weights=Z[:, j], minlength=g) / cnt
+    Cr = np.empty((g, Z.shape[1]))
+    for a in range(0, g, 1024):
+        Cr[a: a + 1024] = (C[a: a + 1024, None, :] * router.rotation[None, :, :]).sum(axis=2)
+    pos = np.full(g, local.shape[0], np.int64)
+    np.minimum.at(pos, local, np.arange(local.shape[0]))
+    gblock = router.plan.assign(np.ascontiguousarray(Cr), ids[pos].astype(np.int64))
+    block_of = gblock[local]
+    order = np.argsort(block_of, kind="stable")
+    sb = block_of[order]
+    cuts = np.concatenate([[0], np.flatnonzero(np.diff(sb)) + 1, [order.shape[0]]])
+    Xo = X[order]
+    narrow = np.array_equal(Xo.astype(np.float32), Xo, equal_nan=True)
+    w = X.shape[1]
+    rec = np.empty((order.shape[0], w + 3), np.float32 if narrow else np.float64)
+    rec.view(np.uint32 if narrow else np.int64)[:, 0] = ids[order]
+    rec[:, 1: w + 1] = Xo
+    rec[:, w + 1] = local[order]
+    rec[:, w + 2] = block
+    return block, sb[cuts[:-1]], cuts, rec, Cr
+
+
+@pytest.mark.parametrize("d", [1, 2, 7, 8, 9, 42, 129, 300])
+@pytest.mark.parametrize("values", ["wide", "narrow", "strided"])
+def test_router_kernels_give_the_bits_of_numpy(d, values):
+    """The routing kernels (``kernels.groups.rotated_centroids``: the bincount sums and NumPy's
+    pairwise sums of ``C R^T``, bit for bit, at every width, the halves' tree above 128 columns
+    included; ``float32_exact``, ``gather_records``) give the records of the NumPy expressions."""
+    from engine.kernels.groups import rotated_centroids
+    from engine.kernels.search.polish import rotations
+    from engine.passes.partition import plan_blocks
+
+    rng = np.random.default_rng(d)
+    n, g = 3_000, 600
+    local = np.concatenate([np.arange(g), rng.integers(0, g, n - g)])
+    rng.shuffle(local)
+    Z = rng.normal(size=(n, d)) * rng.uniform(0.01, 100.0, d)
+    R = rotations(d, 1)[-1]
+    router = Router(plan_blocks(np.ascontiguousarray(Z[::3] @ R.T), np.arange(0, n, 3), n, 500), R)
+    ids = rng.permutation(10 * n)[:n].astype(np.int64)
+    if values == "wide":
+        X = Z.copy()
+        X[5, 0] = np.nan
+    else:
+        X = np.round(Z * 8) / 8
+        X[7, 0] = np.nan
+        if values == "strided":  # (a view into wider records, as a unit is read)
+            X = np.hstack([X, X[:, :1]])[:, :d]
+    got = router.records(Z, X, local, g, ids, 3)
+    want = _records_numpy(router, Z, X, local, g, ids, 3)
+    assert got[0] == want[0] and np.array_equal(got[1], want[1]) and np.array_equal(got[2], want[2])
+    assert got[3].dtype == want[3].dtype == (np.float64 if values == "wide" else np.float32)
+    assert np.array_equal(got[3].view(np.uint8), want[3].view(np.uint8))
+    Cr, first = rotated_centroids(Z, local, np.int64(g), R)
+    assert np.array_equal(Cr.view(np.int64), want[4].view(np.int64))
+    assert np.array_equal(first, [np.flatnonzero(local == a)[0] for a in range(g)])

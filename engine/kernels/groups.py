@@ -316,3 +316,134 @@ def group_distinct(codes, labels, G, card):
                     z += 1
             out[g, j] = z
     return out
+
+
+@njit(cache=True, nogil=True)
+def _pairwise_block(a, lo, n):
+    """``pairwise_sum`` of at most 128 values."""
+    if n < 8:
+        r = 0.0
+        for i in range(n):
+            r += a[lo + i]
+        return r
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - n % 8:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    r = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        r += a[lo + i]
+        i += 1
+    return r
+
+
+@njit(cache=True, nogil=True)
+def pairwise_sum(a, lo, n):
+    """The sum of ``a[lo:lo + n]`` in the order of NumPy's ``add.reduce`` over a contiguous
+    axis (its pairwise summation: fewer than 8 values one by one from 0.0; up to 128 in
+    eight running sums combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then
+    the rest one by one; above, the sum of the two halves' sums, the first half a multiple
+    of 8). The halves' tree runs on a stack, not by recursion (a recursive kernel loaded
+    from Numba's cache can crash)."""
+    if n <= 128:
+        return _pairwise_block(a, lo, n)
+    los = np.empty(64, np.int64)  # (the tree's depth is below log2(n) < 64)
+    ns = np.empty(64, np.int64)
+    left = np.empty(64)
+    state = np.empty(64, np.int64)  # 1: the left half is being summed, 2: the right half
+    sp = 0
+    los[0] = lo
+    ns[0] = n
+    while True:
+        m = ns[sp]
+        if m > 128:
+            h = m // 2
+            h -= h % 8
+            state[sp] = 1
+            los[sp + 1] = los[sp]
+            ns[sp + 1] = h
+            sp += 1
+            continue
+        v = _pairwise_block(a, los[sp], m)
+        while True:  # hand v up: a left half starts its right half, a right half completes its node
+            sp -= 1
+            if sp < 0:
+                return v
+            if state[sp] == 1:
+                h = ns[sp] // 2
+                h -= h % 8
+                left[sp] = v
+                state[sp] = 2
+                los[sp + 1] = los[sp] + h
+                ns[sp + 1] = ns[sp] - h
+                sp += 1
+                break
+            v = left[sp] + v
+
+
+@njit(cache=True, nogil=True)
+def rotated_centroids(Z, labels, G, R):
+    """``(Cr, first)``: each group's centroid ``C`` (its rows' sums in row order divided by
+    its size, as ``np.bincount(labels, weights=Z[:, j]) / counts``) turned by ``R`` (d, d),
+    ``Cr = C R^T`` with each product summed as ``(C[:, None, :] * R[None]).sum(axis=2)``
+    sums it (``pairwise_sum``): the same bits, without NumPy's G x d x d temporary; and
+    ``first[g]``, the position of g's first row (``n`` for a group without rows)."""
+    n, d = Z.shape
+    sums = np.zeros((G, d))
+    cnt = np.zeros(G, np.int64)
+    first = np.full(G, n, np.int64)
+    for i in range(n):
+        g = labels[i]
+        if cnt[g] == 0:
+            first[g] = i
+        cnt[g] += 1
+        for j in range(d):
+            sums[g, j] += Z[i, j]
+    Cr = np.empty((G, d))
+    c = np.empty(d)
+    t = np.empty(d)
+    for g in range(G):
+        f = float(cnt[g])
+        for j in range(d):
+            c[j] = sums[g, j] / f if f > 0.0 else np.nan  # (0 / 0, as NumPy's division)
+        for i in range(d):
+            for j in range(d):
+                t[j] = c[j] * R[i, j]
+            Cr[g, i] = 0.0 + pairwise_sum(t, 0, d)  # (0.0 +: the reduction's start, -0.0 -> 0.0)
+    return Cr, first
+
+
+@njit(cache=True, nogil=True)
+def float32_exact(X):
+    """True when every value of ``X`` is a float32 (or NaN): ``np.array_equal(X.astype(np.float32),
+    X, equal_nan=True)`` without the copy."""
+    n, d = X.shape
+    for i in range(n):
+        for j in range(d):
+            x = X[i, j]
+            if not (np.float64(np.float32(x)) == x or x != x):
+                return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def gather_records(X, order, labels, tag, rec):
+    """Row t of ``rec`` (float32 or float64; its first column left to the caller) :=
+    ``X[order[t]]``, then ``labels[order[t]]`` and ``tag``: numbers converted as NumPy's
+    assignment converts them, in one pass instead of a strided copy a column."""
+    w = X.shape[1]
+    for t in range(order.shape[0]):
+        i = order[t]
+        for j in range(w):
+            rec[t, 1 + j] = X[i, j]
+        rec[t, w + 1] = labels[i]
+        rec[t, w + 2] = tag

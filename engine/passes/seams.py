@@ -37,12 +37,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..io.spill import BlockStore
+from ..kernels.groups import float32_exact, gather_records, rotated_centroids
 from ..tuning import SEAM_SPILL
 from .aggregate import aggregate_units, store_sums, unit_sums
 from .partition import Plan, plan_blocks, standardized
-
-
-ROTATE_GROUPS = 1024  # groups rotated at a time (``Router.blocks``): a temporary of 1024 d^2 values
 
 
 @dataclass(frozen=True)
@@ -61,19 +59,12 @@ class Router:
         their standardized grouping columns, ``ids`` their row ids, ``block`` one of the
         unit's first-plan blocks): the block of the group's rotated centroid, ties broken
         by the group's first row id."""
-        cnt = np.bincount(local, minlength=g).astype(np.float64)
-        C = np.empty((g, Z.shape[1]))
-        for j in range(Z.shape[1]):
-            C[:, j] = np.bincount(local, weights=Z[:, j], minlength=g) / cnt
-        # C R^T, no BLAS threads in a worker; ``ROTATE_GROUPS`` groups at a time: the product's
-        # temporary is g d^2 values (42 encoded columns, 20,000 groups: 282 MB at once)
-        Cr = np.empty((g, Z.shape[1]))
-        for a in range(0, g, ROTATE_GROUPS):
-            Cr[a: a + ROTATE_GROUPS] = (C[a: a + ROTATE_GROUPS, None, :] * self.rotation[None, :, :]).sum(axis=2)
-        # each group's first row (the least position; ``minimum.at``, not a stable argsort: a
-        # twentieth of the time, the same rows)
-        pos = np.full(g, local.shape[0], np.int64)
-        np.minimum.at(pos, local, np.arange(local.shape[0]))
+        # the centroids, rotated (C R^T), and each group's first row, in one pass of a kernel:
+        # the bits of ``np.bincount`` sums and of NumPy's pairwise ``(C[:, None, :] * R).sum(axis=2)``
+        # (tests/test_seams.py), without its g x d x d temporary (42 encoded columns, 20,000
+        # groups: 282 MB at once)
+        Cr, pos = rotated_centroids(np.ascontiguousarray(Z, dtype=np.float64), local.astype(np.int64, copy=False),
+                                    np.int64(g), np.ascontiguousarray(self.rotation, dtype=np.float64))
         first = ids[pos].astype(np.int64)
         if self.block_strata is not None:
             Cr = np.column_stack([Cr, np.full(g, float(self.block_strata[block]))])
@@ -93,15 +84,13 @@ class Router:
         order = np.argsort(block_of.astype(np.int16) if self.plan.n_blocks < 1 << 15 else block_of, kind="stable")
         sb = block_of[order]
         cuts = np.concatenate([[0], np.flatnonzero(np.diff(sb)) + 1, [order.shape[0]]])
-        Xo = X[order]
-        narrow = (np.array_equal(Xo.astype(np.float32), Xo, equal_nan=True) and block < 1 << 24 and g <= 1 << 24
+        # (every value a float32: the same test on the rows in any order)
+        narrow = (float32_exact(X) and block < 1 << 24 and g <= 1 << 24
                   and (ids.shape[0] == 0 or int(ids.max()) < 1 << 32))
         w = X.shape[1]
         rec = np.empty((order.shape[0], w + 3), np.float32 if narrow else np.float64)
         rec.view(np.uint32 if narrow else np.int64)[:, 0] = ids[order]
-        rec[:, 1: w + 1] = Xo
-        rec[:, w + 1] = local[order]
-        rec[:, w + 2] = block
+        gather_records(X, order, local.astype(np.int64, copy=False), np.float64(block), rec)
         return block, sb[cuts[:-1]], cuts, rec
 
 

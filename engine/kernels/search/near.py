@@ -141,12 +141,16 @@ def _kd_order(C, R, o, orders, pos):
             for j in range(d):
                 Y[g, j] = C[g, j]
     else:
+        # Y[g, j] = sum over i of C[g, i] R[i, j], from 0.0 in the order of i; i outer, so
+        # that the loop over j runs along a row of R (vectorized across j: the same sums)
+        Ro = R[o - 1]
         for g in range(G):
             for j in range(d):
-                v = 0.0
-                for i in range(d):
-                    v += C[g, i] * R[o - 1, i, j]
-                Y[g, j] = v
+                Y[g, j] = 0.0
+            for i in range(d):
+                c = C[g, i]
+                for j in range(d):
+                    Y[g, j] += c * Ro[i, j]
     order, _ = split_leaves(Y, np.int64(4))  # int64, not a literal (one compiled version)
     for p in range(G):
         orders[o, p] = order[p]
