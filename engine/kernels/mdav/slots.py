@@ -56,9 +56,9 @@ MAX_I64 = (1 << 63) - 1
 @njit(cache=True, nogil=True)
 def dists(C, m, q, dist):
     """``dist[a] = sum_j (C[j, a] - q[j])**2`` for the slots a < m, summed over j in
-    column order from 0.0 (bit-identical to ``common.sq_dist``). Columns go eight, four or one
-    at a time, fused in one vectorizable loop over the slots (written out: the hot loop of
-    the leaves)."""
+    column order from 0.0 (bit-identical to ``common.sq_dist``). Columns go eight at a time,
+    then four, then the last one to three, each group fused in one vectorizable loop over the
+    slots (written out: the hot loop of the leaves; each slot's sum keeps the column order)."""
     d = C.shape[0]
     if d >= 8:
         q0, q1, q2, q3, q4, q5, q6, q7 = q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]
@@ -100,7 +100,29 @@ def dists(C, m, q, dist):
             t0 = C[0, a] - q0
             dist[a] = t0 * t0
         j = 1
-    while j + 4 <= d:
+    while j + 8 <= d:
+        q0, q1, q2, q3, q4, q5, q6, q7 = q[j], q[j + 1], q[j + 2], q[j + 3], q[j + 4], q[j + 5], q[j + 6], q[j + 7]
+        for a in range(m):
+            t0 = C[j, a] - q0
+            t1 = C[j + 1, a] - q1
+            t2 = C[j + 2, a] - q2
+            t3 = C[j + 3, a] - q3
+            t4 = C[j + 4, a] - q4
+            t5 = C[j + 5, a] - q5
+            t6 = C[j + 6, a] - q6
+            t7 = C[j + 7, a] - q7
+            s = dist[a]
+            s += t0 * t0
+            s += t1 * t1
+            s += t2 * t2
+            s += t3 * t3
+            s += t4 * t4
+            s += t5 * t5
+            s += t6 * t6
+            s += t7 * t7
+            dist[a] = s
+        j += 8
+    if j + 4 <= d:
         q0, q1, q2, q3 = q[j], q[j + 1], q[j + 2], q[j + 3]
         for a in range(m):
             t0 = C[j, a] - q0
@@ -114,12 +136,31 @@ def dists(C, m, q, dist):
             s += t3 * t3
             dist[a] = s
         j += 4
-    while j < d:
-        qj = q[j]
+    if j + 3 == d:
+        q0, q1, q2 = q[j], q[j + 1], q[j + 2]
         for a in range(m):
-            t = C[j, a] - qj
-            dist[a] += t * t
-        j += 1
+            t0 = C[j, a] - q0
+            t1 = C[j + 1, a] - q1
+            t2 = C[j + 2, a] - q2
+            s = dist[a]
+            s += t0 * t0
+            s += t1 * t1
+            s += t2 * t2
+            dist[a] = s
+    elif j + 2 == d:
+        q0, q1 = q[j], q[j + 1]
+        for a in range(m):
+            t0 = C[j, a] - q0
+            t1 = C[j + 1, a] - q1
+            s = dist[a]
+            s += t0 * t0
+            s += t1 * t1
+            dist[a] = s
+    elif j + 1 == d:
+        q0 = q[j]
+        for a in range(m):
+            t0 = C[j, a] - q0
+            dist[a] += t0 * t0
 
 
 @njit(cache=True, nogil=True, inline="always")
