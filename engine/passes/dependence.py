@@ -208,16 +208,26 @@ class RowSample:
         self.limit = _U64MAX
         self.frame: pl.DataFrame | None = None
 
+    def kept(self, offset: int, n: int) -> tuple:
+        """The rows (0-based) of the input's rows ``offset .. offset + n - 1`` whose key is at
+        most the limit, and their keys: the only ones ``take`` may keep."""
+        rk = row_keys(offset, n)
+        at = np.flatnonzero(rk <= self.limit)
+        return at, rk[at]
+
     def add(self, frame: pl.DataFrame, offset: int) -> None:
         if not self.columns:
             return
-        if any(c not in frame.columns for c in self.columns):  # (the reader narrowed to the pairs still tested)
-            self.columns = [c for c in self.columns if c in frame.columns]
+        at, keys = self.kept(offset, frame.height)
+        self.take(frame.select([c for c in self.columns if c in frame.columns])[at], keys)
+
+    def take(self, part: pl.DataFrame, keys: np.ndarray) -> None:
+        """The rows ``part`` of a slice (those ``kept``, their keys ``keys``) into the sample."""
+        if any(c not in part.columns for c in self.columns):  # (the reader narrowed to the pairs still tested)
+            self.columns = [c for c in self.columns if c in part.columns]
             if self.frame is not None:
                 self.frame = self.frame.select(*self.columns, "__row")
-        rk = row_keys(offset, frame.height)
-        keep = rk <= self.limit
-        part = frame.select(self.columns).filter(pl.Series(keep)).with_columns(pl.Series("__row", rk[keep]))
+        part = part.select(self.columns).with_columns(pl.Series("__row", keys))
         got = part if self.frame is None else pl.concat([self.frame, part], how="vertical_relaxed")
         while got.height > SAMPLE_ROWS:
             self.limit >>= np.uint64(1)
@@ -366,11 +376,15 @@ class RowOrder:
     def done(self) -> bool:
         return not (self.blocks or self.ranks)
 
-    def add(self, stratum: np.ndarray, entity: np.ndarray | None, qk: dict, numbers: dict, offset: int) -> None:
+    def add(self, stratum: np.ndarray, entity: np.ndarray | None, qk: dict, frame: pl.DataFrame, offset: int,
+            numbers) -> None:
+        """One slice (``frame``: its columns; ``numbers``: a Series as float64, of the rows
+        the sample keeps only)."""
         n = stratum.shape[0]
         if self.ranks:
-            self.sample.add(pl.DataFrame({"__s": stratum, "__pos": np.arange(offset, offset + n, dtype=np.float64),
-                                          **{q: numbers[q] for q in self.ranks}}), offset)
+            at, keys = self.sample.kept(offset, n)
+            self.sample.take(pl.DataFrame({"__s": stratum[at], "__pos": (offset + at).astype(np.float64),
+                                           **{q: numbers(frame.get_column(q)[at]) for q in self.ranks}}), keys)
         if not self.blocks or not n:
             return
         first = np.ones(n, bool)
@@ -579,8 +593,8 @@ class Dependence:
             stratum = cell_keys(*[sl[c] for c in self.strata]) if self.strata and (self.fd or self.row_pending) \
                 else np.zeros(part.height, np.uint64)
             if self.row_pending:
-                self.row.add(stratum, sl[self.row.unit] if self.row.unit and self.row.blocks else None, sl,
-                             {q: self.numbers(part.get_column(q)) for q in self.row.ranks}, offset + s)
+                self.row.add(stratum, sl[self.row.unit] if self.row.unit and self.row.blocks else None, sl, part,
+                             offset + s, self.numbers)
             if self.fd:
                 cells: dict = {}
                 for t in self.fd:
