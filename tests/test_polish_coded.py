@@ -8,7 +8,7 @@ import pytest
 
 from engine.kernels.mdav.leaf import aggregate_leaves
 from engine.kernels.search.coded import (best_op_coded, centroid_d2, code_counts, coded_proj, coded_sse,
-                                         cross_counts, polish_coded)
+                                         cross_counts, polish_coded, scaled_weights)
 from engine.kernels.search.polish import polish, rotations
 from reference_coded import centroid_dist2, coded_gap, coded_objective, onehot
 from reference_refine import best_op, sse
@@ -81,18 +81,21 @@ def test_coded_distances_are_the_one_hot_distances(seed):
     code_counts(PK, 0, a, SC, S[0])
     code_counts(PK, cap, b, SC, S[1])
     cross_counts(PK, 0, a, cap, b, w, cAB, cBA, mm)
+    hs = np.zeros((4, K.shape[1]))
+    scaled_weights(h, a, hs, 0, 2)
+    scaled_weights(h, b, hs, 1, 3)
     muA, muB = X[rA].mean(axis=0), X[rB].mean(axis=0)
     close = dict(rtol=1e-9, atol=1e-12)
     for p in range(a):
-        assert np.isclose(centroid_d2(SC, p, S, 0, a, h), centroid_dist2(X, rA, X[p]), **close)
-        assert np.isclose(centroid_d2(cAB, p, S, 1, b, h), centroid_dist2(X, rB, X[p]), **close)
-        assert np.isclose(coded_proj(cAB, p, SC, p, a, b, h), X[p] @ (muB - muA), **close)
+        assert np.isclose(centroid_d2(SC, p, S, 0, a, hs, 0), centroid_dist2(X, rA, X[p]), **close)
+        assert np.isclose(centroid_d2(cAB, p, S, 1, b, hs, 1), centroid_dist2(X, rB, X[p]), **close)
+        assert np.isclose(coded_proj(cAB, p, SC, p, hs), X[p] @ (muB - muA), **close)
         for u in range(b):
             assert np.isclose(mm[p, u], ((X[p] - X[a + u]) ** 2).sum(), **close)
     for u in range(b):
-        assert np.isclose(centroid_d2(SC, cap + u, S, 1, b, h), centroid_dist2(X, rB, X[a + u]), **close)
-        assert np.isclose(centroid_d2(cBA, u, S, 0, a, h), centroid_dist2(X, rA, X[a + u]), **close)
-        assert np.isclose(coded_proj(SC, cap + u, cBA, u, a, b, h), X[a + u] @ (muB - muA), **close)
+        assert np.isclose(centroid_d2(SC, cap + u, S, 1, b, hs, 1), centroid_dist2(X, rB, X[a + u]), **close)
+        assert np.isclose(centroid_d2(cBA, u, S, 0, a, hs, 0), centroid_dist2(X, rA, X[a + u]), **close)
+        assert np.isclose(coded_proj(SC, cap + u, cBA, u, hs), X[a + u] @ (muB - muA), **close)
     labels = rng.integers(0, 3, n)
     labels[:3] = [0, 1, 2]
     for ndense in (0, 2):
@@ -117,7 +120,7 @@ def test_best_operation_is_the_reference_best(seed, k, kinds):
     f, cx, mm, df = np.zeros((5, cap)), np.zeros((2, cap, q), np.int64), np.zeros((cap, cap)), np.zeros(2)
     scale = max(1.0, sse(X, labels))
     for A in range(G):
-        dl, kind, p, u, B = best_op_coded(P, PK, SC, SS, A, near, counts, mu, cap, k, 2 * k - 1, 0.5 * w, w, *f, cx[0],
+        dl, kind, p, u, B = best_op_coded(P, PK, SC, SS, A, near, counts, mu, cap, k, 2 * k - 1, 0.5 * w, w, np.zeros((4, q)), *f, cx[0],
                                           cx[1], mm, df, 1e-12)
         ref = best_op(X, labels, A, near[A], k, 2 * k - 1)
         assert (kind == 0) == (ref > -1e-9 * scale)

@@ -85,39 +85,47 @@ def cross_counts(PK, baseA, a, baseB, b, w, cAB, cBA, mm):
     for p in range(a):
         for u in range(b):
             m = 0.0
-            for t in range(q):
-                if PK[baseA + p, t] == PK[baseB + u, t]:
-                    cAB[p, t] += 1
-                    cBA[u, t] += 1
-                else:
-                    m += w[t]
+            for t in range(q):  # (no branch: equal codes are as likely as not)
+                e = np.int64(PK[baseA + p, t] == PK[baseB + u, t])
+                cAB[p, t] += e
+                cBA[u, t] += e
+                m += w[t] * (1 - e)
             mm[p, u] = m
 
 
 @njit(cache=True, nogil=True)
-def centroid_d2(cnt, p, S, gi, g, h):
+def centroid_d2(cnt, p, S, gi, g, hs, r):
     """The coded part of a row's squared distance to the centroid of g rows: ``cnt[p,
-    t]`` of them share its code in column t, ``S[gi, t]`` is their sum of squared counts
-    (2-d arguments, not rows of them: no array views in the hot loops)."""
+    t]`` of them share its code in column t, ``S[gi, t]`` is their sum of squared counts,
+    ``hs[r, t]`` = ``h_t / (g*g)`` (``scaled_weights``). 2-d arguments, not rows of them:
+    no array views in the hot loops."""
     v = 0.0
-    if cnt.shape[1] == 0:
-        return v
     gg = g * g
-    inv = 1.0 / float(gg)
     for t in range(cnt.shape[1]):
         num = gg - 2 * cnt[p, t] * g + S[gi, t]
-        v += h[t] * (float(num) * inv)
+        v += hs[r, t] * float(num)
     return v
 
 
 @njit(cache=True, nogil=True)
-def coded_proj(cB, iB, cA, iA, a, b, h):
+def coded_proj(cB, iB, cA, iA, hs):
     """The coded part of ``x . (mu_B - mu_A)``: ``sum_t h_t (cB[iB, t] / b - cA[iA, t] / a)``
-    (``cB``, ``cA``: x's code counts in B and in A)."""
+    (``cB``, ``cA``: x's code counts in B and in A; ``hs[3, t]`` = ``h_t / b``, ``hs[2, t]``
+    = ``h_t / a``)."""
     v = 0.0
     for t in range(cB.shape[1]):
-        v += h[t] * (cB[iB, t] / b - cA[iA, t] / a)
+        v += hs[3, t] * cB[iB, t] - hs[2, t] * cA[iA, t]
     return v
+
+
+@njit(cache=True, nogil=True)
+def scaled_weights(h, g, hs, r2, r1):
+    """``hs[r2, t]`` := ``h_t / (g*g)``, ``hs[r1, t]`` := ``h_t / g``: the divisions of the
+    coded distances, once per group instead of once per row (A's in rows 0 and 2, B's in
+    rows 1 and 3)."""
+    for t in range(h.shape[0]):
+        hs[r2, t] = h[t] / float(g * g)
+        hs[r1, t] = h[t] / float(g)
 
 
 @njit(cache=True, nogil=True)
@@ -174,7 +182,7 @@ def _d2(P, s, mu, g):
     return v
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _proj_d2(P, s, mu, B, df, with_d2):
     """The dense ``x . (mu_B - mu_A)`` (``df`` = ``mu_B - mu_A``) of slot s and, with
     ``with_d2``, its ``|x - mu_B|^2``: one pass over the columns, each sum in column
@@ -193,8 +201,8 @@ def _proj_d2(P, s, mu, B, df, with_d2):
     return v, xb
 
 
-@njit(cache=True, nogil=True)
-def _rows_of_b(P, SC, SS, A, B, a, b, cap, mu, h, cBA, df, dB, yA, mB, can_ba):
+@njit(cache=True, nogil=True, inline="always")
+def _rows_of_b(P, SC, SS, A, B, a, b, cap, mu, hs, cBA, df, dB, yA, mB, can_ba):
     """Per slot u of B: ``yA[u]`` = s_y, ``dB[u]`` = ``|y - mu_A|`` and, with
     ``can_ba``, ``mB[u]`` = the change of moving y to A."""
     baseB = B * cap
@@ -219,26 +227,27 @@ def _rows_of_b(P, SC, SS, A, B, a, b, cap, mu, h, cBA, df, dB, yA, mB, can_ba):
                 v += x * df[j]
                 ta = x - mu[A, j]
                 ya += ta * ta
-        yA[u] = v + coded_proj(SC, sy, cBA, u, a, b, h)
-        ya += centroid_d2(cBA, u, SS, A, a, h)
+        yA[u] = v + coded_proj(SC, sy, cBA, u, hs)
+        ya += centroid_d2(cBA, u, SS, A, a, hs, 0)
         dB[u] = np.sqrt(ya)
         if can_ba:
-            mB[u] = ma * ya - cb * (yb + centroid_d2(SC, sy, SS, B, b, h))
+            mB[u] = ma * ya - cb * (yb + centroid_d2(SC, sy, SS, B, b, hs, 1))
 
 
 @njit(cache=True, nogil=True)
-def best_op_coded(P, PK, SC, SS, A, near, counts, mu, cap, k, hi, h, w, dA, dB, yA, rA, mB, cAB, cBA, mm, df,
-                  tol):
+def best_op_coded(P, PK, SC, SS, A, near, counts, mu, cap, k, hi, h, w, hs, dA, dB, yA, rA, mB, cAB, cBA, mm,
+                  df, tol):
     """``moves.best_op`` with the coded distance: ``(delta, kind, p, q, B)``. ``SC``,
     ``SS``: each slot's own-group code counts and each group's sums of their squares
-    (``code_counts``). Scratch of ``cap``: ``dA`` (|x-mu_A|^2), ``dB`` (|y-mu_A|), ``yA``
-    (s_y), ``rA`` (|x-mu_A|), ``mB`` (the move of y to A); ``cAB``, ``cBA`` (cap, q)
-    int64, ``mm`` (cap, cap), ``df`` (ndense)."""
+    (``code_counts``). Scratch: ``hs`` (4, q) (``scaled_weights``); of ``cap``: ``dA``
+    (|x-mu_A|^2), ``dB`` (|y-mu_A|), ``yA`` (s_y), ``rA`` (|x-mu_A|), ``mB`` (the move of
+    y to A); ``cAB``, ``cBA`` (cap, q) int64, ``mm`` (cap, cap), ``df`` (ndense)."""
     a = counts[A]
     baseA = A * cap
     d = P.shape[1]
+    scaled_weights(h, a, hs, 0, 2)
     for p in range(a):
-        v = _d2(P, baseA + p, mu, A) + centroid_d2(SC, baseA + p, SS, A, a, h)
+        v = _d2(P, baseA + p, mu, A) + centroid_d2(SC, baseA + p, SS, A, a, hs, 0)
         dA[p] = v
         rA[p] = np.sqrt(v)
     best_d, best_k, bp, bq, bB = -tol, 0, -1, -1, -1
@@ -251,20 +260,21 @@ def best_op_coded(P, PK, SC, SS, A, near, counts, mu, cap, k, hi, h, w, dA, dB, 
         b = counts[B]
         baseB = B * cap
         wt = invA + 1.0 / b
+        scaled_weights(h, b, hs, 1, 3)
         for j in range(d):
             df[j] = mu[B, j] - mu[A, j]
         if PK.shape[1] > 0:  # (else mm stays 0.0)
             cross_counts(PK, baseA, a, baseB, b, w, cAB, cBA, mm)
         can_ba = b > k and a < hi
-        _rows_of_b(P, SC, SS, A, B, a, b, cap, mu, h, cBA, df, dB, yA, mB, can_ba)
+        _rows_of_b(P, SC, SS, A, B, a, b, cap, mu, hs, cBA, df, dB, yA, mB, can_ba)
         can_ab = a > k and b < hi
         mb = b / (b + 1.0)
         for p in range(a):
             sx = baseA + p
             v, xb = _proj_d2(P, sx, mu, B, df, can_ab)
-            v += coded_proj(cAB, p, SC, sx, a, b, h)
+            v += coded_proj(cAB, p, SC, sx, hs)
             if can_ab:
-                dl = mb * (xb + centroid_d2(cAB, p, SS, B, b, h)) - ca * dA[p]
+                dl = mb * (xb + centroid_d2(cAB, p, SS, B, b, hs, 1)) - ca * dA[p]
                 if dl < best_d:
                     best_d, best_k, bp, bq, bB = dl, 1, p, -1, B
             rp = rA[p]
@@ -334,6 +344,7 @@ def visit_round_coded(P, PK, SC, SS, rid, sums, counts, mu, cap, near, active, n
     moved and swapped with their rows. Returns ``(operations applied, SSE lowered)``."""
     G, L = near.shape
     h = 0.5 * w
+    hs = np.empty((4, w.shape[0]))
     dA, dB, yA, rA, mB = np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap)
     cAB = np.empty((cap, PK.shape[1]), np.int64)
     cBA = np.empty((cap, PK.shape[1]), np.int64)
@@ -357,8 +368,8 @@ def visit_round_coded(P, PK, SC, SS, rid, sums, counts, mu, cap, near, active, n
         if not act:
             continue
         for _ in range(8 * cap):  # (a bound on operations per visit: termination whatever the rounding)
-            dl, kind, p, u, B = best_op_coded(P, PK, SC, SS, A, near, counts, mu, cap, k, hi, h, w, dA, dB, yA, rA,
-                                              mB, cAB, cBA, mm, df, tol)
+            dl, kind, p, u, B = best_op_coded(P, PK, SC, SS, A, near, counts, mu, cap, k, hi, h, w, hs, dA, dB, yA,
+                                              rA, mB, cAB, cBA, mm, df, tol)
             if kind == 0:
                 break
             _apply(P, PK, SC, SS, rid, sums, counts, mu, cap, kind, A, p, B, u)
