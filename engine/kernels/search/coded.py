@@ -31,11 +31,15 @@ built and refreshed exactly as ``polish`` does (``near.near_by_windows`` /
 the gains of the stopping rule use only the dense columns and the codes.
 
 Layout: ``P`` holds the dense values of each group's rows in ``cap`` slots (as in
-``polish``), ``PK`` their codes beside them, moved and swapped with the rows. A visit
-counts the codes of a group by scanning its slots (at most 2k-1 rows: O(g^2 q), whatever
-the number of categories), so the cost does not depend on the categories (a QI of
-100,000 codes costs what one of 2 costs). With no coded column and ``ndense`` = d the
-arithmetic is ``polish``'s, operation for operation: the same labels (tested).
+``polish``), ``PK`` their codes beside them, moved and swapped with the rows, and ``SC``
+each slot's count of its code in its own group (``SS``: each group's sums of squared
+counts), recounted for the two groups an operation changes. Counts are found by scanning
+a group's slots (at most 2k-1 rows: O(g^2 q) for a group's own, O(a b q) for a pair's
+cross counts), so the cost does not depend on the number of categories (a QI of 100,000
+codes costs what one of 2 costs) and no per-category table is kept. With no coded column
+and ``ndense`` = d the arithmetic is ``polish``'s, operation for operation: the same
+labels (tested). Memory: ``P`` has ndense columns instead of d; ``PK`` and ``SC`` add 2 q
+int64 per slot; the near lists keep the (G, d) sums of all the columns.
 
 Serial, fixed order: deterministic whatever the threads. Checked against one-hot
 columns ``sqrt(w_t / 2) * onehot`` beside the dense ones (``tests/reference_coded.py``).
@@ -132,7 +136,8 @@ def scaled_weights(h, g, hs, r2, r1):
 def coded_sse(Z, ndense, K, w, labels, G):
     """The objective of ``polish_coded`` from scratch: the SSE of the dense columns
     (``groups.partition_sse``'s arithmetic on ``Z[:, :ndense]``) plus each group's coded
-    SSE ``sum_t h_t (g - S_t / g)``."""
+    SSE ``sum_t h_t (g - S_t / g)`` (counted as a visit counts: O(g^2) per group, for
+    partitions of small groups)."""
     n = Z.shape[0]
     q = K.shape[1]
     sums, counts = group_sums(Z, labels, G)
