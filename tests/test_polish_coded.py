@@ -5,6 +5,8 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.kernels.mdav.leaf import aggregate_leaves
 from engine.kernels.search.coded import (best_op_coded, centroid_d2, code_counts, coded_proj, coded_sse,
@@ -236,3 +238,17 @@ def test_only_the_equality_of_codes_counts():
     ra = polish_coded(Z, 2, K, w, a, 3, 4, 6, R, np.zeros(1, np.int64))
     rb = polish_coded(Z, 2, K * 9973 + 123_456_789, w, b, 3, 4, 6, R, np.zeros(1, np.int64))
     assert ra == rb and ra[1] > 0 and np.array_equal(a, b)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10**6), st.integers(2, 4), st.integers(0, 3),
+       st.lists(st.sampled_from(KINDS), max_size=3), st.booleans())
+def test_polish_coded_local_optimum_on_random_inputs(seed, k, ndense, kinds, windows):
+    """The local-optimum check above on many random shapes (sizes, dense columns, coded QIs)."""
+    n = 2 * k + seed % (6 * k)
+    if ndense + len(kinds) == 0:
+        return
+    Z, K, w = _inputs(seed, n, ndense, tuple(kinds))
+    R = rotations(Z.shape[1], 2) if windows else np.empty((0, 0, 0))
+    _check_polished(Z, ndense, K, w, k, R)
