@@ -286,7 +286,8 @@ def order_stats(c: pl.Series, qk: np.ndarray) -> tuple:
         return (0, 0.0, 1.0)
     q = f.get_column("q").to_numpy()
     same = float(np.mean(q[1:] == q[:-1]))
-    p = f.get_column("q").value_counts().get_column("count").to_numpy() / m
+    # (the counts sorted: Polars' groups come in any order, and the sum's last bit with them)
+    p = np.sort(f.get_column("q").value_counts().get_column("count").to_numpy()) / m
     return (m, same, float((p * p).sum()))
 
 
@@ -431,7 +432,8 @@ class RowOrder:
             return (self.pairs, 0.0, 1.0)
         f = (float(self.limit[q]) + 1.0) / 2.0 ** 64
         sq = self.cells[q].group_by("s").agg((pl.col("n").cast(pl.Float64) ** 2).sum().alias("sq"))
-        t = self.strata.join(sq, on="s", how="left").fill_null(0.0).filter(pl.col("pairs") > 0)
+        # (by stratum: the groups come in any order, and the weighted sum's last bit with them)
+        t = self.strata.join(sq, on="s", how="left").fill_null(0.0).filter(pl.col("pairs") > 0).sort("s")
         u = t.get_column("units").cast(pl.Float64).to_numpy()
         chance = np.minimum(t.get_column("sq").to_numpy() / f / (u * u), 1.0)
         w = t.get_column("pairs").cast(pl.Float64).to_numpy()
