@@ -51,6 +51,30 @@ def range_bytes(d: int, rows: int) -> int:
     return rows * (8 * (1 + d) + 2 * (8 * d + 8))
 
 
+def bucket_strata(unit_groups: np.ndarray, unit_strata: np.ndarray, groups: int,
+                  per_unit: int = 64) -> tuple[int, np.ndarray]:
+    """``(shift, table)``: the stratum of each bucket of ``2^shift`` consecutive groups
+    (group ``i`` in bucket ``i >> shift``), -1 for a bucket whose groups lie in units of
+    two strata; about ``per_unit`` buckets a unit (at least 1,024), so the table grows
+    with the units, not the rows, and few buckets straddle a stratum's edge. The write
+    pass's strata check then looks a row's group up in one gather where a binary search
+    over the units took a dozen dependent reads a row (``unit_groups``: each unit's first
+    group, ascending, the first 0; ``unit_strata``: its stratum)."""
+    if not unit_groups.shape[0]:  # (no group: every lookup searches, and finds none)
+        return 62, np.full(1, -1, np.int64)
+    shift = 0
+    while groups >> shift > max(per_unit * unit_groups.shape[0], 1024):
+        shift += 1
+    starts = np.arange(0, max(groups, 1), 1 << shift, dtype=np.int64)
+    ends = np.minimum(starts + (1 << shift), max(groups, 1)) - 1
+    first = np.searchsorted(unit_groups, starts, side="right") - 1
+    last = np.searchsorted(unit_groups, ends, side="right") - 1
+    run = np.concatenate([[0], np.cumsum(unit_strata[1:] != unit_strata[:-1])])  # runs of units of one stratum
+    table = unit_strata[np.maximum(first, 0)].copy()
+    table[(run[np.maximum(first, 0)] != run[np.maximum(last, 0)]) | (first < 0)] = -1
+    return shift, table
+
+
 class RowRecords:
     """The row sink of ``passes.aggregate.aggregate_units``: each unit's rows with their
     group's published values, into a spill file keyed by range of rows (see the module's
@@ -140,6 +164,7 @@ class RowRecords:
         if self.strata is not None:  # (the write pass's check: each unit's first group and stratum)
             self._unit_groups = np.asarray(self._unit_groups, np.int64)
             self._unit_strata = np.asarray(self._unit_strata, np.int64)
+            self._shift, self._bucket_strata = bucket_strata(self._unit_groups, self._unit_strata, self.groups)
         sizes = np.flatnonzero(self.hist)
         if not sizes.shape[0]:
             raise EngineError("internal check failed: no group was formed")
@@ -183,12 +208,21 @@ class RowRecords:
             missing = int(np.flatnonzero(labels < 0)[0]) if (labels < 0).any() else 0
             raise EngineError(f"internal check failed: row {first + missing + 1:,} was not assigned to a group")
         if self.strata is not None:
-            unit = np.searchsorted(self._unit_groups, labels, side="right") - 1
-            if (self._unit_strata[unit] != self.strata.slice(first, first + n)).any():
+            if (self._group_strata(labels) != self.strata.slice(first, first + n)).any():
                 raise EngineError("internal check failed: a group holds rows of two strata")
         self._range, self._values, self._labels = r, values, labels
         if r == self.ranges - 1:  # (the last range read: the file goes meanwhile)
             self.file.discard()
+
+    def _group_strata(self, labels: np.ndarray) -> np.ndarray:
+        """The stratum of each group of ``labels`` (its unit's): from the groups' buckets
+        (``bucket_strata``), a unit's binary search only for a bucket whose units differ."""
+        s = self._bucket_strata[labels >> self._shift]
+        mixed = np.flatnonzero(s < 0)
+        if mixed.shape[0]:
+            unit = np.searchsorted(self._unit_groups, labels[mixed], side="right") - 1
+            s[mixed] = self._unit_strata[unit]
+        return s
 
     def close(self) -> None:
         self.file.close()
