@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from engine.kernels.mdav.leaf import aggregate_leaves
 from engine.kernels.search.coded import (best_op_coded, centroid_d2, code_counts, coded_proj, coded_sse,
-                                         cross_counts, polish_coded, scaled_weights)
-from engine.kernels.search.polish import polish, rotations
+                                         cross_counts, polish_coded, polish_coded_seams, scaled_weights)
+from engine.kernels.search.polish import polish, polish_seams, rotations
 from reference_coded import centroid_dist2, coded_gap, coded_objective, onehot
 from reference_refine import best_op, sse
 
@@ -252,3 +252,39 @@ def test_polish_coded_local_optimum_on_random_inputs(seed, k, ndense, kinds, win
     Z, K, w = _inputs(seed, n, ndense, tuple(kinds))
     R = rotations(Z.shape[1], 2) if windows else np.empty((0, 0, 0))
     _check_polished(Z, ndense, K, w, k, R)
+
+
+def test_seams_without_coded_columns_is_polish_seams():
+    """q = 0 and ndense = d: ``polish_coded_seams`` gives ``polish.polish_seams``'s labels
+    (parts: the groups of two halves of the table, each polished on its own first)."""
+    rng = np.random.default_rng(4)
+    Z = rng.normal(size=(3000, 4))
+    half = Z[:, 0] > 0
+    lab = np.empty(3000, np.int64)
+    lo = _start(np.ascontiguousarray(Z[~half]), 3)
+    lab[~half], lab[half] = lo, _start(np.ascontiguousarray(Z[half]), 3) + lo.max() + 1
+    G = int(lab.max()) + 1
+    part = (np.arange(G) > lo.max()).astype(np.int64)
+    R = rotations(4, 3)
+    a, b = lab.copy(), lab.copy()
+    ra = polish_seams(Z, a, 3, 8, 8, part, R, np.zeros(1, np.int64), 0.001)
+    rb = polish_coded_seams(Z, 4, np.zeros((3000, 0), np.int64), np.zeros(0), b, 3, 8, 8, part, R,
+                            np.zeros(1, np.int64), 0.001)
+    assert ra == rb and ra[1] > 0 and np.array_equal(a, b)
+
+
+def test_seams_with_codes_visit_only_groups_across_parts():
+    """One part: no seam, nothing moves; two parts: the one-hot SSE does not rise."""
+    Z, K, w = _inputs(12, 2000, 2, ("many", "few"))
+    lab = _start(Z, 3)
+    G = int(lab.max()) + 1
+    R = rotations(Z.shape[1], 3)
+    one = lab.copy()
+    polish_coded(Z, 2, K, w, one, 3, 64, 8, R, np.zeros(1, np.int64))
+    same = one.copy()
+    assert polish_coded_seams(Z, 2, K, w, same, 3, 64, 8, np.zeros(G, np.int64), R, np.zeros(1, np.int64))[1] == 0
+    assert np.array_equal(same, one)
+    halves = one.copy()
+    polish_coded_seams(Z, 2, K, w, halves, 3, 64, 8, (np.arange(G) >= G // 2).astype(np.int64), R,
+                       np.zeros(1, np.int64))
+    assert coded_objective(Z, 2, K, w, halves) <= coded_objective(Z, 2, K, w, one) * (1 + 1e-12)

@@ -29,6 +29,8 @@ choose the candidates: the near lists come from the group means of *all* d colum
 built and refreshed exactly as ``polish`` does (``near.near_by_windows`` /
 ``near.nearest_groups``, ``near.refresh_lists``). Every move/swap's change, the SSE and
 the gains of the stopping rule use only the dense columns and the codes.
+``polish_coded_seams(..., part, R, stop, min_gain)`` is ``polish.polish_seams`` likewise
+(the first round from the groups with a near group in another part).
 
 Layout: ``P`` holds the dense values of each group's rows in ``cap`` slots (as in
 ``polish``), ``PK`` their codes beside them, moved and swapped with the rows, and ``SC``
@@ -51,7 +53,7 @@ from numba import njit
 from ..groups import group_sums, slot_sums
 from .moves import group_mean, move, swap
 from .near import near_by_windows, nearest_groups, refresh_lists
-from .polish import NEAR_DESCENT, NEAR_WINDOW
+from .polish import NEAR_DESCENT, NEAR_WINDOW, SEAM_DESCENT
 
 
 # -- the coded distance ---------------------------------------------------------------
@@ -395,6 +397,20 @@ def polish_coded(Z, ndense, K, w, labels, k, rounds, near_count, R, stop, min_ga
     """Relabel ``labels`` (int64, in place) with a lower SSE of the dense columns and the
     codes (module docstring); returns ``(rounds run, operations applied)``. The other
     arguments are ``polish.polish``'s."""
+    return _run(Z, ndense, K, w, labels, k, rounds, near_count, np.empty(0, np.int64), R, stop, min_gain, descent,
+                window)
+
+
+def polish_coded_seams(Z, ndense, K, w, labels, k, rounds, near_count, part, R, stop, min_gain=0.0):
+    """``polish.polish_seams`` with the coded distance: the first round visits only the
+    groups with a near group in another part (``part[g]``: group g's part), and only their
+    lists (and their near groups') get the ``SEAM_DESCENT`` two-hop refreshes before it."""
+    return _run(Z, ndense, K, w, labels, k, rounds, near_count, part, R, stop, min_gain, SEAM_DESCENT, NEAR_WINDOW)
+
+
+def _run(Z, ndense, K, w, labels, k, rounds, near_count, part, R, stop, min_gain, descent, window):
+    """``polish._run`` with the coded layout: the near lists from all the columns, then
+    the rounds on the dense columns and the codes."""
     n, d = Z.shape
     ndense = int(ndense)
     if K.ndim != 2 or K.shape[0] != n or w.shape != (K.shape[1],) or not 0 <= ndense <= d:
@@ -416,11 +432,26 @@ def polish_coded(Z, ndense, K, w, labels, k, rounds, near_count, R, stop, min_ga
     else:
         near_by_windows(fsums, counts, near, R, np.int64(window))
         old_near, ndist, mark = np.empty_like(near), np.empty(L), np.full(G, -1, np.int64)
-        for _ in range(descent):  # neighbours of neighbours, toward the exact lists
-            refresh_lists(fmu, counts, near, active, old_near, ndist, mark)
+        # neighbours of neighbours, toward the exact lists: of every group, or for seams of the
+        # groups the first round visits (those with a near group in another part, and their near groups)
+        refresh = active if part.shape[0] != G else seam_groups(near, part)
+        for _ in range(descent):
+            refresh_lists(fmu, counts, near, refresh, old_near, ndist, mark)
+    if part.shape[0] == G:
+        active = seam_groups(near, part, two_hops=False)
     sse = coded_sse(Z, np.int64(ndense), K, w, labels, np.int64(G))
     return _rounds(Z, P, PK, SC, SS, rid, fsums, fmu, sums, counts, mu, cap, near, active, labels, k, rounds, stop,
                    sse, float(min_gain), w)
+
+
+def seam_groups(near, part, two_hops=True):
+    """1 for the groups with a near group in another part, and (``two_hops``) for their
+    near groups (``polish``'s rule)."""
+    ok = near >= 0
+    seam = (ok & (part[np.maximum(near, 0)] != part[:, None])).any(axis=1)
+    if two_hops:
+        seam |= (ok & seam[np.maximum(near, 0)]).any(axis=1)
+    return seam.astype(np.int64)
 
 
 @njit(cache=True, nogil=True)
