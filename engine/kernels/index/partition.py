@@ -29,20 +29,34 @@ def tie_keys(row_ids):
     return out
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _leaf_of_row(Z, i, row_id, dim, thr_value, thr_key, left, right, leaf_of):
+    node = 0
+    while leaf_of[node] < 0:
+        v = Z[i, dim[node]]
+        t = thr_value[node]
+        if v < t or (v == t and tie_key(row_id) <= thr_key[node]):
+            node = left[node]
+        else:
+            node = right[node]
+    return leaf_of[node]
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def assign_leaves(Z, row_ids, dim, thr_value, thr_key, left, right, leaf_of, out):
     """``out[i]`` = leaf number of row ``i`` (``leaf_of[node] >= 0`` marks a leaf)."""
     n = Z.shape[0]
     for i in prange(n):
-        node = 0
-        while leaf_of[node] < 0:
-            v = Z[i, dim[node]]
-            t = thr_value[node]
-            if v < t or (v == t and tie_key(row_ids[i]) <= thr_key[node]):
-                node = left[node]
-            else:
-                node = right[node]
-        out[i] = leaf_of[node]
+        out[i] = _leaf_of_row(Z, i, row_ids[i], dim, thr_value, thr_key, left, right, leaf_of)
+
+
+@njit(cache=True, nogil=True)
+def assign_leaves_serial(Z, row_ids, dim, thr_value, thr_key, left, right, leaf_of, out):
+    """``assign_leaves`` on the calling thread: for the few rows of a worker's call (the seam
+    stage routes a unit's groups, about 20,000), where starting the parallel threads costs
+    more than the descent."""
+    for i in range(Z.shape[0]):
+        out[i] = _leaf_of_row(Z, i, row_ids[i], dim, thr_value, thr_key, left, right, leaf_of)
 
 
 @njit(cache=True, nogil=True, parallel=True)
