@@ -61,9 +61,9 @@ sample (household size), which read on, with their own columns only (``needed``)
 until the sample holds ten values or the input ends (2,097,152 rows of the 10M
 census-like table). The verdicts are taken at fixed row counts of the input
 (``verdict_rows``: 1,024, 2,048, ... 65,536, then each 65,536 more, ``DECIDE_ROWS``,
-and at its end), not at a chunk's end, so they and the figures of the checks passed (the report's
-``leak_checks``) are the same whatever ``--chunk-rows``, the threads or the memory
-limit. A table whose first rows are unrepresentative (sorted by the QI: the QI of one
+and at its end), not at a chunk's end, so they and the figures of the checks passed
+(the report's ``leak_checks``) are the same whatever ``--chunk-rows``, the threads or
+the memory limit. A table whose first rows are unrepresentative (sorted by the QI: the QI of one
 value so far) reads on. What this gives up: a column that is a dependency only on rows
 far from the first ones read (non-stationary data), and a household id whose members'
 rows lie far apart (census files keep them together), can be cleared early.

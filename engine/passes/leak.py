@@ -43,9 +43,9 @@ what the tests still pending read (``Dependence.needed``), and hashes only what 
 key on (``Dependence.keyed``): a rank test reads numbers from the row sample, so a QI of
 fewer than ``MIN_RANK_VALUES`` sampled values, whose rank tests read on (household
 size: to 2,097,152 rows of the 10M census-like table), reads on with the QI and the
-columns tested against it alone, not every QI and text. It reads through Polars' native Parquet
-reader (the first chunks hold every column, texts among them: a tenth of pyarrow's
-decoding time there). The dependency tables and their figures are kernels
+columns tested against it alone, not every QI and text. It reads through Polars'
+native Parquet reader (the first chunks hold every column, texts among them: a tenth
+of pyarrow's decoding time there). The dependency tables and their figures are kernels
 (``kernels.leak.fd_rows``, ``fd_figures``: the same counts as ``fd_stats``). None of
 this changes what is read at each verdict, so the verdicts and the report's
 ``leak_checks`` are those of the plain version, whatever the chunking
