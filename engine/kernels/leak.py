@@ -24,6 +24,15 @@ What sampling gives up: a violation (a value going with two partners) is seen on
 when its value is kept, so a pair whose every violating value was dropped looks
 one-to-one; one that is one-to-one always does (no violation is ever invented, but
 by a 64-bit collision merging two values). See ``engine.passes.leak``.
+
+Beside it, the counts of the tests beyond one-to-one and of ``--derived``
+(``engine.passes.dependence``, ``passes.leak._Learner``): ``fd_rows`` counts a
+dependency test's rows by (cell, stratum, QI key) in an open-addressing table
+(``(slots, 4)``: cell, stratum, QI key, rows), sampled by the cell's key as the pair
+tables by their keys, so that after each row the table is the same whatever the
+rows' cut into calls; ``fd_figures`` takes the test's figures from it (the integer
+counts ``passes.dependence.fd_stats`` takes with Polars: the same rates to the bit);
+``novel_rows`` flags the rows that can add to a derived column's map or break it.
 """
 
 import numpy as np
