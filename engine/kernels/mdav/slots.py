@@ -53,53 +53,12 @@ MAX_I64 = (1 << 63) - 1
 # nothing measurable next to the scan (200k rows x 8 in leaves of 256: 0.14 s either way).
 
 
-@njit(cache=True, nogil=True)
-def dists(C, m, q, dist):
-    """``dist[a] = sum_j (C[j, a] - q[j])**2`` for the slots a < m, summed over j in
-    column order from 0.0 (bit-identical to ``common.sq_dist``). Columns go eight at a time,
-    then four, then the last one to three, each group fused in one vectorizable loop over the
-    slots (written out: the hot loop of the leaves; each slot's sum keeps the column order)."""
+@njit(cache=True, nogil=True, inline="always")
+def _dists_more(C, m, q, dist, j):
+    """``dists``' columns from j on, added to ``dist``: eight at a time, then four, then the
+    last one to three, each group fused in one loop over the slots (each slot's sum keeps the
+    column order)."""
     d = C.shape[0]
-    if d >= 8:
-        q0, q1, q2, q3, q4, q5, q6, q7 = q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]
-        for a in range(m):
-            t0 = C[0, a] - q0
-            t1 = C[1, a] - q1
-            t2 = C[2, a] - q2
-            t3 = C[3, a] - q3
-            t4 = C[4, a] - q4
-            t5 = C[5, a] - q5
-            t6 = C[6, a] - q6
-            t7 = C[7, a] - q7
-            s = t0 * t0
-            s += t1 * t1
-            s += t2 * t2
-            s += t3 * t3
-            s += t4 * t4
-            s += t5 * t5
-            s += t6 * t6
-            s += t7 * t7
-            dist[a] = s
-        j = 8
-    elif d >= 4:
-        q0, q1, q2, q3 = q[0], q[1], q[2], q[3]
-        for a in range(m):
-            t0 = C[0, a] - q0
-            t1 = C[1, a] - q1
-            t2 = C[2, a] - q2
-            t3 = C[3, a] - q3
-            s = t0 * t0
-            s += t1 * t1
-            s += t2 * t2
-            s += t3 * t3
-            dist[a] = s
-        j = 4
-    else:
-        q0 = q[0]
-        for a in range(m):
-            t0 = C[0, a] - q0
-            dist[a] = t0 * t0
-        j = 1
     while j + 8 <= d:
         q0, q1, q2, q3, q4, q5, q6, q7 = q[j], q[j + 1], q[j + 2], q[j + 3], q[j + 4], q[j + 5], q[j + 6], q[j + 7]
         for a in range(m):
@@ -161,6 +120,56 @@ def dists(C, m, q, dist):
         for a in range(m):
             t0 = C[j, a] - q0
             dist[a] += t0 * t0
+
+
+@njit(cache=True, nogil=True)
+def dists(C, m, q, dist):
+    """``dist[a] = sum_j (C[j, a] - q[j])**2`` for the slots a < m, summed over j in
+    column order from 0.0 (bit-identical to ``common.sq_dist``). Columns go eight at a time,
+    then four, then the last one to three, each group fused in one vectorizable loop over the
+    slots (written out: the hot loop of the leaves; each slot's sum keeps the column order)."""
+    d = C.shape[0]
+    if d >= 8:
+        q0, q1, q2, q3, q4, q5, q6, q7 = q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]
+        for a in range(m):
+            t0 = C[0, a] - q0
+            t1 = C[1, a] - q1
+            t2 = C[2, a] - q2
+            t3 = C[3, a] - q3
+            t4 = C[4, a] - q4
+            t5 = C[5, a] - q5
+            t6 = C[6, a] - q6
+            t7 = C[7, a] - q7
+            s = t0 * t0
+            s += t1 * t1
+            s += t2 * t2
+            s += t3 * t3
+            s += t4 * t4
+            s += t5 * t5
+            s += t6 * t6
+            s += t7 * t7
+            dist[a] = s
+        j = 8
+    elif d >= 4:
+        q0, q1, q2, q3 = q[0], q[1], q[2], q[3]
+        for a in range(m):
+            t0 = C[0, a] - q0
+            t1 = C[1, a] - q1
+            t2 = C[2, a] - q2
+            t3 = C[3, a] - q3
+            s = t0 * t0
+            s += t1 * t1
+            s += t2 * t2
+            s += t3 * t3
+            dist[a] = s
+        j = 4
+    else:
+        q0 = q[0]
+        for a in range(m):
+            t0 = C[0, a] - q0
+            dist[a] = t0 * t0
+        j = 1
+    _dists_more(C, m, q, dist, j)
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -61,6 +61,36 @@ def best_op(P, A, near, counts, mu, cap, k, hi, dA, dB, yA, rA, tol):
     return scan_ops(P, A, near, counts, mu, cap, k, hi, dA, dB, yA, rA, np.empty(cap), np.empty(P.shape[1]), tol)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _b_terms(P, baseB, b, df, mu, A, B, can_ba, ma, cb, yA, dB, mB):
+    """For each row y of B: ``yA`` := s_y, ``dB`` := |y - mu_A| and (``can_ba``) ``mB`` := the
+    change of its move to A, ``ma |y - mu_A|^2 - cb |y - mu_B|^2``, in one pass over y's
+    columns (``scan_ops``)."""
+    d = P.shape[1]
+    for q in range(b):
+        sy = baseB + q
+        v = 0.0
+        ya = 0.0
+        if can_ba:
+            yb = 0.0
+            for j in range(d):
+                x = P[sy, j]
+                v += x * df[j]
+                ta = x - mu[A, j]
+                ya += ta * ta
+                tb = x - mu[B, j]
+                yb += tb * tb
+            mB[q] = ma * ya - cb * yb
+        else:
+            for j in range(d):
+                x = P[sy, j]
+                v += x * df[j]
+                ta = x - mu[A, j]
+                ya += ta * ta
+        yA[q] = v
+        dB[q] = np.sqrt(ya)
+
+
 @njit(cache=True, nogil=True)
 def scan_ops(P, A, near, counts, mu, cap, k, hi, dA, dB, yA, rA, mB, df, tol):
     """``best_op`` with two more scratch arrays: ``mB`` (``cap``), ``df`` (d).
@@ -95,30 +125,7 @@ def scan_ops(P, A, near, counts, mu, cap, k, hi, dA, dB, yA, rA, mB, df, tol):
         for j in range(d):
             df[j] = mu[B, j] - mu[A, j]
         can_ba = b > k and a < hi
-        cb = b / (b - 1.0) if b > 1 else 0.0
-        ma = a / (a + 1.0)
-        for q in range(b):  # yA: s_y; dB: |y - mu_A|; mB: the move of y to A
-            sy = baseB + q
-            v = 0.0
-            ya = 0.0
-            if can_ba:
-                yb = 0.0
-                for j in range(d):
-                    x = P[sy, j]
-                    v += x * df[j]
-                    ta = x - mu[A, j]
-                    ya += ta * ta
-                    tb = x - mu[B, j]
-                    yb += tb * tb
-                mB[q] = ma * ya - cb * yb
-            else:
-                for j in range(d):
-                    x = P[sy, j]
-                    v += x * df[j]
-                    ta = x - mu[A, j]
-                    ya += ta * ta
-            yA[q] = v
-            dB[q] = np.sqrt(ya)
+        _b_terms(P, baseB, b, df, mu, A, B, can_ba, a / (a + 1.0), b / (b - 1.0) if b > 1 else 0.0, yA, dB, mB)
         can_ab = a > k and b < hi
         mb = b / (b + 1.0)
         for p in range(a):
