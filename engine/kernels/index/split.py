@@ -63,11 +63,14 @@ def quickselect(key, order, s, e, h):
 @njit(cache=True, nogil=True)
 def widest_column(X, order, s, e, mu, var):
     """The column of largest variance of the rows ``order[s:e]`` (ties: the lowest
-    column): two passes, sums row by row in that order. Eight columns are summed in
-    registers (the general loop keeps its sums in ``mu`` / ``var``); same sums."""
+    column): two passes, sums row by row in that order. Four to eight columns are summed in
+    eight registers (the general loop keeps its sums in ``mu`` / ``var``, a store and a load
+    an addition); same sums."""
     d = X.shape[1]
     size = e - s
-    if d == 8:
+    if 4 <= d <= 8:
+        # columns 4..7 beyond the last read the last column again (registers whose sums are dropped)
+        c4, c5, c6, c7 = min(4, d - 1), min(5, d - 1), min(6, d - 1), min(7, d - 1)
         m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = 0.0
         for a in range(s, e):
             i = order[a]
@@ -75,10 +78,10 @@ def widest_column(X, order, s, e, mu, var):
             m1 += X[i, 1]
             m2 += X[i, 2]
             m3 += X[i, 3]
-            m4 += X[i, 4]
-            m5 += X[i, 5]
-            m6 += X[i, 6]
-            m7 += X[i, 7]
+            m4 += X[i, c4]
+            m5 += X[i, c5]
+            m6 += X[i, c6]
+            m7 += X[i, c7]
         m0, m1, m2, m3 = m0 / size, m1 / size, m2 / size, m3 / size
         m4, m5, m6, m7 = m4 / size, m5 / size, m6 / size, m7 / size
         v0 = v1 = v2 = v3 = v4 = v5 = v6 = v7 = 0.0
@@ -88,10 +91,10 @@ def widest_column(X, order, s, e, mu, var):
             t1 = X[i, 1] - m1
             t2 = X[i, 2] - m2
             t3 = X[i, 3] - m3
-            t4 = X[i, 4] - m4
-            t5 = X[i, 5] - m5
-            t6 = X[i, 6] - m6
-            t7 = X[i, 7] - m7
+            t4 = X[i, c4] - m4
+            t5 = X[i, c5] - m5
+            t6 = X[i, c6] - m6
+            t7 = X[i, c7] - m7
             v0 += t0 * t0
             v1 += t1 * t1
             v2 += t2 * t2
@@ -100,7 +103,15 @@ def widest_column(X, order, s, e, mu, var):
             v5 += t5 * t5
             v6 += t6 * t6
             v7 += t7 * t7
-        var[0], var[1], var[2], var[3], var[4], var[5], var[6], var[7] = v0, v1, v2, v3, v4, v5, v6, v7
+        var[0], var[1], var[2], var[3] = v0, v1, v2, v3
+        if d > 4:
+            var[4] = v4
+        if d > 5:
+            var[5] = v5
+        if d > 6:
+            var[6] = v6
+        if d > 7:
+            var[7] = v7
     else:
         for j in range(d):
             mu[j] = 0.0
