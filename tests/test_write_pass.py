@@ -5,19 +5,13 @@ identity across chunk sizes, threads and limits in ``tests/test_stream.py`` and
 ``tests/test_strata_streamed.py``). These tests cover what changed for speed: the strata
 check of row-ordered published values looks each row's group up in a table of group
 buckets (``passes.published.bucket_strata``) instead of a binary search over the units,
-and must give the binary search's stratum for every group; the Parquet sink's queue
-holds ``QUEUED_FRAMES`` frames, so the main thread hands on the next frame while the
-sink still works on one."""
+and must give the binary search's stratum for every group."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
-import polars as pl
 import pytest
 
-from engine.passes import write
 from engine.passes.published import bucket_strata
 
 
@@ -56,34 +50,3 @@ def test_bucket_strata_straddling_units_of_one_stratum_need_no_search():
     assert shift > 0 and (table == 0).all()
     shift, table = bucket_strata(first, np.array([0, 0, 1, 1, 1, 2], np.int64), 1 << 20, per_unit=1)
     assert (table < 0).sum() == 2  # (buckets 0 and 4 of 1,024 groups: strata 0 and 1, 1 and 2)
-
-
-def test_the_sink_takes_frames_while_the_main_thread_works(tmp_path, monkeypatch):
-    """The writer's queue holds ``QUEUED_FRAMES`` frames: adding that many returns while
-    the sink has not yet taken one (the main thread goes on counting the next)."""
-    assert write.QUEUED_FRAMES >= 2
-    started, release = threading.Event(), threading.Event()
-
-    def slow_sink(lf, path):  # a sink busy elsewhere: takes no frame until released
-        started.set()
-        release.wait(30)
-        lf.collect()
-
-    monkeypatch.setattr(write, "sink_parquet", slow_sink)
-    w = write.Writer(str(tmp_path / "o.parquet"), "parquet")
-    frame = pl.DataFrame({"x": np.arange(10.0)})
-    done = threading.Event()
-
-    def add_all():
-        for _ in range(write.QUEUED_FRAMES):
-            w.add(frame)
-        done.set()
-
-    t = threading.Thread(target=add_all, daemon=True)
-    t.start()
-    try:
-        assert started.wait(10) and done.wait(10)
-    finally:
-        release.set()
-        t.join(10)
-        w.close()

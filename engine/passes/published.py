@@ -111,7 +111,8 @@ class RowRecords:
         """With --strata: each unit's groups are counted by stratum as they pass
         (``strata_groups``: the stratum of the unit's first row, one read), and the write
         pass checks every row, range by range, against the stratum of its group's unit
-        (``strata.slice``: the rows' strata read in row order, none held for the run):
+        (``strata.slice``: the rows' strata read in row order, none held for the run;
+        each row's group's stratum from a table of group buckets, ``bucket_strata``):
         the independent check ``partition.group_strata`` makes of a label map."""
         self.strata = strata
         self.strata_groups = np.zeros(strata.count, np.int64)

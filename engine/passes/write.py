@@ -36,11 +36,6 @@ from .stitch import Groups
 
 
 ROW_GROUP_ROWS = PARQUET_OPTIONS["row_group_size"]
-# frames waiting for the Parquet sink: one more than the one it encodes lets it take the
-# next frame as soon as it asks, while the main thread counts (``engine.budget``'s ``CELL``
-# charges a chunk in flight 64 bytes a cell, of which about 52 measured with one waiting;
-# a frame is 7 to 9 bytes a cell)
-QUEUED_FRAMES = 2
 _CANCEL = object()  # queued by abort(): the sink's source raises _Cancelled
 
 
@@ -58,7 +53,7 @@ class Writer:
 
     Parquet goes through Polars' streaming sink, which encodes and compresses
     columns on its own threads: a worker thread runs ``sink_parquet`` on a source
-    that takes frames from a queue (at most ``QUEUED_FRAMES`` waiting), so the main thread keeps
+    that takes frames from a queue (at most one waiting), so the main thread keeps
     reading, gathering and counting chunks meanwhile, and stays responsive to
     signals. Row groups hold exactly ``ROW_GROUP_ROWS`` rows (the last fewer)
     whatever the chunking, so the file's bytes do not depend on the chunk size.
@@ -113,7 +108,7 @@ class Writer:
             return
         self._check_thread()
         if self._thread is None:
-            self._queue = queue.Queue(maxsize=QUEUED_FRAMES)
+            self._queue = queue.Queue(maxsize=1)
             schema = frame.schema
             self._thread = threading.Thread(target=self._sink, args=(schema,), name="microagg-writer", daemon=True)
             self._thread.start()
@@ -382,8 +377,8 @@ def _write_checked(frames, writer: Writer, counter, label: str, rows: int, path,
     try:
         with Progress("write", rows, progress) as bar:
             for offset, frame in read_ahead(frames, "microagg-publisher"):
-                writer.add(frame)  # (first: the sink encodes it while it is counted)
                 counter.add(frame)
+                writer.add(frame)
                 bar.update(offset + frame.height)
         if counter.rows < rows:
             raise EngineError(f"{label} changed during the run: it now has {counter.rows:,} rows, "
