@@ -2,6 +2,11 @@
 
 Serial loops in row order on purpose: floating-point sums then do not depend on
 the thread count or on how the rows were chunked, so output is reproducible.
+
+The seam stage's routing (``passes.seams.Router``) runs here too: ``rotated_centroids``
+gives the bits of the NumPy expressions it replaced (``np.bincount`` sums, then NumPy's
+pairwise ``add.reduce`` of ``C[:, None, :] * R``, reproduced by ``pairwise_sum``), so the
+groups go to the same blocks; ``float32_exact`` and ``gather_records`` build its records.
 """
 
 import numpy as np
