@@ -64,6 +64,10 @@ DEMO_KERNELS: tuple = (
     ('kernels.leak', 'pair_rows',
      '(uint64[::1], uint64[::1], int64, uint64[:, ::1], uint64[:, ::1], uint64[::1], int64[::1], '
      'int64[::1], int64[::1])'),
+    ('kernels.leak', 'fd_rows',
+     '(uint64[::1], uint64[::1], uint64[::1], int64, uint64[:, ::1], uint64[::1], int64, int64)'),
+    ('kernels.leak', 'fd_regrow', '(uint64[:, ::1], uint64[:, ::1], uint64)'),
+    ('kernels.leak', 'fd_figures', '(uint64[:, ::1],)'),
     ('kernels.moments', 'standardize_serial',
      '(float64[:, ::1], float64[::1], float64[::1], float64[::1], int64[::1], float64[:, ::1])'),
     ('kernels.index.partition', 'tie_keys', '(int64[::1],)'),
