@@ -90,7 +90,7 @@ def polish_leaf_size(k: int) -> int:
 # the one-hot distance on average): the per-row cost no longer grows with the categories
 ONE_HOT_MAX = 16
 EMBED_DIMS = 16
-# The streamed MDAV leaves and the seam stage's polish group an embedded nominal QI by its
+# The fast path's streamed MDAV leaves and the seam stage's polish group an embedded nominal QI by its
 # codes instead, with the exact one-hot distance (``kernels.mdav.coded``,
 # ``kernels.search.coded``); its embedding columns then only guide the kd cuts and near lists
 CODED_NOMINAL = True

@@ -27,13 +27,14 @@ polish, refinement, stitching) runs unchanged on the encoded columns:
   number of categories (3,000 municipalities, 100,000 codes).
 
 **Grouped by the codes** (``Mixed.coded``, ``tuning.CODED_NOMINAL``). The embedding makes
-two different categories differ by ``w`` only on average. The streamed MDAV leaves
-(``kernels.mdav.coded``: the fast path and the seam stage's first stage) and the seam
-stage's polish (``kernels.search.coded``) take an embedded QI by its *code* instead, with
+two different categories differ by ``w`` only on average. The fast path's streamed MDAV
+leaves (``kernels.mdav.coded``) and the seam stage's polish (``kernels.search.coded``)
+take an embedded QI by its *code* instead, with
 the exact distance of its one-hot vector (``w`` between different categories, and to a
 group's centroid from the group's code counts), and its embedding columns only guide
 their kd cuts and near lists. The other kernels (exact MDAV, V-MDAV / IV-MDAV, the
-in-memory polish up to 2M rows, refinement) still group on the embedding
+leaves that start a polish, the in-memory polish up to 2M rows, refinement) still group
+on the embedding
 (docs/notes/mixed-types.md).
 
 **Missing values** (docs/notes/missing-values.md). A nominal QI's missing value is a
@@ -84,7 +85,7 @@ _EMBED_SEED = 20050101  # the embedding's unit vectors: a fixed function of the 
 # an encoded column's source: 0 the value (a missing one: the QI's fill), 1 the missing-value
 # indicator, 2 a category's coordinate (``QI.table``)
 VALUE, MISSING, TABLE = 0, 1, 2
-_CODED_NOTE = "; its codes in the streamed leaves and seam polish"  # (``Mixed.coded``)
+_CODED_NOTE = "; its codes in the fast path's leaves and the seam polish"  # (``Mixed.coded``)
 
 
 @dataclass

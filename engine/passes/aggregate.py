@@ -216,9 +216,11 @@ def aggregate_unit(unit, *, store: SpillStore, profile, cols, plan: UnitPlan, wa
         ids, X = store.read_many(unit, contiguous=False)  # views into the records read
         Z = standardized(X, profile, cols)
     # an embedded nominal QI grouped by its codes (``Mixed.coded``): the streamed MDAV leaves
-    # of the fast path and of the seam stage's first stage (a polished unit keeps the embedding)
-    coded = plan.reduce.coded(cols) if compact and plan.leaf and plan.polish is None and \
-        method_code in (_mdav.MDAV, _mdav.MDAV_SINGLE) else None
+    # of the fast path only. A polished unit, and the seam stage's first stage (the start
+    # of its coded polish), keep the embedding: as a start for the polish it measured better
+    # on a table of independent categories (docs/notes/mixed-types.md)
+    coded = plan.reduce.coded(cols) if compact and plan.leaf and plan.polish is None and plan.regroup is None \
+        and method_code in (_mdav.MDAV, _mdav.MDAV_SINGLE) else None
     if coded is not None:
         local = aggregate_leaves_coded(Z, coded.dense, coded.codes(X), coded.w, method_code, k, plan.leaf)
     elif plan.block is not None:
