@@ -79,3 +79,12 @@ def random_table(rng, n, d, kind):
         X[:, 0] = 3.0
         return X
     raise ValueError(kind)
+
+
+def lower_seam_thresholds(monkeypatch, unit_rows: int) -> None:
+    """The seam stage on a small table (its tests): from 5,000 rows, units of ``unit_rows``."""
+    import engine.methods.centroids as co
+    import engine.options as options
+    monkeypatch.setattr(options, "POLISH_MAX_ROWS", 5_000)
+    monkeypatch.setattr(co, "POLISH_MAX_ROWS", 5_000)
+    monkeypatch.setattr(co, "POLISH_UNIT_ROWS", unit_rows)

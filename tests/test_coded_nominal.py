@@ -10,9 +10,8 @@ import pytest
 
 import engine
 import engine.encode.mixed as mixed_mod
-import engine.methods.centroids as co
-import engine.options as options
 from engine.passes import aggregate as aggregate_mod
+from conftest import lower_seam_thresholds
 
 K = 3
 QI = ["age", "sex", "education_years", "hours_per_week", "municipality", "occupation"]
@@ -26,9 +25,7 @@ def table():
 
 @pytest.fixture(autouse=True)
 def small_thresholds(monkeypatch):
-    monkeypatch.setattr(options, "POLISH_MAX_ROWS", 5_000)
-    monkeypatch.setattr(co, "POLISH_MAX_ROWS", 5_000)
-    monkeypatch.setattr(co, "POLISH_UNIT_ROWS", 2_000)
+    lower_seam_thresholds(monkeypatch, 2_000)
 
 
 def _run(table, **kw):

@@ -16,6 +16,7 @@ from engine import tuning
 from engine.kernels.mdav.leaf import aggregate_leaves
 from engine.kernels.search.polish import polish, rotations
 from reference_polish import sse
+from conftest import lower_seam_thresholds
 
 K = 5
 PREVIOUS = dict(SCALE_LEAF_SIZE=1024, SCALE_ROTATIONS=1, SCALE_WINDOW=12)  # (before issue 42 item 3)
@@ -29,9 +30,7 @@ def table():
 
 @pytest.fixture(autouse=True)
 def small_thresholds(monkeypatch):
-    monkeypatch.setattr(options, "POLISH_MAX_ROWS", 5_000)
-    monkeypatch.setattr(co, "POLISH_MAX_ROWS", 5_000)
-    monkeypatch.setattr(co, "POLISH_UNIT_ROWS", 6_000)
+    lower_seam_thresholds(monkeypatch, 6_000)
 
 
 def _run(table, **kw):

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 import engine
 import engine.methods.centroids as co
-import engine.options as options
 from engine.passes import seams as seams_mod
 from engine.passes.seams import SeamStage, Router
 from engine.tuning import SCALE_LEAF_SIZE
 from reference_polish import sse
+from conftest import lower_seam_thresholds
 
 K = 3
 
@@ -30,9 +30,7 @@ def table():
 
 @pytest.fixture(autouse=True)
 def small_thresholds(monkeypatch):
-    monkeypatch.setattr(options, "POLISH_MAX_ROWS", 5_000)
-    monkeypatch.setattr(co, "POLISH_MAX_ROWS", 5_000)
-    monkeypatch.setattr(co, "POLISH_UNIT_ROWS", 2_000)
+    lower_seam_thresholds(monkeypatch, 2_000)
 
 
 def _run(table, **kw):

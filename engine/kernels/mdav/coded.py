@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 
 from .indexed import MDAV
-from .slots import dists, farthest, leaf_rows, nearest, rest_as_group, slot_bits
+from .slots import dists, farthest, leaf_rows, nearest, rest_as_group, slot_bits, take_group
 
 
 @njit(cache=True, nogil=True)
@@ -118,24 +118,7 @@ def mdav_coded_slots(C, Kc, orig, m, total, cnt, S, w, method, k, labels, group,
         found = 0
         if kk > 0:
             found = nearest(di, orig, m, r, kk, sh, cand, nd, no, ns)
-        # r, then its neighbours by (distance, row index) leave the running sums in that
-        # order; then their slots are freed highest first (``slots.mdav_slots``)
-        labels[orig[r]] = group
-        for j in range(d):
-            total[j] -= C[j, r]
-        for b in range(found):
-            p = ns[b]
-            labels[orig[p]] = group
-            for j in range(d):
-                total[j] -= C[j, p]
-        ns[found] = r
-        for b in range(1, found + 1):
-            v = ns[b]
-            p = b
-            while p > 0 and ns[p - 1] < v:
-                ns[p] = ns[p - 1]
-                p -= 1
-            ns[p] = v
+        take_group(C, orig, total, labels, group, r, ns, found)  # (then freed highest first)
         for b in range(found + 1):
             m = _free(C, Kc, orig, cnt, S, di, ns[b], m)
         group += 1

@@ -270,26 +270,8 @@ def mdav_slots(C, orig, m, total, method, k, labels, group, dist, q, cand, nd, n
         found = 0
         if kk > 0:
             found = nearest(di, orig, m, r, kk, sh, cand, nd, no, ns)
-        # the group: r first, then its neighbours by (distance, row index), which is
-        # the order their values leave the running total
-        labels[orig[r]] = group
-        for j in range(d):
-            total[j] -= C[j, r]
-        for b in range(found):
-            p = ns[b]
-            labels[orig[p]] = group
-            for j in range(d):
-                total[j] -= C[j, p]
-        # free their slots, highest first, so that the slot moved into each hole
-        # (the last one) is never one still to be freed; distances move along
-        ns[found] = r
-        for b in range(1, found + 1):
-            v = ns[b]
-            p = b
-            while p > 0 and ns[p - 1] < v:
-                ns[p] = ns[p - 1]
-                p -= 1
-            ns[p] = v
+        take_group(C, orig, total, labels, group, r, ns, found)
+        # free their slots, highest first; distances move along
         for b in range(found + 1):
             p = ns[b]
             m -= 1
@@ -303,6 +285,31 @@ def mdav_slots(C, orig, m, total, method, k, labels, group, dist, q, cand, nd, n
             break
         from_last = method == MDAV and not from_last
     return rest_as_group(labels, orig, m, group)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def take_group(C, orig, total, labels, group, r, ns, found):
+    """Slot r and its neighbours ``ns[:found]`` join ``group``: r first, then the
+    neighbours by (distance, row index), which is the order their values leave the
+    running ``total``. Then ``ns[:found + 1]`` := their slots, highest first: the order
+    to free them in, so that the slot moved into each hole (the last one) is never one
+    still to be freed."""
+    labels[orig[r]] = group
+    for j in range(C.shape[0]):
+        total[j] -= C[j, r]
+    for b in range(found):
+        p = ns[b]
+        labels[orig[p]] = group
+        for j in range(C.shape[0]):
+            total[j] -= C[j, p]
+    ns[found] = r
+    for b in range(1, found + 1):
+        v = ns[b]
+        p = b
+        while p > 0 and ns[p - 1] < v:
+            ns[p] = ns[p - 1]
+            p -= 1
+        ns[p] = v
 
 
 @njit(cache=True, nogil=True, inline="always")
