@@ -29,12 +29,11 @@ polish, refinement, stitching) runs unchanged on the encoded columns:
 **Grouped by the codes** (``Mixed.coded``, ``tuning.CODED_NOMINAL``). The embedding makes
 two different categories differ by ``w`` only on average. The fast path's streamed MDAV
 leaves (``kernels.mdav.coded``) and the seam stage's polish (``kernels.search.coded``)
-take an embedded QI by its *code* instead, with
-the exact distance of its one-hot vector (``w`` between different categories, and to a
-group's centroid from the group's code counts), and its embedding columns only guide
-their kd cuts and near lists. The other kernels (exact MDAV, V-MDAV / IV-MDAV, the
-leaves that start a polish, the in-memory polish up to 2M rows, refinement) still group
-on the embedding
+take an embedded QI by its *code* instead, with the exact distance of its one-hot vector
+(``w`` between different categories, and to a group's centroid from the group's code
+counts), and its embedding columns only guide their kd cuts and near lists. The other
+kernels (exact MDAV, V-MDAV / IV-MDAV, the leaves that start a polish, the in-memory
+polish up to 2M rows, refinement) still group on the embedding
 (docs/notes/mixed-types.md).
 
 **Missing values** (docs/notes/missing-values.md). A nominal QI's missing value is a

@@ -44,8 +44,8 @@ from ..io.source import CodedSource, Source
 from ..io.spill import BlockStore, MemoryBlocks, units_of
 from ..io.tempfiles import private_dir, private_opener
 from ..kernels.moments import standardize_serial
-from ..kernels.index.partition import (assign_leaves, counting_order, gather_records, gather_records_narrow, plan_tree,
-                                route_rows, tie_keys)
+from ..kernels.index.partition import (assign_leaves, assign_leaves_serial, counting_order, gather_records,
+                                       gather_records_narrow, plan_tree, route_rows, tie_keys)
 from ..progress import Progress
 
 
@@ -63,11 +63,13 @@ class Plan:
     strata: Any = None
     block_strata: np.ndarray | None = None
 
-    def assign(self, Z: np.ndarray, row_ids: np.ndarray) -> np.ndarray:
-        """Leaves of standardized rows ``Z`` (with strata: the stratum id as its last column)."""
+    def assign(self, Z: np.ndarray, row_ids: np.ndarray, serial: bool = False) -> np.ndarray:
+        """Leaves of standardized rows ``Z`` (with strata: the stratum id as its last column).
+        ``serial``: on the calling thread (a worker's few rows: the parallel kernel's start
+        costs more than their descent); the same leaves."""
         out = np.empty(Z.shape[0], np.int64)
-        assign_leaves(Z, row_ids, self.dim, self.thr_value, self.thr_row, self.left, self.right,
-                      self.leaf_of, out)
+        (assign_leaves_serial if serial else assign_leaves)(Z, row_ids, self.dim, self.thr_value, self.thr_row,
+                                                             self.left, self.right, self.leaf_of, out)
         return out
 
     def raw_bounds(self, profile: Profile, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -38,7 +38,6 @@ import numpy as np
 
 from ..io.spill import BlockStore
 from ..kernels.groups import float32_exact, gather_records, rotated_centroids
-from ..kernels.index.partition import assign_leaves_serial
 from ..tuning import SEAM_SPILL
 from .aggregate import aggregate_units, store_sums, unit_sums
 from .partition import Plan, plan_blocks, standardized
@@ -69,12 +68,8 @@ class Router:
         first = ids[pos].astype(np.int64)
         if self.block_strata is not None:
             Cr = np.column_stack([Cr, np.full(g, float(self.block_strata[block]))])
-        # (``Plan.assign``'s descent on this thread: the parallel kernel's start costs more than 20,000 rows)
-        p = self.plan
-        out = np.empty(g, np.int64)
-        assign_leaves_serial(np.ascontiguousarray(Cr), first, p.dim, p.thr_value, p.thr_row, p.left, p.right,
-                             p.leaf_of, out)
-        return out
+        # (on this thread: the parallel kernel's start costs more than a unit's 20,000 groups)
+        return self.plan.assign(np.ascontiguousarray(Cr), first, serial=True)
 
     def records(self, Z: np.ndarray, X: np.ndarray, local: np.ndarray, g: int, ids: np.ndarray,
                 block: int) -> tuple:

@@ -51,9 +51,9 @@ import numpy as np
 from numba import njit
 
 from ..groups import group_sums, slot_sums
-from .moves import group_mean, move, swap
-from .near import near_by_windows, nearest_groups, refresh_lists
-from .polish import NEAR_DESCENT, NEAR_WINDOW, SEAM_DESCENT
+from .moves import group_mean, move, swap, visited
+from .near import refresh_lists
+from .polish import NEAR_DESCENT, NEAR_WINDOW, SEAM_DESCENT, near_lists
 
 
 # -- the coded distance ---------------------------------------------------------------
@@ -349,7 +349,7 @@ def _apply(P, PK, SC, SS, rid, sums, counts, mu, cap, kind, A, p, B, u):
 def visit_round_coded(P, PK, SC, SS, rid, sums, counts, mu, cap, near, active, nxt, k, hi, tol, stop, stats, w):
     """``moves.visit_round`` with ``best_op_coded``: one round of visits, the codes
     moved and swapped with their rows. Returns ``(operations applied, SSE lowered)``."""
-    G, L = near.shape
+    G = near.shape[0]
     h = 0.5 * w
     hs = np.empty((4, w.shape[0]))
     dA, dB, yA, rA, mB = np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap)
@@ -364,15 +364,7 @@ def visit_round_coded(P, PK, SC, SS, rid, sums, counts, mu, cap, near, active, n
     for A in range(G):
         if stop[0] != 0:
             break
-        if counts[A] == 0:
-            continue
-        act = active[A] != 0
-        t = 0
-        while not act and t < L:
-            B = near[A, t]
-            act = B >= 0 and active[B] != 0
-            t += 1
-        if not act:
+        if not visited(A, counts, near, active):
             continue
         for _ in range(8 * cap):  # (a bound on operations per visit: termination whatever the rounding)
             dl, kind, p, u, B = best_op_coded(P, PK, SC, SS, A, near, counts, mu, cap, k, hi, h, w, hs, dA, dB, yA,
@@ -424,34 +416,10 @@ def _run(Z, ndense, K, w, labels, k, rounds, near_count, part, R, stop, min_gain
     K = np.ascontiguousarray(K, dtype=np.int64)
     w = np.ascontiguousarray(w, dtype=np.float64)
     P, PK, SC, SS, rid, fsums, fmu, sums, counts, mu, cap = _layout(Z, np.int64(ndense), K, labels, np.int64(G), k)
-    L = min(int(near_count), G - 1)
-    near = np.full((G, L), -1, np.int64)
-    active = np.ones(G, np.int64)
-    if R.shape[0] == 0 or R.shape[1] != d:
-        nearest_groups(fsums, counts, near, active)
-    else:
-        near_by_windows(fsums, counts, near, R, np.int64(window))
-        old_near, ndist, mark = np.empty_like(near), np.empty(L), np.full(G, -1, np.int64)
-        # neighbours of neighbours, toward the exact lists: of every group, or for seams of the
-        # groups the first round visits (those with a near group in another part, and their near groups)
-        refresh = active if part.shape[0] != G else seam_groups(near, part)
-        for _ in range(descent):
-            refresh_lists(fmu, counts, near, refresh, old_near, ndist, mark)
-    if part.shape[0] == G:
-        active = seam_groups(near, part, two_hops=False)
+    near, active = near_lists(fsums, fmu, counts, near_count, part, R, descent, window)  # (all d columns)
     sse = coded_sse(Z, np.int64(ndense), K, w, labels, np.int64(G))
     return _rounds(Z, P, PK, SC, SS, rid, fsums, fmu, sums, counts, mu, cap, near, active, labels, k, rounds, stop,
                    sse, float(min_gain), w)
-
-
-def seam_groups(near, part, two_hops=True):
-    """1 for the groups with a near group in another part, and (``two_hops``) for their
-    near groups (``polish``'s rule)."""
-    ok = near >= 0
-    seam = (ok & (part[np.maximum(near, 0)] != part[:, None])).any(axis=1)
-    if two_hops:
-        seam |= (ok & seam[np.maximum(near, 0)]).any(axis=1)
-    return seam.astype(np.int64)
 
 
 @njit(cache=True, nogil=True)

@@ -209,6 +209,21 @@ def swap(P, rid, sums, counts, mu, cap, A, p, B, q):
     group_mean(sums, counts, mu, B)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def visited(A, counts, near, active):
+    """A round visits group A when it has rows and it, or one of its near groups, changed
+    in the previous round (``active``)."""
+    if counts[A] == 0:
+        return False
+    if active[A] != 0:
+        return True
+    for t in range(near.shape[1]):
+        B = near[A, t]
+        if B >= 0 and active[B] != 0:
+            return True
+    return False
+
+
 @njit(cache=True, nogil=True)
 def visit_round(P, rid, sums, counts, mu, cap, near, active, nxt, k, hi, tol, stop, stats):
     """One round of visits (module docstring). ``nxt[g]`` := 1 for the groups it
@@ -216,7 +231,7 @@ def visit_round(P, rid, sums, counts, mu, cap, near, active, nxt, k, hi, tol, st
     Returns ``(operations applied, SSE lowered)``. ``stop`` (int64, one element) is
     read between visits: set by the caller (an error, a signal), the round returns
     within one visit, the partition still valid (every operation keeps sizes)."""
-    G, L = near.shape
+    G = near.shape[0]
     dA = np.empty(cap)
     dB = np.empty(cap)
     yA = np.empty(cap)
@@ -230,15 +245,7 @@ def visit_round(P, rid, sums, counts, mu, cap, near, active, nxt, k, hi, tol, st
     for A in range(G):
         if stop[0] != 0:
             break
-        if counts[A] == 0:
-            continue
-        act = active[A] != 0
-        t = 0
-        while not act and t < L:
-            B = near[A, t]
-            act = B >= 0 and active[B] != 0
-            t += 1
-        if not act:
+        if not visited(A, counts, near, active):
             continue
         for _ in range(8 * cap):  # (a bound on operations per visit: termination whatever the rounding)
             dl, kind, p, q, B = scan_ops(P, A, near, counts, mu, cap, k, hi, dA, dB, yA, rA, mB, df, tol)

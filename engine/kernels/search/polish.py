@@ -98,26 +98,38 @@ def _run(Z, labels, k, rounds, near_count, part, R, stop, min_gain, descent, win
     if G < 2:
         return 0, 0
     P, rid, sums, counts, mu, cap = _layout(Z, labels, np.int64(G), k)
+    near, active = near_lists(sums, mu, counts, near_count, part, R, descent, window)
+    sse = partition_sse(Z, labels, np.int64(G))
+    return _rounds(Z, P, rid, sums, counts, mu, cap, near, active, labels, k, rounds, stop, sse, float(min_gain))
+
+
+def near_lists(sums, mu, counts, near_count, part, R, descent, window):
+    """``(near, active)``: each group's near list (from its sums and means ``mu``: with
+    rotations ``R``, windows in the kd orders and ``descent`` two-hop refreshes; with an
+    empty ``R``, exact kd-tree queries) and the groups the first round visits (every
+    group, or with ``part`` of one entry a group those with a near group in another part).
+    Shared by ``polish`` and the coded polish (``kernels.search.coded``), whose lists come
+    from the same columns."""
+    G = counts.shape[0]
     L = min(int(near_count), G - 1)
     near = np.full((G, L), -1, np.int64)
     active = np.ones(G, np.int64)
-    if R.shape[0] == 0 or R.shape[1] != d:
+    if R.shape[0] == 0 or R.shape[1] != sums.shape[1]:
         nearest_groups(sums, counts, near, active)
     else:
         near_by_windows(sums, counts, near, R, np.int64(window))
         old_near, ndist, mark = np.empty_like(near), np.empty(L), np.full(G, -1, np.int64)
         # neighbours of neighbours, toward the exact lists: of every group, or for seams of the
         # groups the first round visits (those with a near group in another part, and their near groups)
-        refresh = active if part.shape[0] != G else _seam_groups(near, part)
+        refresh = active if part.shape[0] != G else seam_groups(near, part)
         for _ in range(descent):
             refresh_lists(mu, counts, near, refresh, old_near, ndist, mark)
     if part.shape[0] == G:
-        active = _seam_groups(near, part, two_hops=False)
-    sse = partition_sse(Z, labels, np.int64(G))
-    return _rounds(Z, P, rid, sums, counts, mu, cap, near, active, labels, k, rounds, stop, sse, float(min_gain))
+        active = seam_groups(near, part, two_hops=False)
+    return near, active
 
 
-def _seam_groups(near, part, two_hops=True):
+def seam_groups(near, part, two_hops=True):
     """1 for the groups with a near group in another part, and (``two_hops``) for their
     near groups."""
     ok = near >= 0
